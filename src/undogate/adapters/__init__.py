@@ -1,0 +1,6 @@
+"""Protocol adapters: one per resource kind, all behind ``Adapter``."""
+
+from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
+from .json_record import JsonRecordAdapter
+
+__all__ = ["Adapter", "ConditionalWrite", "JsonRecordAdapter", "Plan", "Side", "Snapshot"]

@@ -1,0 +1,1306 @@
+"""prepare, preview, confirm, reject, accept observed state, and start-up recovery.
+
+This is the only place that moves a job. Each step follows the same rule: record
+before you act, record after you act. A write's intent (an action row marked
+``dispatching``) commits before the request leaves, and its outcome commits after, so
+a crash anywhere leaves either nothing sent or an action that start-up recovery turns
+into ``uncertain``, never a write that could be sent twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import secrets
+import signal
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .adapters import Adapter, ConditionalWrite, JsonRecordAdapter, Side, Snapshot
+from .config import Config, Resource
+from .errors import (
+    BlockedAddress,
+    ChangedSincePreview,
+    Conflict,
+    Forbidden,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    LaterJobOverlaps,
+    LimitReached,
+    MissingToken,
+    NotFound,
+    PreviewExpired,
+    PreviewUsed,
+    Quarantined,
+    ReconciliationBlocked,
+    StaleVersion,
+    TransitionNotAllowed,
+    UndogateError,
+)
+from .etag import parse_etag
+from .jobs import (
+    ActionStatus,
+    Change,
+    ChangeRequest,
+    ChangeState,
+    Job,
+    JobState,
+    Observation,
+    Operation,
+    ResourceKind,
+    check_transition,
+    require_start,
+    state_after_apply,
+    state_after_settling,
+    state_after_undo,
+)
+from .jsonvalue import JsonObject, JsonValue, dumps, loads
+from .ledger import Ledger
+from .net import RemoteHTTP, RemoteResponse, TransportFailure
+
+log = logging.getLogger(__name__)
+
+# SPEC §4: these answers mean the server changed nothing.
+REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
+_OPEN_FOR_OVERLAP = ("applied", "uncertain")
+CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting, as the surfaces established it (the engine trusts this)."""
+
+    id: str
+    owner_id: str
+    kind: str  # operator | agent | master | system
+    access_path: str  # api | web | cli | mcp | demo | system
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+
+SYSTEM = Actor(id="undogate", owner_id="", kind="system", access_path="system")
+
+
+@dataclass(frozen=True)
+class PrepareRequest:
+    summary: str
+    changes: tuple[ChangeRequest, ...]
+    idempotency_key: str | None = None
+    attribution_label: str | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    job: Job
+    replay: bool
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """One change as a preview shows it: current vs planned, and what blocks it."""
+
+    index: int
+    resource_id: str
+    kind: ResourceKind
+    current_version: str
+    current: JsonObject | None
+    current_text: str | None
+    planned: JsonObject | None
+    planned_text: str | None
+    moved_since_prepare: bool
+    reversible: bool
+    note: str | None = None
+    observation: Observation | None = None
+
+
+@dataclass(frozen=True)
+class Preview:
+    job_id: str
+    operation: Operation
+    token: str | None
+    expires_at: float | None
+    changes: tuple[ChangeView, ...]
+    blockers: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    job: Job
+    repeated: bool = False
+    dry_run: bool = False
+    requests: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass
+class _Outcome:
+    status: ActionStatus
+    response_status: int | None = None
+    result_etag: str | None = None
+    address: str | None = None
+    detail: str | None = None
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Gateway:
+    """The engine. Surfaces call these methods and only translate what they raise."""
+
+    config: Config
+    ledger: Ledger
+    http: RemoteHTTP
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    clock: Callable[[], float] = time.time
+    crash_at: str | None = None
+    adapters: dict[ResourceKind, Adapter] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.adapters = {
+            ResourceKind.JSON_RECORD: JsonRecordAdapter(
+                http=self.http, limits=self.config.limits, environ=self.environ
+            ),
+        }
+
+    # -- lookups ---------------------------------------------------------------
+
+    def _resource(self, resource_id: str) -> Resource:
+        res = self.config.resource(resource_id)
+        if res is None:
+            raise NotFound(f"unknown resource {resource_id!r}", resource=resource_id)
+        return res
+
+    def _adapter(self, kind: ResourceKind) -> Adapter:
+        adapter = self.adapters.get(kind)
+        if adapter is None:
+            raise InvalidRequest(f"resources of kind {kind.value} are not supported yet")
+        return adapter
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self.config.server.operation_timeout_s
+
+    def list_resources(self, agent_id: str) -> list[Resource]:
+        return self.config.resources_for(agent_id)
+
+    def get_job(self, owner_id: str, job_id: str) -> Job:
+        """The job, if ``owner_id`` owns it; otherwise ``NotFound`` (never ``Forbidden``,
+        so ids of other owners' jobs reveal nothing)."""
+        job = self.ledger.load_job(job_id)
+        if job is None or job.owner_id != owner_id:
+            raise NotFound(f"no job {job_id!r}", job=job_id)
+        return job
+
+    def list_jobs(self, owner_id: str, agent_id: str) -> list[tuple[str, str, str, float, int]]:
+        return self.ledger.list_jobs(owner_id, agent_id)
+
+    def events(self, owner_id: str, job_id: str) -> list[Any]:
+        self.get_job(owner_id, job_id)
+        return self.ledger.events(job_id)
+
+    # -- prepare ---------------------------------------------------------------
+
+    def prepare(self, actor: Actor, agent_id: str, request: PrepareRequest) -> Prepared:
+        """Read every resource and record before/after. Writes nothing externally.
+
+        Raises:
+            InvalidRequest, NotFound, Forbidden, LimitReached, StaleVersion,
+            IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach, MissingToken.
+        """
+        limits = self.config.limits
+        if "prepare_changes" not in self.config.agent_tools(agent_id):
+            raise Forbidden(f"agent {agent_id!r} is not opted in to prepare_changes")
+        summary = request.summary.strip()
+        if not summary or len(summary) > 2000:
+            raise InvalidRequest("a summary of 1 to 2000 characters is required")
+        if request.attribution_label is not None and len(request.attribution_label) > 200:
+            raise InvalidRequest("attribution_label is at most 200 characters")
+        if request.idempotency_key is not None and not 1 <= len(request.idempotency_key) <= 200:
+            raise InvalidRequest("idempotency_key is 1 to 200 characters")
+        if not 1 <= len(request.changes) <= limits.max_changes_per_job:
+            raise InvalidRequest(
+                f"a job holds 1 to {limits.max_changes_per_job} changes",
+                limit="max_changes_per_job",
+            )
+        digest = _request_digest(agent_id, request)
+        if request.idempotency_key is not None:
+            earlier = self._find_idempotent(actor.owner_id, agent_id, request.idempotency_key)
+            if earlier is not None:
+                return self._replay(earlier, digest)
+        seen: set[str] = set()
+        resources: list[Resource] = []
+        for change in request.changes:
+            res = self.config.resource(change.resource_id)
+            if res is None or res.agent_id != agent_id:
+                # Same answer for unknown and foreign: an agent learns nothing of others.
+                raise NotFound(
+                    f"unknown resource {change.resource_id!r}", resource=change.resource_id
+                )
+            if change.resource_id in seen:
+                raise InvalidRequest(
+                    f"{change.resource_id!r} appears twice; put all its fields in one change",
+                    resource=change.resource_id,
+                )
+            seen.add(change.resource_id)
+            if not res.conditional_writes:
+                raise Forbidden(
+                    f"writes to {res.id!r} are not enabled: the operator has not attested "
+                    "conditional writes for it",
+                    resource=res.id,
+                )
+            resources.append(res)
+        self._check_capacity(0)
+        deadline = self._deadline()
+        changes: list[Change] = []
+        for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
+            adapter = self._adapter(res.kind)
+            snap = adapter.read(res, deadline)
+            if change.expected_version is not None:
+                _check_expected_version(res, change.expected_version, snap)
+            plan = adapter.plan(res, change, snap)
+            changes.append(
+                Change(
+                    index=index,
+                    resource_id=res.id,
+                    kind=res.kind,
+                    fingerprint=res.fingerprint,
+                    fields=plan.fields,
+                    before=plan.before,
+                    after=plan.after,
+                    before_text=plan.before_text,
+                    after_text=plan.after_text,
+                    media_type=plan.media_type,
+                    prepared_etag=snap.etag.header,
+                    assertion_kind=change.assertion_kind,
+                )
+            )
+        payload = _payload_size(summary, changes)
+        if payload > limits.max_job_bytes:
+            raise LimitReached(
+                f"the job would store {payload} bytes; the limit is {limits.max_job_bytes}",
+                limit="max_job_bytes",
+            )
+        now = self.clock()
+        job = Job(
+            id="job_" + secrets.token_hex(8),
+            owner_id=actor.owner_id,
+            agent_id=agent_id,
+            summary=summary,
+            attribution_label=request.attribution_label,
+            idempotency_key=request.idempotency_key,
+            state=JobState.PREPARED,
+            undo_started=False,
+            created_at=now,
+            updated_at=now,
+            changes=tuple(changes),
+        )
+
+        def commit(c: sqlite3.Connection) -> Prepared:
+            if request.idempotency_key is not None:
+                # A concurrent duplicate may have committed while we were reading.
+                earlier = self._find_idempotent_in(
+                    c, actor.owner_id, agent_id, request.idempotency_key
+                )
+                if earlier is not None:
+                    return self._replay(earlier, digest)
+            self._check_capacity_in(c, payload)
+            Ledger.insert_job(c, job, digest, payload)
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation="prepare",
+                target=",".join(ch.resource_id for ch in changes),
+                to_state=JobState.PREPARED.value,
+                detail={"changes": [_change_diff(ch) for ch in changes]},
+            )
+            return Prepared(job=job, replay=False)
+
+        return self.ledger.write(commit)
+
+    def _find_idempotent(self, owner_id: str, agent_id: str, key: str) -> tuple[str, str] | None:
+        return self.ledger.read(lambda c: self._find_idempotent_in(c, owner_id, agent_id, key))
+
+    def _find_idempotent_in(
+        self, c: sqlite3.Connection, owner_id: str, agent_id: str, key: str
+    ) -> tuple[str, str] | None:
+        window = self.config.limits.idempotency_days * 86400
+        row = c.execute(
+            "SELECT id, request_digest FROM jobs WHERE owner_id = ? AND agent_id = ? "
+            "AND idempotency_key = ? AND created_at >= ? ORDER BY seq DESC LIMIT 1",
+            (owner_id, agent_id, key, self.clock() - window),
+        ).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def _replay(self, earlier: tuple[str, str], digest: str) -> Prepared:
+        job_id, earlier_digest = earlier
+        if earlier_digest != digest:
+            raise IdempotencyKeyReused(
+                "this idempotency_key was already used for a different request; "
+                "use a new key for a new change",
+                job=job_id,
+            )
+        job = self.ledger.load_job(job_id)
+        assert job is not None
+        return Prepared(job=job, replay=True)
+
+    def _check_capacity(self, payload: int) -> None:
+        self.ledger.read(lambda c: self._check_capacity_in(c, payload))
+
+    def _check_capacity_in(self, c: sqlite3.Connection, payload: int) -> None:
+        limits = self.config.limits
+        counts = dict(
+            c.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)", ("job_count", "payload_bytes")
+            ).fetchall()
+        )
+        if int(counts.get("job_count", 0)) >= limits.max_jobs:
+            raise LimitReached(
+                f"the ledger holds {limits.max_jobs} jobs, its limit; no new job can be "
+                "prepared (history is never deleted: raise limits.max_jobs or start a new "
+                "ledger)",
+                limit="max_jobs",
+            )
+        if int(counts.get("payload_bytes", 0)) + payload > limits.max_receipt_bytes:
+            raise LimitReached(
+                "the ledger's receipt payload limit is reached; no new job can be prepared",
+                limit="max_receipt_bytes",
+            )
+
+    # -- preview ---------------------------------------------------------------
+
+    def preview(self, actor: Actor, job_id: str, operation: Operation) -> Preview:
+        """Re-read every affected resource and issue a single-use token.
+
+        Raises:
+            NotFound, TransitionNotAllowed, Quarantined, LaterJobOverlaps,
+            RemoteUnavailable, RemoteContractBreach.
+        """
+        job = self.get_job(actor.owner_id, job_id)
+        targets = self._targets(job, operation)
+        deadline = self._deadline()
+        views: list[ChangeView] = []
+        blockers: list[dict[str, Any]] = []
+        snapshot: JsonObject = {}
+        for change in targets:
+            res = self._resource(change.resource_id)
+            adapter = self._adapter(change.kind)
+            snap = adapter.read(res, deadline)
+            snapshot[str(change.index)] = snap.etag.header
+            view = self._view(adapter, job, change, snap, operation)
+            views.append(view)
+            if operation is Operation.ACCEPT_OBSERVED and view.observation is Observation.NEITHER:
+                blockers.append(
+                    {
+                        "code": ReconciliationBlocked.code,
+                        "change": change.index,
+                        "message": f"{change.resource_id} shows neither the before nor the "
+                        "after values: investigate by hand before accepting anything",
+                    }
+                )
+            elif operation is not Operation.ACCEPT_OBSERVED and view.moved_since_prepare:
+                blockers.append(
+                    {
+                        "code": Conflict.code,
+                        "change": change.index,
+                        "message": view.note or "the resource moved",
+                    }
+                )
+        token: str | None = None
+        expires_at: float | None = None
+        if not blockers:
+            token = secrets.token_urlsafe(32)
+            expires_at = self.clock() + self.config.server.preview_ttl_s
+            token_hash = hash_token(token)
+            exp = expires_at
+
+            def commit(c: sqlite3.Connection) -> None:
+                Ledger.insert_preview(
+                    c,
+                    token_hash=token_hash,
+                    job_id=job.id,
+                    operation=operation,
+                    expires_at=exp,
+                    snapshot=snapshot,
+                )
+                Ledger.add_event(
+                    c,
+                    job_id=job.id,
+                    actor=actor.label,
+                    access_path=actor.access_path,
+                    operation=f"preview_{operation.value}",
+                    detail={"changes": [str(v.index) for v in views]},
+                )
+
+            self.ledger.write(commit)
+        return Preview(
+            job_id=job.id,
+            operation=operation,
+            token=token,
+            expires_at=expires_at,
+            changes=tuple(views),
+            blockers=tuple(blockers),
+        )
+
+    def _targets(self, job: Job, operation: Operation) -> list[Change]:
+        """The changes an operation touches, in dispatch order; checks every guard."""
+        if job.state is JobState.INVALIDATED:
+            raise TransitionNotAllowed(
+                f"Can't {operation.value.replace('_', ' ')} when in invalidated: "
+                f"{job.invalidated_reason or 'a resource identity changed'}",
+                state=job.state.value,
+            )
+        if operation is Operation.APPLY:
+            require_start("start_apply", job.state)
+            if job.undo_started:
+                raise TransitionNotAllowed(
+                    "Can't apply: an undo of this job has started, so it can never be applied "
+                    "again; prepare a new job",
+                    state=job.state.value,
+                )
+            targets = [c for c in job.changes if c.state is ChangeState.PENDING]
+        elif operation is Operation.UNDO:
+            require_start("start_undo", job.state)
+            targets = [c for c in reversed(job.changes) if c.state is ChangeState.APPLIED]
+        else:
+            require_start("accept_observed", job.state)
+            targets = [c for c in job.changes if c.state is ChangeState.UNCERTAIN]
+        if not targets:
+            raise TransitionNotAllowed(
+                f"Can't {operation.value.replace('_', ' ')}: no change is waiting for it",
+                state=job.state.value,
+            )
+        for change in targets:
+            if change.fingerprint != self._resource(change.resource_id).fingerprint:
+                raise TransitionNotAllowed(
+                    f"{change.resource_id}'s identity changed since this job was prepared",
+                    state=job.state.value,
+                )
+        if operation is not Operation.ACCEPT_OBSERVED:
+            self.ledger.read(lambda c: self._check_others(c, job, targets, operation))
+        return targets
+
+    def _check_others(
+        self, c: sqlite3.Connection, job: Job, targets: list[Change], operation: Operation
+    ) -> None:
+        """Quarantine (every write) and the later-job ordering guard (undo)."""
+        for change in targets:
+            rows = c.execute(
+                "SELECT ch.job_id, ch.idx, ch.kind, ch.fields, ch.state, ch.applied_seq "
+                "FROM changes ch WHERE ch.resource_id = ? AND ch.fingerprint = ? "
+                "AND ch.state IN (?, ?) AND ch.job_id != ?",
+                (change.resource_id, change.fingerprint, *_OPEN_FOR_OVERLAP, job.id),
+            ).fetchall()
+            for other_job, _idx, kind, fields_json, state, applied_seq in rows:
+                other_fields = set(_fields(fields_json))
+                overlap = kind == ResourceKind.WEBDAV_TEXT.value or bool(
+                    other_fields & set(change.fields)
+                )
+                if not overlap:
+                    continue
+                if state == ChangeState.UNCERTAIN.value:
+                    raise Quarantined(
+                        f"{change.resource_id} is quarantined by job {other_job}, whose "
+                        "outcome is uncertain; a reviewer must reconcile it first",
+                        blocking_job=other_job,
+                        resource=change.resource_id,
+                    )
+                if (
+                    operation is Operation.UNDO
+                    and change.applied_at is not None
+                    and applied_seq is not None
+                    and applied_seq > change.applied_at
+                ):
+                    raise LaterJobOverlaps(
+                        f"job {other_job} changed {change.resource_id} after this job; "
+                        "undo it first",
+                        later_job=other_job,
+                        resource=change.resource_id,
+                    )
+
+    def _view(
+        self, adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
+    ) -> ChangeView:
+        current, current_text = _current_side(change, snap)
+        if operation is Operation.APPLY:
+            planned, planned_text = change.after, change.after_text
+            moved = not adapter.shows(change, snap, Side.BEFORE)
+            note = (
+                "the values this job would replace changed since it was prepared; "
+                "prepare a new job from the current values"
+                if moved
+                else None
+            )
+            return ChangeView(
+                change.index,
+                change.resource_id,
+                change.kind,
+                snap.etag.header,
+                current,
+                current_text,
+                planned,
+                planned_text,
+                moved,
+                True,
+                note,
+            )
+        if operation is Operation.UNDO:
+            planned, planned_text = change.before, change.before_text
+            holds = adapter.undo_guard_holds(change, snap)
+            note = (
+                None
+                if holds
+                else "the resource changed after this job applied it; undo would overwrite "
+                "newer work, so it is refused: prepare a new reviewed change instead"
+            )
+            return ChangeView(
+                change.index,
+                change.resource_id,
+                change.kind,
+                snap.etag.header,
+                current,
+                current_text,
+                planned,
+                planned_text,
+                not holds,
+                holds,
+                note,
+            )
+        observation = self._observe(adapter, job, change, snap)
+        return ChangeView(
+            change.index,
+            change.resource_id,
+            change.kind,
+            snap.etag.header,
+            current,
+            current_text,
+            None,
+            None,
+            False,
+            True,
+            None,
+            observation,
+        )
+
+    def _observe(self, adapter: Adapter, job: Job, change: Change, snap: Snapshot) -> Observation:
+        last = [a for a in job.actions if a.change_index == change.index]
+        last_op = last[-1].operation if last else Operation.APPLY
+        if adapter.shows(change, snap, Side.AFTER):
+            return Observation.LOOKS_APPLIED
+        if adapter.shows(change, snap, Side.BEFORE):
+            if last_op is Operation.UNDO:
+                return Observation.LOOKS_UNDONE
+            return Observation.LOOKS_NOT_APPLIED
+        return Observation.NEITHER
+
+    # -- confirm ---------------------------------------------------------------
+
+    def confirm(
+        self,
+        actor: Actor,
+        job_id: str,
+        preview_token: str,
+        *,
+        dry_run: bool = False,
+        reauthorize: Callable[[], None] | None = None,
+    ) -> Confirmation:
+        """Check the whole preview against fresh reads, then dispatch action by action.
+
+        ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
+        ``Unauthorized``) when the reviewer's credential no longer allows the write.
+
+        Raises:
+            NotFound, PreviewExpired, PreviewUsed, ChangedSincePreview, Conflict,
+            Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
+            ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach.
+        """
+        job = self.get_job(actor.owner_id, job_id)
+        token_hash = hash_token(preview_token)
+        stored = self.ledger.read(lambda c: Ledger.load_preview(c, token_hash))
+        if stored is None or stored.job_id != job.id:
+            raise NotFound("unknown preview token for this job; preview again", job=job.id)
+        if stored.consumed_at is not None:
+            latest = self.ledger.read(lambda c: Ledger.latest_consumed_seq(c, job.id))
+            if not dry_run and stored.op_seq == latest:
+                return Confirmation(job=job, repeated=True)
+            raise PreviewUsed(
+                "this preview was already used and a newer operation has happened since; "
+                "preview again",
+                job=job.id,
+            )
+        if self.clock() >= stored.expires_at:
+            raise PreviewExpired("the preview expired; preview again", job=job.id)
+        operation = stored.operation
+        targets = self._targets(job, operation)
+        if [str(c.index) for c in targets] != list(stored.snapshot):
+            raise ChangedSincePreview(
+                "the job changed since this preview; preview again", job=job.id
+            )
+        if not dry_run:
+            self._count_attempt(job.id)
+        deadline = self._deadline()
+        snaps: dict[int, Snapshot] = {}
+        for change in targets:
+            res = self._resource(change.resource_id)
+            snap = self._adapter(change.kind).read(res, deadline)
+            seen = parse_etag(str(stored.snapshot[str(change.index)]))
+            if not seen.strong_equals(snap.etag):
+                raise ChangedSincePreview(
+                    f"{change.resource_id} changed since the preview; nothing was written. "
+                    "Preview again to see the current values",
+                    resource=change.resource_id,
+                    job=job.id,
+                )
+            snaps[change.index] = snap
+        if operation is Operation.ACCEPT_OBSERVED:
+            return self._accept_observed(actor, job, targets, snaps, token_hash, dry_run)
+        writes: list[tuple[Change, Resource, ConditionalWrite]] = []
+        target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
+        for change in targets:
+            res = self._resource(change.resource_id)
+            adapter = self._adapter(change.kind)
+            snap = snaps[change.index]
+            if operation is Operation.APPLY and not adapter.shows(change, snap, Side.BEFORE):
+                raise Conflict(
+                    f"{change.resource_id}'s values changed since the job was prepared; "
+                    "nothing was written. Prepare a new job from the current values",
+                    resource=change.resource_id,
+                )
+            if operation is Operation.UNDO and not adapter.undo_guard_holds(change, snap):
+                raise Conflict(
+                    f"{change.resource_id} changed after this job applied it; undo would "
+                    "overwrite newer work, so nothing was written. Prepare a new reviewed "
+                    "change instead",
+                    resource=change.resource_id,
+                )
+            writes.append((change, res, adapter.build_write(res, change, snap, target_side)))
+        if dry_run:
+            return Confirmation(
+                job=job, dry_run=True, requests=tuple(w.describe() for _, _, w in writes)
+            )
+        return self._dispatch(actor, job, operation, writes, token_hash, deadline, reauthorize)
+
+    def _count_attempt(self, job_id: str) -> None:
+        limit = self.config.limits.max_confirm_attempts
+
+        def bump(c: sqlite3.Connection) -> None:
+            row = c.execute("SELECT confirm_attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row[0] >= limit:
+                raise LimitReached(
+                    f"this job reached its limit of {limit} confirmation attempts",
+                    limit="max_confirm_attempts",
+                    job=job_id,
+                )
+            c.execute(
+                "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job_id,)
+            )
+
+        self.ledger.write(bump)
+
+    def _dispatch(
+        self,
+        actor: Actor,
+        job: Job,
+        operation: Operation,
+        writes: list[tuple[Change, Resource, ConditionalWrite]],
+        token_hash: str,
+        deadline: float,
+        reauthorize: Callable[[], None] | None,
+    ) -> Confirmation:
+        running = JobState.APPLYING if operation is Operation.APPLY else JobState.UNDOING
+        start_event = "start_apply" if operation is Operation.APPLY else "start_undo"
+        check_transition(start_event, job.state, running)
+        state_before = job.state
+
+        def start(c: sqlite3.Connection) -> int:
+            seq = Ledger.consume_preview(c, token_hash)
+            Ledger.set_job_state(
+                c, job.id, running, undo_started=True if operation is Operation.UNDO else None
+            )
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation=f"confirm_{operation.value}",
+                from_state=state_before.value,
+                to_state=running.value,
+            )
+            return seq
+
+        self.ledger.write(start)
+        states = {c.index: c.state for c in job.changes}
+        for change, res, write in writes:
+            outcome = self._dispatch_one(
+                actor, job, operation, change, res, write, deadline, reauthorize
+            )
+            if outcome is None:
+                break  # stopped before sending: nothing more runs
+            states[change.index] = self._change_state_after(operation, outcome.status, change)
+            if outcome.status is not ActionStatus.DONE:
+                break
+        ordered = [states[c.index] for c in job.changes]
+        final = (
+            state_after_apply(ordered)
+            if operation is Operation.APPLY
+            else state_after_undo(ordered, state_before)
+        )
+        finish_event = "finish_apply" if operation is Operation.APPLY else "finish_undo"
+        check_transition(finish_event, running, final)
+
+        def finish(c: sqlite3.Connection) -> None:
+            Ledger.set_job_state(c, job.id, final)
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation=f"finish_{operation.value}",
+                from_state=running.value,
+                to_state=final.value,
+            )
+
+        self.ledger.write(finish)
+        self._crash_point(operation, "after_outcome")
+        done = self.ledger.load_job(job.id)
+        assert done is not None
+        return Confirmation(job=done)
+
+    @staticmethod
+    def _change_state_after(
+        operation: Operation, status: ActionStatus, change: Change
+    ) -> ChangeState:
+        if status is ActionStatus.DONE:
+            return ChangeState.APPLIED if operation is Operation.APPLY else ChangeState.UNDONE
+        if status is ActionStatus.UNCERTAIN:
+            return ChangeState.UNCERTAIN
+        return change.state
+
+    def _dispatch_one(
+        self,
+        actor: Actor,
+        job: Job,
+        operation: Operation,
+        change: Change,
+        res: Resource,
+        write: ConditionalWrite,
+        deadline: float,
+        reauthorize: Callable[[], None] | None,
+    ) -> _Outcome | None:
+        """One action: re-check, commit intent, send, classify, read back, commit outcome.
+
+        Returns None when the action was stopped before its intent was recorded.
+        """
+        adapter = self._adapter(change.kind)
+        try:
+            if reauthorize is not None:
+                reauthorize()
+            adapter.auth_headers(res)
+        except UndogateError as exc:
+            self._record_stop(actor, job, change, exc)
+            return None
+
+        def intent(c: sqlite3.Connection) -> int:
+            return Ledger.begin_action(
+                c,
+                job_id=job.id,
+                change_idx=change.index,
+                operation=operation,
+                method=write.method,
+                url=write.url,
+                if_match=write.if_match,
+            )
+
+        action_id = self.ledger.write(intent)
+        self._crash_point(operation, "after_intent")
+        try:
+            outcome = self._send_and_verify(adapter, res, change, write, operation, deadline)
+        except BaseException:
+            # Whatever broke, the request may have left: never leave it looking unsent.
+            self._record_outcome(
+                actor,
+                job,
+                change,
+                operation,
+                action_id,
+                _Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch"),
+            )
+            raise
+        self._record_outcome(actor, job, change, operation, action_id, outcome)
+        return outcome
+
+    def _send_and_verify(
+        self,
+        adapter: Adapter,
+        res: Resource,
+        change: Change,
+        write: ConditionalWrite,
+        operation: Operation,
+        deadline: float,
+    ) -> _Outcome:
+        try:
+            response = adapter.send_write(res, write, deadline)
+        except (BlockedAddress, MissingToken) as exc:
+            return _Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
+        except TransportFailure as exc:
+            status = ActionStatus.UNCERTAIN if exc.sent else ActionStatus.REFUSED
+            prefix = "sent, outcome unknown" if exc.sent else "not sent"
+            return _Outcome(status, detail=f"{prefix}: {exc.reason}")
+        self._crash_point(operation, "after_response")
+        return self._classify(adapter, res, change, write, operation, response, deadline)
+
+    def _classify(
+        self,
+        adapter: Adapter,
+        res: Resource,
+        change: Change,
+        write: ConditionalWrite,
+        operation: Operation,
+        response: RemoteResponse,
+        deadline: float,
+    ) -> _Outcome:
+        status = response.status
+        if status in REFUSAL_STATUSES:
+            return _Outcome(
+                ActionStatus.REFUSED,
+                response_status=status,
+                address=response.address,
+                detail=f"the server refused the write (HTTP {status}); it changed nothing",
+            )
+        if status not in (200, 204):
+            return _Outcome(
+                ActionStatus.UNCERTAIN,
+                response_status=status,
+                address=response.address,
+                detail=f"HTTP {status}: the server may or may not have applied the write",
+            )
+        target = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
+        try:
+            snap = adapter.read(res, deadline)
+        except UndogateError as exc:
+            return _Outcome(
+                ActionStatus.UNCERTAIN,
+                response_status=status,
+                address=response.address,
+                detail=f"read-back failed: {exc.message}",
+            )
+        self._crash_point(operation, "after_readback")
+        if snap.etag.header == write.if_match:
+            return _Outcome(
+                ActionStatus.UNCERTAIN,
+                response_status=status,
+                address=response.address,
+                detail="read-back shows the old version: the write did not take effect",
+            )
+        if not adapter.shows(change, snap, target):
+            return _Outcome(
+                ActionStatus.UNCERTAIN,
+                response_status=status,
+                address=response.address,
+                detail="read-back does not show the desired values",
+            )
+        return _Outcome(
+            ActionStatus.DONE,
+            response_status=status,
+            result_etag=snap.etag.header,
+            address=response.address or snap.address,
+        )
+
+    def _record_stop(self, actor: Actor, job: Job, change: Change, exc: UndogateError) -> None:
+        def commit(c: sqlite3.Connection) -> None:
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation="dispatch_stopped",
+                target=change.resource_id,
+                detail={"code": exc.code, "message": exc.message},
+            )
+
+        self.ledger.write(commit)
+
+    def _record_outcome(
+        self,
+        actor: Actor,
+        job: Job,
+        change: Change,
+        operation: Operation,
+        action_id: int,
+        outcome: _Outcome,
+    ) -> None:
+        new_state = self._change_state_after(operation, outcome.status, change)
+
+        def commit(c: sqlite3.Connection) -> None:
+            Ledger.finish_action(
+                c,
+                action_id,
+                outcome.status,
+                response_status=outcome.response_status,
+                result_etag=outcome.result_etag,
+                address=outcome.address,
+                detail=outcome.detail,
+            )
+            seq = None
+            if operation is Operation.APPLY and outcome.status is ActionStatus.DONE:
+                seq = Ledger.next_seq(c)
+            Ledger.set_change_state(
+                c,
+                job.id,
+                change.index,
+                new_state,
+                applied_etag=outcome.result_etag if operation is Operation.APPLY else None,
+                applied_seq=seq,
+            )
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation=f"{operation.value}_{outcome.status.value}",
+                target=change.resource_id,
+                from_state=change.state.value,
+                to_state=new_state.value,
+                detail=_outcome_detail(change, operation, outcome),
+            )
+
+        self.ledger.write(commit)
+
+    # -- accept observed state -----------------------------------------------------
+
+    def _accept_observed(
+        self,
+        actor: Actor,
+        job: Job,
+        targets: list[Change],
+        snaps: dict[int, Snapshot],
+        token_hash: str,
+        dry_run: bool,
+    ) -> Confirmation:
+        decisions: list[tuple[Change, Observation, Snapshot]] = []
+        for change in targets:
+            adapter = self._adapter(change.kind)
+            snap = snaps[change.index]
+            observation = self._observe(adapter, job, change, snap)
+            if observation is Observation.NEITHER:
+                raise ReconciliationBlocked(
+                    f"{change.resource_id} shows neither the before nor the after values; "
+                    "reconciliation is blocked until someone investigates by hand",
+                    resource=change.resource_id,
+                )
+            decisions.append((change, observation, snap))
+        if dry_run:
+            return Confirmation(job=job, dry_run=True)
+        states = {c.index: c.state for c in job.changes}
+        for change, observation, _ in decisions:
+            states[change.index] = (
+                ChangeState.APPLIED
+                if observation is Observation.LOOKS_APPLIED
+                else ChangeState.UNDONE
+                if observation is Observation.LOOKS_UNDONE
+                else ChangeState.PENDING
+            )
+        final = state_after_settling([states[c.index] for c in job.changes], job.undo_started)
+        check_transition("accept_observed", job.state, final)
+        uncertain = {
+            a.change_index: a.id
+            for a in job.actions
+            if a.status in (ActionStatus.UNCERTAIN, ActionStatus.DISPATCHING)
+        }
+
+        def commit(c: sqlite3.Connection) -> None:
+            Ledger.consume_preview(c, token_hash)
+            for change, observation, snap in decisions:
+                action_id = uncertain.get(change.index)
+                if action_id is not None:
+                    Ledger.finish_action(
+                        c, action_id, ActionStatus.ACCEPTED, observation=observation
+                    )
+                new_state = states[change.index]
+                Ledger.set_change_state(
+                    c,
+                    job.id,
+                    change.index,
+                    new_state,
+                    applied_etag=snap.etag.header if new_state is ChangeState.APPLIED else None,
+                    applied_seq=Ledger.next_seq(c) if new_state is ChangeState.APPLIED else None,
+                )
+                Ledger.add_event(
+                    c,
+                    job_id=job.id,
+                    actor=actor.label,
+                    access_path=actor.access_path,
+                    operation="accept_observed",
+                    target=change.resource_id,
+                    from_state=ChangeState.UNCERTAIN.value,
+                    to_state=new_state.value,
+                    detail={
+                        "observation": observation.value,
+                        "note": "the reviewer accepted the observed state; this is not proof "
+                        "that the request ran",
+                    },
+                )
+            Ledger.set_job_state(c, job.id, final)
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation="reconciled",
+                from_state=job.state.value,
+                to_state=final.value,
+            )
+
+        self.ledger.write(commit)
+        self._crash_point(Operation.ACCEPT_OBSERVED, "after_outcome")
+        done = self.ledger.load_job(job.id)
+        assert done is not None
+        return Confirmation(job=done)
+
+    # -- reject --------------------------------------------------------------------
+
+    def reject(self, actor: Actor, job_id: str) -> Job:
+        """Raises: NotFound, TransitionNotAllowed."""
+        job = self.get_job(actor.owner_id, job_id)
+        check_transition("reject", job.state, JobState.REJECTED)
+
+        def commit(c: sqlite3.Connection) -> None:
+            current = Ledger.load_job_in(c, job_id, with_actions=False)
+            assert current is not None
+            check_transition("reject", current.state, JobState.REJECTED)
+            Ledger.set_job_state(c, job_id, JobState.REJECTED)
+            Ledger.add_event(
+                c,
+                job_id=job_id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation="reject",
+                from_state=current.state.value,
+                to_state=JobState.REJECTED.value,
+            )
+
+        self.ledger.write(commit)
+        return self.get_job(actor.owner_id, job_id)
+
+    # -- start-up --------------------------------------------------------------------
+
+    def recover(self) -> dict[str, int]:
+        """At start: interrupted writes become ``uncertain`` (quarantined), interrupted
+        operations settle, and jobs whose resource identity changed are invalidated.
+
+        Reads only what needs attention (in-flight actions, running jobs, changed
+        identities), never every job.
+        """
+        counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
+        self.ledger.write(lambda c: self._recover_in(c, counts))
+        return counts
+
+    def _recover_in(self, c: sqlite3.Connection, counts: dict[str, int]) -> None:
+        for action_id, job_id, idx, op in c.execute(
+            "SELECT id, job_id, change_idx, operation FROM actions WHERE status = 'dispatching'"
+        ).fetchall():
+            Ledger.finish_action(
+                c,
+                action_id,
+                ActionStatus.UNCERTAIN,
+                detail="the gateway stopped while this write was in flight; outcome unknown",
+            )
+            Ledger.set_change_state(c, job_id, idx, ChangeState.UNCERTAIN)
+            Ledger.add_event(
+                c,
+                job_id=job_id,
+                actor=SYSTEM.label,
+                access_path="system",
+                operation=f"{op}_uncertain",
+                target=str(idx),
+                to_state=ChangeState.UNCERTAIN.value,
+                detail={"reason": "interrupted by a restart"},
+            )
+            counts["uncertain"] += 1
+        for (job_id,) in c.execute(
+            "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
+        ).fetchall():
+            job = Ledger.load_job_in(c, job_id, with_actions=False)
+            assert job is not None
+            states = [ch.state for ch in job.changes]
+            if job.state is JobState.APPLYING:
+                final = state_after_apply(states)
+            else:
+                final = state_after_undo(states, JobState.APPLIED)
+                if final is JobState.APPLIED and any(s is ChangeState.UNDONE for s in states):
+                    final = JobState.PARTIALLY_UNDONE
+                if final is JobState.APPLIED and any(s is ChangeState.PENDING for s in states):
+                    final = JobState.PARTIALLY_APPLIED
+            check_transition("crash_recovered", job.state, final)
+            Ledger.set_job_state(c, job_id, final)
+            Ledger.add_event(
+                c,
+                job_id=job_id,
+                actor=SYSTEM.label,
+                access_path="system",
+                operation="crash_recovered",
+                from_state=job.state.value,
+                to_state=final.value,
+            )
+            counts["settled"] += 1
+        self._invalidate_changed(c, counts)
+
+    def _invalidate_changed(self, c: sqlite3.Connection, counts: dict[str, int]) -> None:
+        known = dict(c.execute("SELECT resource_id, fingerprint FROM resource_identities"))
+        current = {r.id: r.fingerprint for r in self.config.resources}
+        changed = [rid for rid, fp in known.items() if current.get(rid) != fp]
+        for rid in changed:
+            for job_id, from_state in c.execute(
+                "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "
+                "WHERE ch.resource_id = ? AND ch.fingerprint != ? "
+                "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
+                (rid, current.get(rid, "")),
+            ).fetchall():
+                reason = (
+                    f"the identity of resource {rid!r} changed in the config (URL, kind, "
+                    "token variable, network flags, pointer or fields)"
+                    if rid in current
+                    else f"resource {rid!r} was removed from the config"
+                )
+                check_transition("invalidate", JobState(from_state), JobState.INVALIDATED)
+                Ledger.set_job_state(c, job_id, JobState.INVALIDATED, invalidated_reason=reason)
+                Ledger.add_event(
+                    c,
+                    job_id=job_id,
+                    actor=SYSTEM.label,
+                    access_path="system",
+                    operation="invalidate",
+                    target=rid,
+                    from_state=from_state,
+                    to_state=JobState.INVALIDATED.value,
+                    detail={"reason": reason},
+                )
+                counts["invalidated"] += 1
+        c.execute("DELETE FROM resource_identities")
+        c.executemany(
+            "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?)",
+            list(current.items()),
+        )
+
+    # -- test hook -----------------------------------------------------------------
+
+    def _crash_point(self, operation: Operation, point: str) -> None:
+        """Crash-injection hook for the recovery harness; inert unless ``crash_at`` is set
+        (from ``UNDOGATE_CRASH_AT=operation:point``). It kills this very process."""
+        if self.crash_at is not None and self.crash_at == f"{operation.value}:{point}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _check_expected_version(res: Resource, expected: str, snap: Snapshot) -> None:
+    try:
+        tag = parse_etag(expected)
+    except ValueError:
+        raise InvalidRequest(
+            'expected_version must be an entity-tag such as "abc"', resource=res.id
+        ) from None
+    if not tag.strong_equals(snap.etag):
+        raise StaleVersion(
+            f"{res.id} is at a newer version than the one you read; re-read it and prepare again",
+            resource=res.id,
+            current_version=snap.etag.header,
+        )
+
+
+def _current_side(change: Change, snap: Snapshot) -> tuple[JsonObject | None, str | None]:
+    if change.kind is ResourceKind.WEBDAV_TEXT:
+        return None, snap.text
+    current = snap.fields or {}
+    return {f: current[f] for f in change.fields if f in current}, None
+
+
+def _fields(fields_json: str) -> list[str]:
+    value = loads(fields_json)
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _change_diff(change: Change) -> JsonValue:
+    diff: JsonObject = {"resource": change.resource_id, "index": str(change.index)}
+    if change.kind is ResourceKind.WEBDAV_TEXT:
+        diff["before_bytes"] = str(len((change.before_text or "").encode()))
+        diff["after_bytes"] = str(len((change.after_text or "").encode()))
+        return diff
+    fields_diff: JsonObject = {}
+    before = change.before or {}
+    after = change.after or {}
+    for name in change.fields:
+        fields_diff[name] = {
+            "before": before.get(name) if name in before else {"absent": True},
+            "after": after.get(name) if name in after else {"absent": True},
+        }
+    diff["fields"] = fields_diff
+    return diff
+
+
+def _outcome_detail(change: Change, operation: Operation, outcome: _Outcome) -> JsonObject:
+    detail: JsonObject = {"change": str(change.index), "status": outcome.status.value}
+    if outcome.response_status is not None:
+        detail["http_status"] = str(outcome.response_status)
+    if outcome.detail:
+        detail["detail"] = outcome.detail
+    if outcome.result_etag:
+        detail["etag"] = outcome.result_etag
+    if outcome.status is ActionStatus.DONE:
+        diff = _change_diff(change)
+        if operation is Operation.UNDO and isinstance(diff, dict) and "fields" in diff:
+            fields = diff["fields"]
+            assert isinstance(fields, dict)
+            diff["fields"] = {
+                k: {"before": v["after"], "after": v["before"]}  # type: ignore[index,call-overload]
+                for k, v in fields.items()
+            }
+        detail["diff"] = diff
+    return detail
+
+
+def _payload_size(summary: str, changes: list[Change]) -> int:
+    size = len(summary.encode())
+    for ch in changes:
+        size += len(dumps(ch.before or {}).encode()) + len(dumps(ch.after or {}).encode())
+        size += len((ch.before_text or "").encode()) + len((ch.after_text or "").encode())
+    return size
+
+
+def _request_digest(agent_id: str, request: PrepareRequest) -> str:
+    """What makes two prepares "the same" for idempotency (the key itself excluded)."""
+    body: JsonObject = {
+        "agent": agent_id,
+        "summary": request.summary,
+        "attribution_label": request.attribution_label,
+        "changes": [
+            {
+                "resource": ch.resource_id,
+                "set": ch.set,
+                "remove": list(ch.remove),
+                "text": ch.text,
+                "expected_version": ch.expected_version,
+                "assertion_kind": ch.assertion_kind.value if ch.assertion_kind else None,
+            }
+            for ch in request.changes
+        ],
+    }
+    return hashlib.sha256(dumps(body).encode()).hexdigest()
+
+
+__all__ = [
+    "CRASH_POINTS",
+    "SYSTEM",
+    "Actor",
+    "ChangeView",
+    "Confirmation",
+    "Gateway",
+    "PrepareRequest",
+    "Prepared",
+    "Preview",
+]

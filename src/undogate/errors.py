@@ -1,0 +1,147 @@
+"""The one error tree of undogate.
+
+Every refusal the product can give is an ``UndogateError`` with a stable ``code``
+(part of the public contract: API bodies, MCP tool errors and CLI exit messages carry
+it) and a human sentence. None of these knows about HTTP; each surface maps codes to
+its own vocabulary in one place.
+
+    UndogateError
+    ├── ConfigError                 config_invalid         (carries every problem found)
+    ├── InvalidRequest              invalid_request
+    ├── NotFound                    not_found
+    ├── Forbidden                   forbidden
+    ├── Unauthorized                unauthorized
+    ├── LimitReached                limit_reached
+    ├── StaleVersion                stale_version
+    ├── IdempotencyKeyReused        idempotency_key_reused
+    ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke SPEC §6)
+    ├── RemoteUnavailable           remote_unavailable      (a read failed: network, status)
+    ├── BlockedAddress              blocked_address         (SSRF policy)
+    ├── MissingToken                missing_token
+    ├── TransitionNotAllowed        transition_not_allowed
+    ├── PreviewExpired              preview_expired
+    ├── PreviewUsed                 preview_used
+    ├── ChangedSincePreview         changed_since_preview
+    ├── Conflict                    conflict
+    ├── Quarantined                 quarantined
+    ├── LaterJobOverlaps            later_job_overlaps
+    ├── ReconciliationBlocked       reconciliation_blocked
+    ├── LedgerInUse                 ledger_in_use
+    └── LedgerError                 ledger_error
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class UndogateError(Exception):
+    """Base of every domain error: a stable code, a sentence, JSON-safe details."""
+
+    code: ClassVar[str] = "error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "details": self.details}
+
+
+class ConfigError(UndogateError):
+    code = "config_invalid"
+
+    def __init__(self, problems: list[tuple[str, str]], source: str = "config") -> None:
+        self.problems = problems
+        lines = "\n".join(f"  {path or '<root>'}: {msg}" for path, msg in problems)
+        count = len(problems)
+        noun = "problem" if count == 1 else "problems"
+        super().__init__(
+            f"{source}: {count} {noun}:\n{lines}",
+            problems=[{"path": p, "message": m} for p, m in problems],
+        )
+
+
+class InvalidRequest(UndogateError):
+    code = "invalid_request"
+
+
+class NotFound(UndogateError):
+    code = "not_found"
+
+
+class Forbidden(UndogateError):
+    code = "forbidden"
+
+
+class Unauthorized(UndogateError):
+    code = "unauthorized"
+
+
+class LimitReached(UndogateError):
+    code = "limit_reached"
+
+
+class StaleVersion(UndogateError):
+    code = "stale_version"
+
+
+class IdempotencyKeyReused(UndogateError):
+    code = "idempotency_key_reused"
+
+
+class RemoteContractBreach(UndogateError):
+    code = "remote_contract_breach"
+
+
+class RemoteUnavailable(UndogateError):
+    code = "remote_unavailable"
+
+
+class BlockedAddress(UndogateError):
+    code = "blocked_address"
+
+
+class MissingToken(UndogateError):
+    code = "missing_token"
+
+
+class TransitionNotAllowed(UndogateError):
+    code = "transition_not_allowed"
+
+
+class PreviewExpired(UndogateError):
+    code = "preview_expired"
+
+
+class PreviewUsed(UndogateError):
+    code = "preview_used"
+
+
+class ChangedSincePreview(UndogateError):
+    code = "changed_since_preview"
+
+
+class Conflict(UndogateError):
+    code = "conflict"
+
+
+class Quarantined(UndogateError):
+    code = "quarantined"
+
+
+class LaterJobOverlaps(UndogateError):
+    code = "later_job_overlaps"
+
+
+class ReconciliationBlocked(UndogateError):
+    code = "reconciliation_blocked"
+
+
+class LedgerInUse(UndogateError):
+    code = "ledger_in_use"
+
+
+class LedgerError(UndogateError):
+    code = "ledger_error"

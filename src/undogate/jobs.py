@@ -1,0 +1,302 @@
+"""Jobs, changes, actions and the job state machine. Pure: no I/O, no framework.
+
+The machine (drawn in docs/state-machine.md)::
+
+    prepared ──confirm apply──▶ applying ──▶ applied | partially_applied | needs_review
+                                   │  (a certain refusal before any write lands)
+                                   └──────────▶ prepared
+    applied | partially_applied ──confirm undo──▶ undoing ──▶ undone | partially_undone
+                                                     │       | needs_review
+                                                     └─(certain refusal, nothing undone)─▶ back
+    partially_applied ──resume──▶ applying        partially_undone ──undo again──▶ undoing
+    needs_review ──accept observed──▶ applied | partially_applied | prepared
+                                     | undone | partially_undone
+    prepared ──reject──▶ rejected
+    any unfinished state ──identity changed──▶ invalidated
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .errors import TransitionNotAllowed
+from .jsonvalue import JsonObject
+
+
+class JobState(StrEnum):
+    PREPARED = "prepared"
+    APPLYING = "applying"
+    APPLIED = "applied"
+    PARTIALLY_APPLIED = "partially_applied"
+    NEEDS_REVIEW = "needs_review"
+    UNDOING = "undoing"
+    UNDONE = "undone"
+    PARTIALLY_UNDONE = "partially_undone"
+    REJECTED = "rejected"
+    INVALIDATED = "invalidated"
+
+
+class Operation(StrEnum):
+    APPLY = "apply"
+    UNDO = "undo"
+    ACCEPT_OBSERVED = "accept_observed"
+
+
+class ResourceKind(StrEnum):
+    JSON_RECORD = "json_record"
+    WEBDAV_TEXT = "webdav_text"
+
+
+class ChangeState(StrEnum):
+    """Where one change stands on its resource."""
+
+    PENDING = "pending"
+    APPLIED = "applied"
+    UNDONE = "undone"
+    UNCERTAIN = "uncertain"
+
+
+class ActionStatus(StrEnum):
+    """One external write. ``dispatching`` is the intent, committed before the request."""
+
+    DISPATCHING = "dispatching"
+    DONE = "done"
+    REFUSED = "refused"
+    UNCERTAIN = "uncertain"
+    ACCEPTED = "accepted"
+
+
+class Observation(StrEnum):
+    """What a reconciliation read shows for an uncertain action."""
+
+    LOOKS_APPLIED = "looks_applied"
+    LOOKS_NOT_APPLIED = "looks_not_applied"
+    LOOKS_UNDONE = "looks_undone"
+    NEITHER = "neither"
+
+
+class AssertionKind(StrEnum):
+    OBSERVED = "observed"
+    INFERRED = "inferred"
+    IMPORTED = "imported"
+    SUPPLIED = "supplied"
+
+
+TERMINAL_STATES = frozenset({JobState.UNDONE, JobState.REJECTED, JobState.INVALIDATED})
+
+# event name -> {from state: allowed to-states}
+_S = JobState
+TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
+    "start_apply": {
+        _S.PREPARED: frozenset({_S.APPLYING}),
+        _S.PARTIALLY_APPLIED: frozenset({_S.APPLYING}),
+    },
+    "finish_apply": {
+        _S.APPLYING: frozenset({_S.APPLIED, _S.PARTIALLY_APPLIED, _S.NEEDS_REVIEW, _S.PREPARED}),
+    },
+    "start_undo": {
+        _S.APPLIED: frozenset({_S.UNDOING}),
+        _S.PARTIALLY_APPLIED: frozenset({_S.UNDOING}),
+        _S.PARTIALLY_UNDONE: frozenset({_S.UNDOING}),
+    },
+    "finish_undo": {
+        _S.UNDOING: frozenset(
+            {
+                _S.UNDONE,
+                _S.PARTIALLY_UNDONE,
+                _S.NEEDS_REVIEW,
+                _S.APPLIED,
+                _S.PARTIALLY_APPLIED,
+            }
+        ),
+    },
+    "accept_observed": {
+        _S.NEEDS_REVIEW: frozenset(
+            {
+                _S.APPLIED,
+                _S.PARTIALLY_APPLIED,
+                _S.PREPARED,
+                _S.UNDONE,
+                _S.PARTIALLY_UNDONE,
+            }
+        ),
+    },
+    # At start: an operation cut off by a crash. With a write in flight the job needs
+    # review; cut off between writes, it settles where its changes stand.
+    "crash_recovered": {
+        _S.APPLYING: frozenset({_S.NEEDS_REVIEW, _S.PREPARED, _S.APPLIED, _S.PARTIALLY_APPLIED}),
+        _S.UNDOING: frozenset(
+            {_S.NEEDS_REVIEW, _S.APPLIED, _S.PARTIALLY_APPLIED, _S.PARTIALLY_UNDONE, _S.UNDONE}
+        ),
+    },
+    "reject": {_S.PREPARED: frozenset({_S.REJECTED})},
+    "invalidate": {
+        s: frozenset({_S.INVALIDATED})
+        for s in (
+            _S.PREPARED,
+            _S.APPLIED,
+            _S.PARTIALLY_APPLIED,
+            _S.PARTIALLY_UNDONE,
+            _S.NEEDS_REVIEW,
+        )
+    },
+}
+
+
+def check_transition(event: str, current: JobState, target: JobState) -> None:
+    """Raise ``TransitionNotAllowed`` unless ``event`` may move ``current`` to ``target``."""
+    allowed = TRANSITIONS.get(event, {}).get(current)
+    if not allowed or target not in allowed:
+        raise TransitionNotAllowed(
+            f"Can't {event.replace('_', ' ')} when in {current.value}",
+            event=event,
+            state=current.value,
+            target=target.value,
+        )
+
+
+def can_start(event: str, current: JobState) -> bool:
+    return current in TRANSITIONS.get(event, {})
+
+
+def require_start(event: str, current: JobState) -> None:
+    """Raise ``TransitionNotAllowed`` unless ``event`` may begin from ``current``."""
+    if not can_start(event, current):
+        raise TransitionNotAllowed(
+            f"Can't {event.replace('_', ' ')} when in {current.value}",
+            event=event,
+            state=current.value,
+        )
+
+
+def state_after_apply(changes: list[ChangeState]) -> JobState:
+    """The job's state once an apply pass has stopped."""
+    if ChangeState.UNCERTAIN in changes:
+        return JobState.NEEDS_REVIEW
+    applied = sum(1 for c in changes if c is ChangeState.APPLIED)
+    if applied == len(changes):
+        return JobState.APPLIED
+    if applied == 0:
+        return JobState.PREPARED
+    return JobState.PARTIALLY_APPLIED
+
+
+def state_after_undo(changes: list[ChangeState], before: JobState) -> JobState:
+    """The job's state once an undo pass has stopped (``before``: state when it began)."""
+    if ChangeState.UNCERTAIN in changes:
+        return JobState.NEEDS_REVIEW
+    applied = sum(1 for c in changes if c is ChangeState.APPLIED)
+    undone = sum(1 for c in changes if c is ChangeState.UNDONE)
+    if applied == 0:
+        return JobState.UNDONE
+    if undone == 0:
+        return before
+    return JobState.PARTIALLY_UNDONE
+
+
+def state_after_settling(changes: list[ChangeState], undo_started: bool) -> JobState:
+    """The job's state once every uncertain change has been resolved by a reviewer."""
+    if ChangeState.UNCERTAIN in changes:
+        return JobState.NEEDS_REVIEW
+    applied = sum(1 for c in changes if c is ChangeState.APPLIED)
+    undone = sum(1 for c in changes if c is ChangeState.UNDONE)
+    pending = sum(1 for c in changes if c is ChangeState.PENDING)
+    if undone and not applied:
+        return JobState.UNDONE
+    if undone:
+        return JobState.PARTIALLY_UNDONE
+    if applied == len(changes):
+        return JobState.APPLIED
+    if applied == 0 and pending == len(changes) and not undo_started:
+        return JobState.PREPARED
+    if applied == 0:
+        return JobState.UNDONE
+    return JobState.PARTIALLY_APPLIED
+
+
+@dataclass(frozen=True)
+class Change:
+    """One planned change to one resource, with what was recorded when it was prepared.
+
+    Records: ``fields`` are the touched top-level fields; ``before``/``after`` hold the
+    present ones (a field listed in ``fields`` but missing from a side is absent there).
+    Documents: ``before_text``/``after_text`` hold the whole text.
+    """
+
+    index: int
+    resource_id: str
+    kind: ResourceKind
+    fingerprint: str
+    fields: tuple[str, ...]
+    before: JsonObject | None
+    after: JsonObject | None
+    before_text: str | None
+    after_text: str | None
+    media_type: str
+    prepared_etag: str
+    assertion_kind: AssertionKind | None
+    state: ChangeState = ChangeState.PENDING
+    applied_etag: str | None = None
+    applied_at: int | None = None  # ledger sequence of the apply, for undo ordering
+
+    def overlaps(self, other: Change) -> bool:
+        """True when both touch the same resource and (for records) a common field."""
+        if self.resource_id != other.resource_id:
+            return False
+        if self.kind is ResourceKind.WEBDAV_TEXT:
+            return True
+        return bool(set(self.fields) & set(other.fields))
+
+
+@dataclass(frozen=True)
+class Action:
+    """One external write, recorded individually."""
+
+    id: int
+    job_id: str
+    change_index: int
+    operation: Operation
+    status: ActionStatus
+    method: str
+    url: str
+    if_match: str | None
+    response_status: int | None
+    result_etag: str | None
+    address: str | None
+    detail: str | None
+    observation: Observation | None
+    started_at: float
+    finished_at: float | None
+
+
+@dataclass(frozen=True)
+class Job:
+    id: str
+    owner_id: str
+    agent_id: str
+    summary: str
+    attribution_label: str | None
+    idempotency_key: str | None
+    state: JobState
+    undo_started: bool
+    created_at: float
+    updated_at: float
+    changes: tuple[Change, ...]
+    actions: tuple[Action, ...] = field(default=())
+    invalidated_reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """One change as an agent asked for it, before any read.
+
+    Records use ``set``/``remove`` (top-level field names); documents use ``text``.
+    """
+
+    resource_id: str
+    set: JsonObject | None = None
+    remove: tuple[str, ...] = ()
+    text: str | None = None
+    expected_version: str | None = None
+    assertion_kind: AssertionKind | None = None
