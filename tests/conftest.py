@@ -49,9 +49,7 @@ def make_config(
         {
             "server": {"data_dir": str(data_dir), **server_settings},
             "resources": res,
-            "agents": [
-                {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
-            ],
+            "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
         }
     )
 
@@ -80,5 +78,7 @@ def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], Gateway]]:
 
 
 @pytest.fixture
-def gateway(server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]) -> Gateway:
+def gateway(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> Gateway:
     return open_gateway(make_config(server, data_dir))
