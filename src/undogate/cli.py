@@ -40,6 +40,27 @@ def demo(data_dir: Path | None) -> None:
     sys.exit(0 if ok else 1)
 
 
+@main.command("check-config")
+@click.option(
+    "--config",
+    "config_path",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The YAML config to validate.",
+)
+def check_config(config_path: Path) -> None:
+    """Validate a config file and report every problem with its path."""
+    from .config import load_config
+
+    try:
+        cfg = load_config(config_path)
+    except UndogateError as exc:
+        _fail(exc)
+    for warning in cfg.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    click.echo(f"{config_path}: ok ({len(cfg.resources)} resources, {len(cfg.agents)} agents)")
+
+
 @main.command("contract-server")
 @click.option(
     "--data",

@@ -1,0 +1,183 @@
+"""Config: every problem reported at once with its YAML path, never a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from undogate.config import load_config, parse_config
+from undogate.errors import ConfigError
+
+GOOD = """
+server:
+  data_dir: ./state
+resources:
+  - id: customer
+    agent_id: account-assistant
+    name: Customer record
+    kind: json_record
+    url: https://records.example.com/customers/123
+    token_env: CUSTOMER_SERVICE_TOKEN
+    fields: [status, owner]
+    conditional_writes: true
+agents:
+  - id: account-assistant
+    tools: [list_resources, prepare_changes]
+"""
+
+BAD = """
+server:
+  http_timeout_s: -3
+  colour: blue
+resources:
+  - id: customer
+    agent_id: ghost
+    name: Customer
+    kind: json_record
+    url: ftp://user:pw@records.example.com/c/1?x=1#frag
+    fields: []
+  - id: customer
+    agent_id: account-assistant
+    name: Notes
+    kind: webdav_text
+    url: http://records.example.com/notes.md
+    fields: [status]
+    record_pointer: data
+  - id: third
+    agent_id: account-assistant
+    kind: spreadsheet
+agents:
+  - id: account-assistant
+    tools: [list_resources, "*", send_email]
+"""
+
+
+def test_good_config_loads_with_relative_data_dir(tmp_path: Path) -> None:
+    path = tmp_path / "undogate.yaml"
+    path.write_text(GOOD)
+    cfg = load_config(path)
+    assert cfg.server.data_dir == tmp_path / "state"
+    assert cfg.agent_tools("account-assistant") == ("list_resources", "prepare_changes")
+    assert cfg.resource("customer") is not None
+    assert cfg.server.operation_timeout_s == 45
+
+
+def test_every_problem_is_reported_with_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    paths = {p for p, _ in info.value.problems}
+    expected = {
+        "server.http_timeout_s",
+        "server.colour",
+        "resources[0].agent_id",
+        "resources[0].url",
+        "resources[0].fields",
+        "resources[1].id",
+        "resources[1].url",
+        "resources[1].fields",
+        "resources[1].record_pointer",
+        "resources[2].name",
+        "resources[2].kind",
+        "resources[2].url",
+        "agents[0].tools[2]",
+    }
+    assert expected <= paths, expected - paths
+    messages = " ".join(m for _, m in info.value.problems)
+    for fragment in ("user-info", "query string", "fragment", "scheme must be https"):
+        assert fragment in messages
+
+
+def test_wildcard_opts_in_to_nothing_and_is_reported() -> None:
+    cfg = parse_config({"agents": [{"id": "a", "tools": ["*"]}]})
+    assert cfg.agent_tools("a") == ()
+    assert any("wildcard" in w for w in cfg.warnings)
+
+
+def test_duplicate_urls_and_loopback_rules() -> None:
+    base = {
+        "agent_id": "a",
+        "name": "n",
+        "kind": "json_record",
+        "fields": ["x"],
+    }
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "agents": [{"id": "a"}],
+                "resources": [
+                    {**base, "id": "one", "url": "https://Example.com:443/r/1"},
+                    {**base, "id": "two", "url": "https://example.com/r/1"},
+                    {
+                        **base,
+                        "id": "three",
+                        "url": "http://localhost:8080/r",
+                        "allow_loopback_http": True,
+                    },
+                    {**base, "id": "four", "url": "http://127.0.0.1:8080/r"},
+                ],
+            }
+        )
+    problems = dict(info.value.problems)
+    assert "already mapped" in problems["resources[1].url"]
+    assert "literal loopback" in problems["resources[2].url"]
+    assert "allow_loopback_http" in problems["resources[3].url"]
+
+
+def test_fingerprint_tracks_identity_not_token_value() -> None:
+    def fp(**over: object) -> str:
+        res = {
+            "id": "r",
+            "agent_id": "a",
+            "name": "n",
+            "kind": "json_record",
+            "url": "https://example.com/r/1",
+            "fields": ["x", "y"],
+            "token_env": "TOK",
+        }
+        res.update(over)
+        cfg = parse_config({"agents": [{"id": "a"}], "resources": [res]})
+        resource = cfg.resource("r")
+        assert resource is not None
+        return resource.fingerprint
+
+    base = fp()
+    assert fp(fields=["y", "x"]) == base  # order is not identity
+    assert fp(name="Renamed") == base
+    for change in (
+        {"url": "https://example.com/r/2"},
+        {"token_env": "OTHER"},
+        {"token_scheme": "basic"},
+        {"fields": ["x"]},
+        {"record_pointer": "/data"},
+        {"allow_private_host": True},
+    ):
+        assert fp(**change) != base, change
+
+
+def test_invalid_yaml_and_duplicate_keys_are_one_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("server:\n  data_dir: a\n  data_dir: b\n")
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_config(path)
+    path.write_text("server: [unclosed\n")
+    with pytest.raises(ConfigError, match="invalid YAML"):
+        load_config(path)
+
+
+def test_cli_reports_problems_without_a_traceback(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(BAD)
+    result = subprocess.run(
+        [sys.executable, "-m", "undogate.cli", "check-config", "--config", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "resources[0].url" in result.stderr

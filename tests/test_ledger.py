@@ -1,0 +1,120 @@
+"""The ledger file itself: permissions, pragmas, single ownership, append-only events."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from undogate.errors import LedgerError, LedgerInUse
+from undogate.ledger import DB_NAME, Ledger
+
+
+def test_fresh_ledger_is_private_wal_full_sync_with_foreign_keys(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    ledger = Ledger.open(data)
+    try:
+        assert stat.S_IMODE(data.stat().st_mode) == 0o700
+        assert stat.S_IMODE((data / DB_NAME).stat().st_mode) == 0o600
+        assert ledger.pragma("journal_mode") == "wal"
+        assert ledger.pragma("synchronous") == 2  # FULL
+        assert ledger.pragma("foreign_keys") == 1
+        assert ledger.pragma("user_version") >= 1
+    finally:
+        ledger.close()
+
+
+def test_open_refuses_a_world_readable_directory(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir(mode=0o755)
+    os.chmod(data, 0o755)
+    with pytest.raises(LedgerError, match="must be private"):
+        Ledger.open(data)
+
+
+def test_events_are_append_only_in_the_database(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "data")
+    try:
+        ledger.write(
+            lambda c: Ledger.add_event(
+                c, job_id=None, actor="test", access_path="test", operation="note"
+            )
+        )
+        with ledger.raw() as c:
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                c.execute("UPDATE events SET actor = 'someone else'")
+            with pytest.raises(sqlite3.IntegrityError, match="append-only"):
+                c.execute("DELETE FROM events")
+            assert c.execute("SELECT actor FROM events").fetchall() == [("test",)]
+    finally:
+        ledger.close()
+
+
+def test_a_failed_write_rolls_back_whole(tmp_path: Path) -> None:
+    ledger = Ledger.open(tmp_path / "data")
+
+    def half(c: sqlite3.Connection) -> None:
+        Ledger.add_event(c, job_id=None, actor="a", access_path="t", operation="one")
+        raise RuntimeError("boom")
+
+    try:
+        with pytest.raises(RuntimeError):
+            ledger.write(half)
+        with ledger.raw() as c:
+            assert c.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
+    finally:
+        ledger.close()
+
+
+_HOLD = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger import Ledger
+    ledger = Ledger.open(Path(sys.argv[1]))
+    print("owned", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_second_process_gets_ledger_in_use_until_owner_is_killed(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(data)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert owner.stdout is not None
+        assert owner.stdout.readline().strip() == "owned"
+        with pytest.raises(LedgerInUse) as info:
+            Ledger.open(data)
+        assert info.value.code == "ledger_in_use"
+        assert str(owner.pid) in info.value.message
+        probe = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; "
+                "from undogate.ledger import Ledger; Ledger.open(Path(sys.argv[1]))",
+                str(data),
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert probe.returncode != 0
+        assert "ledger_in_use" in probe.stderr or "LedgerInUse" in probe.stderr
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=10)
+        if owner.stdout is not None:
+            owner.stdout.close()
+    ledger = Ledger.open(data)  # the kernel released the lock with the process
+    ledger.close()
