@@ -1,4 +1,40 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the tests drive for real (none needed yet).
+# Installs the Debian packages the tests drive for real: Apache httpd with mod_dav
+# (tests/test_apache_dav.py starts it from a config the test writes; no system service).
+# Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
-exit 0
+
+missing=()
+if ! command -v apache2 >/dev/null 2>&1 && [ ! -x /usr/sbin/apache2 ]; then
+    missing+=(apache2)
+fi
+for module in mod_dav.so mod_dav_fs.so; do
+    if [ ! -f "/usr/lib/apache2/modules/$module" ]; then
+        missing+=(apache2)
+        break
+    fi
+done
+
+if [ "${#missing[@]}" -eq 0 ]; then
+    exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "system-deps: need root to install: ${missing[*]} (or install them yourself)" >&2
+    exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# policy-rc.d stops the package from starting the system service while it installs.
+policy=/usr/sbin/policy-rc.d
+created_policy=0
+if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 0755 "$policy"
+    created_policy=1
+fi
+cleanup() { if [ "$created_policy" -eq 1 ]; then rm -f "$policy"; fi; }
+trap cleanup EXIT
+apt-get install -y -qq --no-install-recommends apache2 >/dev/null
+command -v apache2 >/dev/null 2>&1 || [ -x /usr/sbin/apache2 ]

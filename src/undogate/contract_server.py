@@ -61,7 +61,10 @@ JSON_PATCH_MEDIA_TYPE = "application/json-patch+json"
 RECORD_MEDIA_TYPE = "application/json"
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
 READ_FAULTS = frozenset({"weak_etag", "duplicate_keys", "no_etag"})
-WRITE_FAULTS = frozenset({"apply_then_drop", "apply_then_500", "hang", "ok_without_apply"})
+WRITE_FAULTS = frozenset(
+    {"apply_then_drop", "apply_then_500", "apply_then_hang", "hang", "ok_without_apply"}
+)
+_APPLYING_FAULTS = ("apply_then_drop", "apply_then_500", "apply_then_hang")
 STATE_FILE = ".undogate-contract-state.json"
 
 Kind = Literal["record", "text"]
@@ -682,7 +685,7 @@ class ContractServer:
     def arm(self, fault: str, path: str | None = None, count: int = 1) -> None:
         """Arm ``fault`` for the next ``count`` matching requests to ``path`` (or any path).
 
-        Write faults (``apply_then_drop``, ``apply_then_500``, ``hang``,
+        Write faults (``apply_then_drop``, ``apply_then_500``, ``apply_then_hang``, ``hang``,
         ``ok_without_apply``, ``status:NNN``) are consumed by writes that pass validation
         and ``If-Match``; read faults (``weak_etag``, ``duplicate_keys``, ``no_etag``) by
         GETs.
@@ -779,7 +782,7 @@ class ContractServer:
         if refusal is not None:
             return refusal
         fault = self._peek_write_fault(path)
-        if fault is not None and fault.name not in ("apply_then_drop", "apply_then_500"):
+        if fault is not None and fault.name not in _APPLYING_FAULTS:
             return self._fire_write_fault(fault, resource, ok_status=200)
         try:
             result = patch.apply(resource.document, in_place=False)
@@ -830,7 +833,7 @@ class ContractServer:
         if refusal is not None:
             return refusal
         fault = self._peek_write_fault(path)
-        if fault is not None and fault.name not in ("apply_then_drop", "apply_then_500"):
+        if fault is not None and fault.name not in _APPLYING_FAULTS:
             return self._fire_write_fault(fault, resource, ok_status=204)
         try:
             updated = self._commit(path, "text", request.body, content_type, None, resource.file)
@@ -868,6 +871,8 @@ class ContractServer:
     def _after_apply_fault(fault: _Fault) -> _Reply:
         if fault.name == "apply_then_drop":
             return _Reply(0, action="drop")
+        if fault.name == "apply_then_hang":
+            return _Reply(0, action="hang")
         return _problem(500, "injected_fault", fault.name)
 
     def _take_read_fault(self, path: str, kind: Kind) -> str | None:

@@ -20,8 +20,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .adapters import Adapter, ConditionalWrite, JsonRecordAdapter, Side, Snapshot
+from .adapters import (
+    Adapter,
+    ConditionalWrite,
+    JsonRecordAdapter,
+    Side,
+    Snapshot,
+    WebDavTextAdapter,
+)
 from .config import Config, Resource
+from .diffs import unified_diff
 from .errors import (
     BlockedAddress,
     ChangedSincePreview,
@@ -58,7 +66,7 @@ from .jobs import (
     state_after_settling,
     state_after_undo,
 )
-from .jsonvalue import JsonObject, JsonValue, dumps, loads
+from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps, loads
 from .ledger import Ledger
 from .net import RemoteHTTP, RemoteResponse, TransportFailure
 
@@ -68,6 +76,14 @@ log = logging.getLogger(__name__)
 REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 _OPEN_FOR_OVERLAP = ("applied", "uncertain")
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
+CRASH_ENV = "UNDOGATE_CRASH_AT"
+
+
+def crash_point_from_env(environ: Mapping[str, str] | None = None) -> str | None:
+    """The test-only crash hook (``UNDOGATE_CRASH_AT=apply:after_intent``); see
+    docs/recovery.md. Unset, it is inert."""
+    value = (environ if environ is not None else os.environ).get(CRASH_ENV)
+    return value or None
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class ChangeView:
     reversible: bool
     note: str | None = None
     observation: Observation | None = None
+    diff: str | None = None  # documents: unified line diff, current → planned
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,9 @@ class Gateway:
     def __post_init__(self) -> None:
         self.adapters = {
             ResourceKind.JSON_RECORD: JsonRecordAdapter(
+                http=self.http, limits=self.config.limits, environ=self.environ
+            ),
+            ResourceKind.WEBDAV_TEXT: WebDavTextAdapter(
                 http=self.http, limits=self.config.limits, environ=self.environ
             ),
         }
@@ -228,6 +248,7 @@ class Gateway:
                 f"a job holds 1 to {limits.max_changes_per_job} changes",
                 limit="max_changes_per_job",
             )
+        _check_text_input(request)
         digest = _request_digest(agent_id, request)
         if request.idempotency_key is not None:
             earlier = self._find_idempotent(actor.owner_id, agent_id, request.idempotency_key)
@@ -529,64 +550,49 @@ class Gateway:
         self, adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
     ) -> ChangeView:
         current, current_text = _current_side(change, snap)
+        base = {
+            "index": change.index,
+            "resource_id": change.resource_id,
+            "kind": change.kind,
+            "current_version": snap.etag.header,
+            "current": current,
+            "current_text": current_text,
+        }
+        if operation is Operation.ACCEPT_OBSERVED:
+            observation = self._observe(adapter, job, change, snap)
+            return ChangeView(
+                **base,  # type: ignore[arg-type]
+                planned=None,
+                planned_text=None,
+                moved_since_prepare=False,
+                reversible=True,
+                observation=observation,
+            )
         if operation is Operation.APPLY:
             planned, planned_text = change.after, change.after_text
-            moved = not adapter.shows(change, snap, Side.BEFORE)
+            blocked = not adapter.shows(change, snap, Side.BEFORE)
             note = (
                 "the values this job would replace changed since it was prepared; "
                 "prepare a new job from the current values"
-                if moved
-                else None
             )
-            return ChangeView(
-                change.index,
-                change.resource_id,
-                change.kind,
-                snap.etag.header,
-                current,
-                current_text,
-                planned,
-                planned_text,
-                moved,
-                True,
-                note,
-            )
-        if operation is Operation.UNDO:
+        else:
             planned, planned_text = change.before, change.before_text
-            holds = adapter.undo_guard_holds(change, snap)
+            blocked = not adapter.undo_guard_holds(change, snap)
             note = (
-                None
-                if holds
-                else "the resource changed after this job applied it; undo would overwrite "
+                "the resource changed after this job applied it; undo would overwrite "
                 "newer work, so it is refused: prepare a new reviewed change instead"
             )
-            return ChangeView(
-                change.index,
-                change.resource_id,
-                change.kind,
-                snap.etag.header,
-                current,
-                current_text,
-                planned,
-                planned_text,
-                not holds,
-                holds,
-                note,
-            )
-        observation = self._observe(adapter, job, change, snap)
+        diff = None
+        if change.kind is ResourceKind.WEBDAV_TEXT and planned_text is not None:
+            diff = unified_diff(current_text or "", planned_text, change.resource_id)
         return ChangeView(
-            change.index,
-            change.resource_id,
-            change.kind,
-            snap.etag.header,
-            current,
-            current_text,
-            None,
-            None,
-            False,
-            True,
-            None,
-            observation,
+            **base,  # type: ignore[arg-type]
+            planned=planned,
+            planned_text=planned_text,
+            moved_since_prepare=blocked,
+            reversible=not (operation is Operation.UNDO and blocked),
+            note=note if blocked else None,
+            diff=diff,
         )
 
     def _observe(self, adapter: Adapter, job: Job, change: Change, snap: Snapshot) -> Observation:
@@ -639,7 +645,7 @@ class Gateway:
             raise PreviewExpired("the preview expired; preview again", job=job.id)
         operation = stored.operation
         targets = self._targets(job, operation)
-        if [str(c.index) for c in targets] != list(stored.snapshot):
+        if {str(c.index) for c in targets} != set(stored.snapshot):
             raise ChangedSincePreview(
                 "the job changed since this preview; preview again", job=job.id
             )
@@ -768,7 +774,6 @@ class Gateway:
             )
 
         self.ledger.write(finish)
-        self._crash_point(operation, "after_outcome")
         done = self.ledger.load_job(job.id)
         assert done is not None
         return Confirmation(job=done)
@@ -834,6 +839,7 @@ class Gateway:
             )
             raise
         self._record_outcome(actor, job, change, operation, action_id, outcome)
+        self._crash_point(operation, "after_outcome")
         return outcome
 
     def _send_and_verify(
@@ -998,6 +1004,7 @@ class Gateway:
             decisions.append((change, observation, snap))
         if dry_run:
             return Confirmation(job=job, dry_run=True)
+        self._crash_point(Operation.ACCEPT_OBSERVED, "after_readback")
         states = {c.index: c.state for c in job.changes}
         for change, observation, _ in decisions:
             states[change.index] = (
@@ -1198,6 +1205,21 @@ class Gateway:
             os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _check_text_input(request: PrepareRequest) -> None:
+    """Agent text must be writable as UTF-8: an unpaired surrogate is refused up front."""
+    try:
+        values: list[JsonValue] = [
+            request.summary,
+            request.attribution_label,
+            request.idempotency_key,
+        ]
+        for c in request.changes:
+            values += [c.resource_id, c.set, list(c.remove), c.text, c.expected_version]
+        check_encodable(values)
+    except JsonError:
+        raise InvalidRequest("the request holds text that is not valid Unicode") from None
+
+
 def _check_expected_version(res: Resource, expected: str, snap: Snapshot) -> None:
     try:
         tag = parse_etag(expected)
@@ -1290,7 +1312,8 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
             for ch in request.changes
         ],
     }
-    return hashlib.sha256(dumps(body).encode()).hexdigest()
+    # surrogatepass: a lone surrogate must reach the adapter's clear refusal, not crash here.
+    return hashlib.sha256(dumps(body).encode("utf-8", "surrogatepass")).hexdigest()
 
 
 __all__ = [

@@ -96,6 +96,15 @@ def _check_text(text: str) -> None:
         raise JsonError("malformed", "a string holds an unpaired surrogate") from exc
 
 
+def check_encodable(value: JsonValue) -> None:
+    """Refuse values that cannot be written as UTF-8 (unpaired surrogates).
+
+    Raises:
+        JsonError: ``malformed``.
+    """
+    _check_strings(value)
+
+
 def decode_utf8(data: bytes) -> str:
     """Strict UTF-8 (no BOM tolerance beyond what the bytes say)."""
     try:

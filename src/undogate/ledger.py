@@ -163,6 +163,34 @@ _MIGRATIONS: list[str] = [
         BEGIN SELECT RAISE(ABORT, 'actions are never deleted'); END;
     INSERT INTO meta(key, value) VALUES ('job_count', '0'), ('payload_bytes', '0');
     """,
+    # 2: credentials (operator keys = owners, agent tokens). Only hashes are stored; a
+    # credential is never deleted and never changed except to revoke it, so no scope
+    # can be widened in place (issue a new key instead).
+    """
+    CREATE TABLE credentials (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('operator', 'agent')),
+        owner_id TEXT NOT NULL,
+        agent_id TEXT,
+        scopes TEXT NOT NULL,
+        agents TEXT,
+        label TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        revoked_at REAL,
+        revoked_reason TEXT
+    );
+    CREATE INDEX credentials_by_owner ON credentials(owner_id);
+    CREATE TRIGGER credentials_never_deleted BEFORE DELETE ON credentials
+        BEGIN SELECT RAISE(ABORT, 'credentials are never deleted'); END;
+    CREATE TRIGGER credentials_immutable BEFORE UPDATE OF
+        id, kind, owner_id, agent_id, scopes, agents, label, key_hash, created_at
+        ON credentials
+        BEGIN SELECT RAISE(ABORT, 'credentials are immutable; issue a new one'); END;
+    CREATE TRIGGER credentials_revocation_final BEFORE UPDATE ON credentials
+        WHEN OLD.revoked_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a revoked credential stays revoked'); END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -324,9 +352,13 @@ class Ledger:
                     raise
 
     def close(self) -> None:
+        """Close the connection and release ownership (idempotent)."""
         with self._mutex:
+            if self._lock_fd < 0:
+                return
             self._conn.close()
             os.close(self._lock_fd)
+            self._lock_fd = -1
 
     # -- the one door ----------------------------------------------------------
 

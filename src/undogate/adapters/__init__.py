@@ -2,5 +2,14 @@
 
 from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
 from .json_record import JsonRecordAdapter
+from .webdav_text import WebDavTextAdapter
 
-__all__ = ["Adapter", "ConditionalWrite", "JsonRecordAdapter", "Plan", "Side", "Snapshot"]
+__all__ = [
+    "Adapter",
+    "ConditionalWrite",
+    "JsonRecordAdapter",
+    "Plan",
+    "Side",
+    "Snapshot",
+    "WebDavTextAdapter",
+]
