@@ -82,3 +82,190 @@ def gateway(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
 ) -> Gateway:
     return open_gateway(make_config(server, data_dir))
+
+
+# Lines that tests want shown at the end of the run (e.g. the crash matrix).
+REPORT: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if REPORT:
+        terminalreporter.section("undogate report")
+        for line in REPORT:
+            terminalreporter.write_line(line)
+
+
+# -- API fixtures (issue 6): a real app on a real ledger, with every kind of credential --
+
+MASTER_KEY = "ugm_test-master-key-0123456789abcdefghijklmnop"
+
+
+def two_agent_config(server: ContractServer, data_dir: Path) -> Config:
+    """account-assistant owns ``customer``; other-agent owns ``supplier``."""
+    return parse_config(
+        {
+            "server": {"data_dir": str(data_dir)},
+            "resources": [
+                resource(server, "customer", "/records/customer-123"),
+                {
+                    **resource(server, "supplier", "/records/supplier-7"),
+                    "agent_id": "other-agent",
+                    "fields": ["status", "owner"],
+                },
+            ],
+            "agents": [
+                {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]},
+                {"id": "other-agent", "tools": ["list_resources", "prepare_changes"]},
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def api_world(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+) -> Any:
+    from undogate.api import create_app
+    from undogate.auth import READ, Keyring
+
+    gw = open_gateway(two_agent_config(server, data_dir))
+    keyring = Keyring(
+        gw.ledger, master_key=MASTER_KEY, known_agents=lambda: {a.id for a in gw.config.agents}
+    )
+    owner = keyring.create_operator(label="alice")
+    other = keyring.create_operator(label="bob")
+    reader = keyring.create_operator(label="carol (read only)", scopes=(READ,))
+    agent = keyring.create_agent_token(
+        owner_id=owner.credential.id, agent_id="account-assistant", label="assistant"
+    )
+    other_agent = keyring.create_agent_token(
+        owner_id=owner.credential.id, agent_id="other-agent", label="other"
+    )
+
+    class World:
+        pass
+
+    world = World()
+    world.gateway = gw  # type: ignore[attr-defined]
+    world.keyring = keyring  # type: ignore[attr-defined]
+    world.app = create_app(gw, keyring)  # type: ignore[attr-defined]
+    world.server = server  # type: ignore[attr-defined]
+    world.keys = {  # type: ignore[attr-defined]
+        "none": None,
+        "bad": "ugo_000000000000_not-a-real-key-at-all-0000000000000000000",
+        "agent": agent.key,
+        "other_agent": other_agent.key,
+        "owner": owner.key,
+        "other_operator": other.key,
+        "reader": reader.key,
+        "master": MASTER_KEY,
+    }
+    world.owner_id = owner.credential.id  # type: ignore[attr-defined]
+    return world
+
+
+# -- a served gateway (issue 6): `undogate init`, `keys` and `serve` as real subprocesses --
+
+import os  # noqa: E402 - appended section (conftest is shared; additions go at the end)
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import httpx  # noqa: E402
+import yaml  # noqa: E402
+
+SERVED_PATH = "/records/customer-123"
+SERVE = (sys.executable, "-m", "undogate.cli", "serve")
+
+
+def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "undogate.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"serve exited early: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            if httpx.get(f"{url}/healthz", timeout=1.0).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)  # poll interval of a bounded loop, not a fixed wait
+    raise AssertionError("serve did not become healthy in time")
+
+
+@pytest.fixture
+def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]]:
+    config = tmp_path / "undogate.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"data_dir": str(tmp_path / "data")},
+                "resources": [resource(server, "customer", SERVED_PATH)],
+                "agents": [
+                    {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
+                ],
+            }
+        )
+    )
+    env = {**os.environ, "UNDOGATE_MASTER_KEY": MASTER_KEY}
+    init = cli("init", "--config", str(config), env=env)
+    assert init.returncode == 0, init.stderr
+    operator_key = init.stdout.strip()
+    assert operator_key.startswith("ugo_")
+    owner = "op_" + operator_key[4:16]
+    made = cli(
+        "keys", "create-agent", "--agent", "account-assistant", "--owner", owner,
+        "--config", str(config), env=env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    agent_key = made.stdout.splitlines()[0]
+    assert agent_key.startswith("uga_")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*SERVE, "--config", str(config), "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_healthy(url, proc)
+        yield {
+            "url": url,
+            "config": config,
+            "operator": operator_key,
+            "agent": agent_key,
+            "owner": owner,
+            "env": {**env, "UNDOGATE_URL": url},
+            "proc": proc,
+        }
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()

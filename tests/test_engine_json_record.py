@@ -345,3 +345,30 @@ def test_conflict_when_undo_guard_broken_at_confirm(
     with pytest.raises((ChangedSincePreview, Conflict)):
         gateway.confirm(OWNER, job_id, token)
     assert server.get_record(PATH)["status"] == "other"
+
+
+def test_two_record_job_undoes_in_reverse_order(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    cfg = make_config(
+        server,
+        data_dir,
+        resource(server, "customer", PATH),
+        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
+    )
+    gw = open_gateway(cfg)
+    req = PrepareRequest(
+        summary="two records",
+        changes=(
+            ChangeRequest(resource_id="customer", set={"status": "customer"}),
+            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
+        ),
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    assert apply(gw, job_id) is JobState.APPLIED
+    token = gw.preview(OWNER, job_id, Operation.UNDO).token
+    assert token
+    job = gw.confirm(OWNER, job_id, token).job
+    assert job.state is JobState.UNDONE
+    undo_order = [a.change_index for a in job.actions if a.operation is Operation.UNDO]
+    assert undo_order == [1, 0]

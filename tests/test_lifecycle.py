@@ -1,0 +1,275 @@
+"""The full job lifecycle (SPEC §3-§5): quarantine, reconciliation, ordering guards,
+invalidation, time limits and ledger limits, against the real contract server."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from undogate.contract_server import ContractServer
+from undogate.engine import Gateway, PrepareRequest
+from undogate.errors import (
+    LaterJobOverlaps,
+    LimitReached,
+    Quarantined,
+    ReconciliationBlocked,
+    TransitionNotAllowed,
+)
+from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Observation, Operation
+from undogate.jsonvalue import JsonValue
+
+from .conftest import AGENT, OWNER, make_config, resource
+
+PATH = "/records/customer-123"
+
+
+def prepare(gw: Gateway, **set_: JsonValue) -> str:
+    req = PrepareRequest(
+        summary="change", changes=(ChangeRequest(resource_id="customer", set=dict(set_)),)
+    )
+    return gw.prepare(AGENT, "account-assistant", req).job.id
+
+
+def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
+    preview = gw.preview(OWNER, job_id, op)
+    assert preview.token is not None, preview.blockers
+    return gw.confirm(OWNER, job_id, preview.token).job.state
+
+
+def make_uncertain(gw: Gateway, server: ContractServer, fault: str = "apply_then_500") -> str:
+    job_id = prepare(gw, status="customer")
+    server.arm(fault, PATH)
+    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    return job_id
+
+
+def test_uncertain_action_quarantines_its_fields_until_reconciled(
+    gateway: Gateway, server: ContractServer
+) -> None:
+    blocking = make_uncertain(gateway, server)
+    other = prepare(gateway, status="vip")
+    with pytest.raises(Quarantined) as info:
+        gateway.preview(OWNER, other, Operation.APPLY)
+    assert info.value.details["blocking_job"] == blocking
+    unrelated = prepare(gateway, owner="grace")  # another field is not quarantined
+    assert run(gateway, unrelated, Operation.APPLY) is JobState.APPLIED
+    preview = gateway.preview(OWNER, blocking, Operation.ACCEPT_OBSERVED)
+    assert preview.changes[0].observation is Observation.LOOKS_APPLIED
+    assert preview.token
+    writes = server.write_count(PATH)
+    job = gateway.confirm(OWNER, blocking, preview.token).job
+    assert server.write_count(PATH) == writes  # accepting writes nothing externally
+    assert job.state is JobState.APPLIED
+    assert job.actions[0].status is ActionStatus.ACCEPTED
+    assert job.actions[0].observation is Observation.LOOKS_APPLIED
+    # Quarantine lifted: the other job (prepared over the applied value) may now run,
+    # and the reconciled job, now older than it, waits for it to be undone first.
+    assert run(gateway, other, Operation.APPLY) is JobState.APPLIED
+    with pytest.raises(LaterJobOverlaps):
+        gateway.preview(OWNER, blocking, Operation.UNDO)
+    assert run(gateway, other, Operation.UNDO) is JobState.UNDONE
+    assert run(gateway, blocking, Operation.UNDO) is JobState.UNDONE
+    assert server.get_record(PATH)["status"] == "lead"
+
+
+def test_accept_observed_not_applied_allows_a_fresh_apply(
+    gateway: Gateway, server: ContractServer
+) -> None:
+    job_id = make_uncertain(gateway, server, fault="ok_without_apply")
+    preview = gateway.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
+    assert preview.changes[0].observation is Observation.LOOKS_NOT_APPLIED
+    assert preview.token
+    assert gateway.confirm(OWNER, job_id, preview.token).job.state is JobState.PREPARED
+    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+
+
+def test_accept_observed_neither_blocks_reconciliation(
+    gateway: Gateway, server: ContractServer
+) -> None:
+    job_id = make_uncertain(gateway, server)
+    server.set_field(PATH, "/status", "something else")
+    preview = gateway.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
+    assert preview.changes[0].observation is Observation.NEITHER
+    assert preview.token is None
+    assert preview.blockers[0]["code"] == ReconciliationBlocked.code
+    assert gateway.get_job(OWNER.owner_id, job_id).state is JobState.NEEDS_REVIEW
+
+
+def test_undo_refuses_to_pass_a_later_overlapping_job(
+    gateway: Gateway, server: ContractServer
+) -> None:
+    first = prepare(gateway, status="customer")
+    run(gateway, first, Operation.APPLY)
+    second = prepare(gateway, status="vip")
+    run(gateway, second, Operation.APPLY)
+    with pytest.raises(LaterJobOverlaps) as info:
+        gateway.preview(OWNER, first, Operation.UNDO)
+    assert info.value.details["later_job"] == second
+    assert run(gateway, second, Operation.UNDO) is JobState.UNDONE
+    assert run(gateway, first, Operation.UNDO) is JobState.UNDONE
+    assert server.get_record(PATH)["status"] == "lead"
+
+
+def test_once_undo_started_never_apply_again(gateway: Gateway, server: ContractServer) -> None:
+    job_id = prepare(gateway, status="customer")
+    run(gateway, job_id, Operation.APPLY)
+    server.arm("status:409", PATH)  # the undo is refused: nothing restored
+    assert run(gateway, job_id, Operation.UNDO) is JobState.APPLIED
+    job = gateway.get_job(OWNER.owner_id, job_id)
+    assert job.undo_started
+    # Nothing is pending anyway, but even so an apply preview is refused outright.
+    with pytest.raises(TransitionNotAllowed):
+        gateway.preview(OWNER, job_id, Operation.APPLY)
+    assert run(gateway, job_id, Operation.UNDO) is JobState.UNDONE
+
+
+def test_rejected_job_can_never_be_applied(gateway: Gateway) -> None:
+    job_id = prepare(gateway, status="customer")
+    assert gateway.reject(OWNER, job_id).state is JobState.REJECTED
+    with pytest.raises(TransitionNotAllowed, match="rejected"):
+        gateway.preview(OWNER, job_id, Operation.APPLY)
+    with pytest.raises(TransitionNotAllowed):
+        gateway.reject(OWNER, job_id)
+
+
+def test_token_from_before_a_rejection_cannot_apply(
+    gateway: Gateway, server: ContractServer
+) -> None:
+    job_id = prepare(gateway, status="customer")
+    token = gateway.preview(OWNER, job_id, Operation.APPLY).token
+    assert token
+    gateway.reject(OWNER, job_id)
+    with pytest.raises(TransitionNotAllowed):
+        gateway.confirm(OWNER, job_id, token)
+    assert server.write_count(PATH) == 0
+
+
+def test_identity_change_invalidates_but_token_rotation_does_not(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    env = {"CUSTOMER_TOKEN": "first-secret"}
+    base = resource(server, "customer", PATH, token_env="CUSTOMER_TOKEN")
+    gw = open_gateway(make_config(server, data_dir, base), environ=env)
+    kept = prepare(gw, status="customer")
+    applied = prepare(gw, owner="grace")
+    run(gw, applied, Operation.APPLY)
+    gw.ledger.close()
+    gw.http.close()
+    # Same identity, rotated token value: nothing is invalidated.
+    env["CUSTOMER_TOKEN"] = "second-secret"
+    gw2 = open_gateway(make_config(server, data_dir, base), environ=env)
+    assert gw2.get_job(OWNER.owner_id, kept).state is JobState.PREPARED
+    gw2.ledger.close()
+    gw2.http.close()
+    # The field allowlist changes: every unfinished job on the resource is invalidated.
+    narrowed = {**base, "fields": ["status", "owner"]}
+    gw3 = open_gateway(make_config(server, data_dir, narrowed), environ=env)
+    for job_id in (kept, applied):
+        job = gw3.get_job(OWNER.owner_id, job_id)
+        assert job.state is JobState.INVALIDATED
+        assert job.invalidated_reason and "identity" in job.invalidated_reason
+        with pytest.raises(TransitionNotAllowed, match="invalidated"):
+            gw3.preview(OWNER, job_id, Operation.UNDO if job_id == applied else Operation.APPLY)
+    # Reopening the same ledger twice in a row must not invalidate anything new.
+    assert gw3.recover()["invalidated"] == 0
+
+
+def test_operation_ceiling_makes_the_write_in_flight_uncertain(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    gw = open_gateway(make_config(server, data_dir, http_timeout_s=1.5, request_timeout_s=8))
+    job_id = prepare(gw, status="customer")
+    server.arm("hang", PATH)
+    started = time.monotonic()
+    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert time.monotonic() - started < 6
+    action = gw.get_job(OWNER.owner_id, job_id).actions[-1]
+    assert action.status is ActionStatus.UNCERTAIN
+    assert action.detail and "timed out" in action.detail
+
+
+def test_request_timeout_makes_the_write_uncertain(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    gw = open_gateway(make_config(server, data_dir, request_timeout_s=0.5))
+    job_id = prepare(gw, status="customer")
+    server.arm("hang", PATH)
+    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert gw.get_job(OWNER.owner_id, job_id).changes[0].state is ChangeState.UNCERTAIN
+
+
+def test_job_count_limit_refuses_new_work_and_keeps_history(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    cfg = make_config(server, data_dir)
+    cfg = type(cfg)(
+        server=cfg.server,
+        limits=cfg.limits.model_copy(update={"max_jobs": 2}),
+        resources=cfg.resources,
+        agents=cfg.agents,
+    )
+    gw = open_gateway(cfg)
+    first = prepare(gw, status="a")
+    prepare(gw, status="b")
+    with pytest.raises(LimitReached) as info:
+        prepare(gw, status="c")
+    assert info.value.details["limit"] == "max_jobs"
+    assert gw.get_job(OWNER.owner_id, first).state is JobState.PREPARED
+    assert run(gw, first, Operation.APPLY) is JobState.APPLIED  # existing jobs still work
+
+
+def test_job_size_and_confirm_attempt_limits(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    cfg = make_config(server, data_dir)
+    cfg = type(cfg)(
+        server=cfg.server,
+        limits=cfg.limits.model_copy(update={"max_job_bytes": 200, "max_confirm_attempts": 2}),
+        resources=cfg.resources,
+        agents=cfg.agents,
+    )
+    gw = open_gateway(cfg)
+    with pytest.raises(LimitReached, match="bytes"):
+        prepare(gw, status="x" * 300)
+    job_id = prepare(gw, status="customer")
+    for _ in range(2):
+        server.arm("status:412", PATH)
+        assert run(gw, job_id, Operation.APPLY) is JobState.PREPARED
+    token = gw.preview(OWNER, job_id, Operation.APPLY).token
+    assert token
+    with pytest.raises(LimitReached) as info:
+        gw.confirm(OWNER, job_id, token)
+    assert info.value.details["limit"] == "max_confirm_attempts"
+    assert server.write_count(PATH) == 0
+
+
+def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    cfg = make_config(
+        server,
+        data_dir,
+        resource(server, "customer", PATH),
+        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
+    )
+    gw = open_gateway(cfg)
+    req = PrepareRequest(
+        summary="two",
+        changes=(
+            ChangeRequest(resource_id="customer", set={"status": "customer"}),
+            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
+        ),
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    server.arm("status:403", "/records/wrapped-7")
+    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    job = gw.get_job(OWNER.owner_id, job_id)
+    assert [(a.change_index, a.status) for a in job.actions] == [
+        (0, ActionStatus.DONE),
+        (1, ActionStatus.REFUSED),
+    ]
+    assert run(gw, job_id, Operation.APPLY) is JobState.APPLIED  # resume: only the pending one
+    assert server.write_count(PATH) == 1
