@@ -26,6 +26,7 @@ from .net import RemoteHTTP
 REVIEWER = Actor(id="demo-reviewer", owner_id="demo-owner", kind="operator", access_path="demo")
 AGENT = Actor(id="account-assistant", owner_id="demo-owner", kind="agent", access_path="demo")
 RECORD_PATH = "/records/customer-123"
+NOTES_PATH = "/docs/notes.md"
 
 
 def demo_config(server: ContractServer, data_dir: Path) -> Config:
@@ -42,7 +43,16 @@ def demo_config(server: ContractServer, data_dir: Path) -> Config:
                     "fields": ["status", "owner", "tier", "balance"],
                     "conditional_writes": True,
                     "allow_loopback_http": True,
-                }
+                },
+                {
+                    "id": "account-notes",
+                    "agent_id": "account-assistant",
+                    "name": "Account notes",
+                    "kind": "webdav_text",
+                    "url": server.url(NOTES_PATH),
+                    "conditional_writes": True,
+                    "allow_loopback_http": True,
+                },
             ],
             "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
         }
@@ -66,6 +76,10 @@ def _show_preview(console: Console, preview: Preview) -> None:
     table.add_column("current (exact JSON)", overflow="fold")
     table.add_column("planned (exact JSON)", overflow="fold")
     for view in preview.changes:
+        if view.diff is not None:
+            console.print(f"[bold]{view.resource_id}[/] (line diff, current → planned):")
+            console.print(view.diff, markup=False, highlight=False)
+            continue
         current = view.current or {}
         planned = view.planned or {}
         for name in sorted(set(current) | set(planned)):
@@ -99,6 +113,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
     console = console or Console()
     with _workspace(data_dir) as work, ContractServer(work / "contract") as server:
         start = server.raw_bytes(RECORD_PATH)
+        notes_start = server.raw_bytes(NOTES_PATH)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
         console.print(f"start:  {start.decode()}")
         config = demo_config(server, work)
@@ -121,6 +136,10 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
                                 "balance": JsonNumber("123456789012345678901234567891"),
                             },
                         ),
+                        ChangeRequest(
+                            resource_id="account-notes",
+                            text=notes_start.decode() + "- Converted to customer; owner Grace.\n",
+                        ),
                     ),
                     idempotency_key="demo-1",
                     attribution_label="demo script",
@@ -134,6 +153,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             applied = gateway.confirm(REVIEWER, job_id, preview.token).job
             _show_receipt(console, applied)
             console.print(f"after:  {server.raw_bytes(RECORD_PATH).decode()}")
+            console.print(f"notes:  {server.raw_bytes(NOTES_PATH).decode()!r}")
             undo = gateway.preview(REVIEWER, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
@@ -144,9 +164,9 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             ledger.close()
         end = server.raw_bytes(RECORD_PATH)
         console.print(f"end:    {end.decode()}")
-        restored = end == start
+        restored = end == start and server.raw_bytes(NOTES_PATH) == notes_start
         if restored:
-            console.print("[green bold]record restored byte-for-byte[/]")
+            console.print("[green bold]record and notes restored byte-for-byte[/]")
         else:
-            console.print("[red bold]the record does not match its start[/]")
+            console.print("[red bold]a resource does not match its start[/]")
         return restored
