@@ -181,3 +181,28 @@ def test_cli_reports_problems_without_a_traceback(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "resources[0].url" in result.stderr
+
+
+def test_numeric_host_spellings_and_missing_ca_bundle_are_config_problems(tmp_path: Path) -> None:
+    res = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x"]}
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "server": {"ca_bundle": "missing.pem"},
+                "agents": [{"id": "a"}],
+                "resources": [
+                    {**res, "id": "dec", "url": "https://2130706433/r"},
+                    {**res, "id": "hex", "url": "https://0x7f000001/r"},
+                    {**res, "id": "short", "url": "https://127.1/r"},
+                ],
+            },
+            base_dir=tmp_path,
+        )
+    paths = [p for p, _ in info.value.problems]
+    for expected in (
+        "server.ca_bundle",
+        "resources[0].url",
+        "resources[1].url",
+        "resources[2].url",
+    ):
+        assert expected in paths

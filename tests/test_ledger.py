@@ -34,7 +34,7 @@ def test_fresh_ledger_is_private_wal_full_sync_with_foreign_keys(tmp_path: Path)
 def test_open_refuses_a_world_readable_directory(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir(mode=0o755)
-    os.chmod(data, 0o755)
+    os.chmod(data, 0o755)  # noqa: S103 - the point of the test
     with pytest.raises(LedgerError, match="must be private"):
         Ledger.open(data)
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
 from .jobs import ResourceKind
+from .net import host_spelling_problem
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -147,10 +148,15 @@ def _effective_port(url: str) -> int | None:
 
 
 def _is_loopback_literal(host: str) -> bool:
+    """127.0.0.0/8 or ::1 exactly (``is_loopback`` also admits ::ffff:127.0.0.1 on newer
+    Pythons, which the network policy refuses: config and runtime must agree)."""
     try:
-        return ipaddress.ip_address(host).is_loopback
+        ip = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip in ipaddress.ip_network("127.0.0.0/8")
+    return ip == ipaddress.IPv6Address("::1")
 
 
 def url_problems(resource: Resource) -> list[str]:
@@ -172,6 +178,8 @@ def url_problems(resource: Resource) -> list[str]:
     host = parts.hostname or ""
     if not host:
         problems.append("must name a host")
+    elif problem := host_spelling_problem(host):
+        problems.append(problem)
     try:
         parts.port  # noqa: B018 - validates the port
     except ValueError:
@@ -334,12 +342,23 @@ def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None =
     agents = _validate_list(Agent, data.get("agents"), "agents", problems)
     semantic, warnings = _check_semantics(limits or Limits(), resources, agents)
     problems.extend(semantic)
+    if server is not None and server.ca_bundle is not None:
+        bundle = server.ca_bundle
+        if base_dir is not None and not bundle.is_absolute():
+            bundle = base_dir / bundle
+        if not bundle.is_file():
+            problems.append(("server.ca_bundle", f"no such file: {bundle}"))
     if problems or server is None or limits is None:
         raise ConfigError(problems, source)
     if len(resources) != len(data.get("resources") or []):  # pragma: no cover - reported above
         raise ConfigError(problems, source)
-    if base_dir is not None and not server.data_dir.is_absolute():
-        server = server.model_copy(update={"data_dir": (base_dir / server.data_dir)})
+    if base_dir is not None:
+        updates: dict[str, Path] = {}
+        if not server.data_dir.is_absolute():
+            updates["data_dir"] = base_dir / server.data_dir
+        if server.ca_bundle is not None and not server.ca_bundle.is_absolute():
+            updates["ca_bundle"] = base_dir / server.ca_bundle
+        server = server.model_copy(update=updates)
     return Config(
         server=server,
         limits=limits,
