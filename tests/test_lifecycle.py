@@ -12,6 +12,7 @@ import pytest
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway, PrepareRequest
 from undogate.errors import (
+    Forbidden,
     LaterJobOverlaps,
     LimitReached,
     Quarantined,
@@ -273,3 +274,55 @@ def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
     ]
     assert run(gw, job_id, Operation.APPLY) is JobState.APPLIED  # resume: only the pending one
     assert server.write_count(PATH) == 1
+
+
+def test_reviewer_rechecked_before_each_dispatch(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    cfg = make_config(
+        server,
+        data_dir,
+        resource(server, "customer", PATH),
+        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
+    )
+    gw = open_gateway(cfg)
+    req = PrepareRequest(
+        summary="two",
+        changes=(
+            ChangeRequest(resource_id="customer", set={"status": "customer"}),
+            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
+        ),
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    calls = []
+
+    def revoked_after_first() -> None:
+        calls.append(1)
+        if len(calls) > 1:
+            raise Forbidden("the reviewer's key was revoked")
+
+    token = gw.preview(OWNER, job_id, Operation.APPLY).token
+    assert token
+    job = gw.confirm(OWNER, job_id, token, reauthorize=revoked_after_first).job
+    assert job.state is JobState.PARTIALLY_APPLIED
+    assert [a.change_index for a in job.actions] == [0]
+    assert server.write_count("/records/wrapped-7") == 0
+    ops = [e.operation for e in gw.events(OWNER.owner_id, job_id)]
+    assert "dispatch_stopped" in ops
+
+    # Refused before anything was recorded: the error surfaces and the token survives.
+    job2 = gw.prepare(
+        AGENT,
+        "account-assistant",
+        PrepareRequest("x", (ChangeRequest(resource_id="customer", set={"owner": "kim"}),)),
+    ).job.id
+    token2 = gw.preview(OWNER, job2, Operation.APPLY).token
+    assert token2
+
+    def always_revoked() -> None:
+        raise Forbidden("revoked")
+
+    with pytest.raises(Forbidden):
+        gw.confirm(OWNER, job2, token2, reauthorize=always_revoked)
+    assert gw.get_job(OWNER.owner_id, job2).state is JobState.PREPARED
+    assert gw.confirm(OWNER, job2, token2).job.state is JobState.APPLIED

@@ -22,7 +22,6 @@ from typing import Any
 
 from .adapters import (
     Adapter,
-    ConditionalWrite,
     JsonRecordAdapter,
     Side,
     Snapshot,
@@ -30,8 +29,8 @@ from .adapters import (
 )
 from .config import Config, Resource
 from .diffs import unified_diff
+from .dispatch import Dispatch, PlannedWrite, change_diff
 from .errors import (
-    BlockedAddress,
     ChangedSincePreview,
     Conflict,
     Forbidden,
@@ -39,7 +38,6 @@ from .errors import (
     InvalidRequest,
     LaterJobOverlaps,
     LimitReached,
-    MissingToken,
     NotFound,
     PreviewExpired,
     PreviewUsed,
@@ -68,12 +66,10 @@ from .jobs import (
 )
 from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps, loads
 from .ledger import Ledger
-from .net import RemoteHTTP, RemoteResponse, TransportFailure
+from .net import RemoteHTTP
 
 log = logging.getLogger(__name__)
 
-# SPEC §4: these answers mean the server changed nothing.
-REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 _OPEN_FOR_OVERLAP = ("applied", "uncertain")
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
@@ -152,15 +148,6 @@ class Confirmation:
     repeated: bool = False
     dry_run: bool = False
     requests: tuple[dict[str, Any], ...] = ()
-
-
-@dataclass
-class _Outcome:
-    status: ActionStatus
-    response_status: int | None = None
-    result_etag: str | None = None
-    address: str | None = None
-    detail: str | None = None
 
 
 def hash_token(token: str) -> str:
@@ -340,7 +327,7 @@ class Gateway:
                 operation="prepare",
                 target=",".join(ch.resource_id for ch in changes),
                 to_state=JobState.PREPARED.value,
-                detail={"changes": [_change_diff(ch) for ch in changes]},
+                detail={"changes": [change_diff(ch) for ch in changes]},
             )
             return Prepared(job=job, replay=False)
 
@@ -650,13 +637,33 @@ class Gateway:
                 "the job changed since this preview; preview again", job=job.id
             )
         if not dry_run:
-            self._count_attempt(job.id)
+            self._check_attempts(job.id)
+        try:
+            return self._confirm_checked(
+                actor, job, stored.snapshot, operation, targets, token_hash, dry_run, reauthorize
+            )
+        except UndogateError:
+            if not dry_run:
+                self._count_attempt(job.id)
+            raise
+
+    def _confirm_checked(
+        self,
+        actor: Actor,
+        job: Job,
+        seen_versions: JsonObject,
+        operation: Operation,
+        targets: list[Change],
+        token_hash: str,
+        dry_run: bool,
+        reauthorize: Callable[[], None] | None,
+    ) -> Confirmation:
         deadline = self._deadline()
         snaps: dict[int, Snapshot] = {}
         for change in targets:
             res = self._resource(change.resource_id)
             snap = self._adapter(change.kind).read(res, deadline)
-            seen = parse_etag(str(stored.snapshot[str(change.index)]))
+            seen = parse_etag(str(seen_versions[str(change.index)]))
             if not seen.strong_equals(snap.etag):
                 raise ChangedSincePreview(
                     f"{change.resource_id} changed since the preview; nothing was written. "
@@ -667,7 +674,7 @@ class Gateway:
             snaps[change.index] = snap
         if operation is Operation.ACCEPT_OBSERVED:
             return self._accept_observed(actor, job, targets, snaps, token_hash, dry_run)
-        writes: list[tuple[Change, Resource, ConditionalWrite]] = []
+        writes: list[PlannedWrite] = []
         target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
         for change in targets:
             res = self._resource(change.resource_id)
@@ -686,17 +693,32 @@ class Gateway:
                     "change instead",
                     resource=change.resource_id,
                 )
-            writes.append((change, res, adapter.build_write(res, change, snap, target_side)))
+            write = adapter.build_write(res, change, snap, target_side)
+            writes.append(PlannedWrite(change, res, adapter, write))
         if dry_run:
             return Confirmation(
-                job=job, dry_run=True, requests=tuple(w.describe() for _, _, w in writes)
+                job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
             )
-        return self._dispatch(actor, job, operation, writes, token_hash, deadline, reauthorize)
+        Dispatch(
+            ledger=self.ledger,
+            actor_label=actor.label,
+            access_path=actor.access_path,
+            job=job,
+            operation=operation,
+            writes=writes,
+            token_hash=token_hash,
+            deadline=deadline,
+            reauthorize=reauthorize,
+            crash_point=self._crash_point,
+        ).run()
+        done = self.ledger.load_job(job.id)
+        assert done is not None
+        return Confirmation(job=done)
 
-    def _count_attempt(self, job_id: str) -> None:
+    def _check_attempts(self, job_id: str) -> None:
         limit = self.config.limits.max_confirm_attempts
 
-        def bump(c: sqlite3.Connection) -> None:
+        def q(c: sqlite3.Connection) -> None:
             row = c.execute("SELECT confirm_attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row[0] >= limit:
                 raise LimitReached(
@@ -704,280 +726,16 @@ class Gateway:
                     limit="max_confirm_attempts",
                     job=job_id,
                 )
-            c.execute(
+
+        self.ledger.read(q)
+
+    def _count_attempt(self, job_id: str) -> None:
+        """A refused attempt still counts (a successful one counts in its first commit)."""
+        self.ledger.write(
+            lambda c: c.execute(
                 "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job_id,)
             )
-
-        self.ledger.write(bump)
-
-    def _dispatch(
-        self,
-        actor: Actor,
-        job: Job,
-        operation: Operation,
-        writes: list[tuple[Change, Resource, ConditionalWrite]],
-        token_hash: str,
-        deadline: float,
-        reauthorize: Callable[[], None] | None,
-    ) -> Confirmation:
-        running = JobState.APPLYING if operation is Operation.APPLY else JobState.UNDOING
-        start_event = "start_apply" if operation is Operation.APPLY else "start_undo"
-        check_transition(start_event, job.state, running)
-        state_before = job.state
-
-        def start(c: sqlite3.Connection) -> int:
-            seq = Ledger.consume_preview(c, token_hash)
-            Ledger.set_job_state(
-                c, job.id, running, undo_started=True if operation is Operation.UNDO else None
-            )
-            Ledger.add_event(
-                c,
-                job_id=job.id,
-                actor=actor.label,
-                access_path=actor.access_path,
-                operation=f"confirm_{operation.value}",
-                from_state=state_before.value,
-                to_state=running.value,
-            )
-            return seq
-
-        self.ledger.write(start)
-        states = {c.index: c.state for c in job.changes}
-        for change, res, write in writes:
-            outcome = self._dispatch_one(
-                actor, job, operation, change, res, write, deadline, reauthorize
-            )
-            if outcome is None:
-                break  # stopped before sending: nothing more runs
-            states[change.index] = self._change_state_after(operation, outcome.status, change)
-            if outcome.status is not ActionStatus.DONE:
-                break
-        ordered = [states[c.index] for c in job.changes]
-        final = (
-            state_after_apply(ordered)
-            if operation is Operation.APPLY
-            else state_after_undo(ordered, state_before)
         )
-        finish_event = "finish_apply" if operation is Operation.APPLY else "finish_undo"
-        check_transition(finish_event, running, final)
-
-        def finish(c: sqlite3.Connection) -> None:
-            Ledger.set_job_state(c, job.id, final)
-            Ledger.add_event(
-                c,
-                job_id=job.id,
-                actor=actor.label,
-                access_path=actor.access_path,
-                operation=f"finish_{operation.value}",
-                from_state=running.value,
-                to_state=final.value,
-            )
-
-        self.ledger.write(finish)
-        done = self.ledger.load_job(job.id)
-        assert done is not None
-        return Confirmation(job=done)
-
-    @staticmethod
-    def _change_state_after(
-        operation: Operation, status: ActionStatus, change: Change
-    ) -> ChangeState:
-        if status is ActionStatus.DONE:
-            return ChangeState.APPLIED if operation is Operation.APPLY else ChangeState.UNDONE
-        if status is ActionStatus.UNCERTAIN:
-            return ChangeState.UNCERTAIN
-        return change.state
-
-    def _dispatch_one(
-        self,
-        actor: Actor,
-        job: Job,
-        operation: Operation,
-        change: Change,
-        res: Resource,
-        write: ConditionalWrite,
-        deadline: float,
-        reauthorize: Callable[[], None] | None,
-    ) -> _Outcome | None:
-        """One action: re-check, commit intent, send, classify, read back, commit outcome.
-
-        Returns None when the action was stopped before its intent was recorded.
-        """
-        adapter = self._adapter(change.kind)
-        try:
-            if reauthorize is not None:
-                reauthorize()
-            adapter.auth_headers(res)
-        except UndogateError as exc:
-            self._record_stop(actor, job, change, exc)
-            return None
-
-        def intent(c: sqlite3.Connection) -> int:
-            return Ledger.begin_action(
-                c,
-                job_id=job.id,
-                change_idx=change.index,
-                operation=operation,
-                method=write.method,
-                url=write.url,
-                if_match=write.if_match,
-            )
-
-        action_id = self.ledger.write(intent)
-        self._crash_point(operation, "after_intent")
-        try:
-            outcome = self._send_and_verify(adapter, res, change, write, operation, deadline)
-        except BaseException:
-            # Whatever broke, the request may have left: never leave it looking unsent.
-            self._record_outcome(
-                actor,
-                job,
-                change,
-                operation,
-                action_id,
-                _Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch"),
-            )
-            raise
-        self._record_outcome(actor, job, change, operation, action_id, outcome)
-        self._crash_point(operation, "after_outcome")
-        return outcome
-
-    def _send_and_verify(
-        self,
-        adapter: Adapter,
-        res: Resource,
-        change: Change,
-        write: ConditionalWrite,
-        operation: Operation,
-        deadline: float,
-    ) -> _Outcome:
-        try:
-            response = adapter.send_write(res, write, deadline)
-        except (BlockedAddress, MissingToken) as exc:
-            return _Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
-        except TransportFailure as exc:
-            status = ActionStatus.UNCERTAIN if exc.sent else ActionStatus.REFUSED
-            prefix = "sent, outcome unknown" if exc.sent else "not sent"
-            return _Outcome(status, detail=f"{prefix}: {exc.reason}")
-        self._crash_point(operation, "after_response")
-        return self._classify(adapter, res, change, write, operation, response, deadline)
-
-    def _classify(
-        self,
-        adapter: Adapter,
-        res: Resource,
-        change: Change,
-        write: ConditionalWrite,
-        operation: Operation,
-        response: RemoteResponse,
-        deadline: float,
-    ) -> _Outcome:
-        status = response.status
-        if status in REFUSAL_STATUSES:
-            return _Outcome(
-                ActionStatus.REFUSED,
-                response_status=status,
-                address=response.address,
-                detail=f"the server refused the write (HTTP {status}); it changed nothing",
-            )
-        if status not in (200, 204):
-            return _Outcome(
-                ActionStatus.UNCERTAIN,
-                response_status=status,
-                address=response.address,
-                detail=f"HTTP {status}: the server may or may not have applied the write",
-            )
-        target = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
-        try:
-            snap = adapter.read(res, deadline)
-        except UndogateError as exc:
-            return _Outcome(
-                ActionStatus.UNCERTAIN,
-                response_status=status,
-                address=response.address,
-                detail=f"read-back failed: {exc.message}",
-            )
-        self._crash_point(operation, "after_readback")
-        if snap.etag.header == write.if_match:
-            return _Outcome(
-                ActionStatus.UNCERTAIN,
-                response_status=status,
-                address=response.address,
-                detail="read-back shows the old version: the write did not take effect",
-            )
-        if not adapter.shows(change, snap, target):
-            return _Outcome(
-                ActionStatus.UNCERTAIN,
-                response_status=status,
-                address=response.address,
-                detail="read-back does not show the desired values",
-            )
-        return _Outcome(
-            ActionStatus.DONE,
-            response_status=status,
-            result_etag=snap.etag.header,
-            address=response.address or snap.address,
-        )
-
-    def _record_stop(self, actor: Actor, job: Job, change: Change, exc: UndogateError) -> None:
-        def commit(c: sqlite3.Connection) -> None:
-            Ledger.add_event(
-                c,
-                job_id=job.id,
-                actor=actor.label,
-                access_path=actor.access_path,
-                operation="dispatch_stopped",
-                target=change.resource_id,
-                detail={"code": exc.code, "message": exc.message},
-            )
-
-        self.ledger.write(commit)
-
-    def _record_outcome(
-        self,
-        actor: Actor,
-        job: Job,
-        change: Change,
-        operation: Operation,
-        action_id: int,
-        outcome: _Outcome,
-    ) -> None:
-        new_state = self._change_state_after(operation, outcome.status, change)
-
-        def commit(c: sqlite3.Connection) -> None:
-            Ledger.finish_action(
-                c,
-                action_id,
-                outcome.status,
-                response_status=outcome.response_status,
-                result_etag=outcome.result_etag,
-                address=outcome.address,
-                detail=outcome.detail,
-            )
-            seq = None
-            if operation is Operation.APPLY and outcome.status is ActionStatus.DONE:
-                seq = Ledger.next_seq(c)
-            Ledger.set_change_state(
-                c,
-                job.id,
-                change.index,
-                new_state,
-                applied_etag=outcome.result_etag if operation is Operation.APPLY else None,
-                applied_seq=seq,
-            )
-            Ledger.add_event(
-                c,
-                job_id=job.id,
-                actor=actor.label,
-                access_path=actor.access_path,
-                operation=f"{operation.value}_{outcome.status.value}",
-                target=change.resource_id,
-                from_state=change.state.value,
-                to_state=new_state.value,
-                detail=_outcome_detail(change, operation, outcome),
-            )
-
-        self.ledger.write(commit)
 
     # -- accept observed state -----------------------------------------------------
 
@@ -1024,6 +782,9 @@ class Gateway:
 
         def commit(c: sqlite3.Connection) -> None:
             Ledger.consume_preview(c, token_hash)
+            c.execute(
+                "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job.id,)
+            )
             for change, observation, snap in decisions:
                 action_id = uncertain.get(change.index)
                 if action_id is not None:
@@ -1245,45 +1006,6 @@ def _current_side(change: Change, snap: Snapshot) -> tuple[JsonObject | None, st
 def _fields(fields_json: str) -> list[str]:
     value = loads(fields_json)
     return [str(v) for v in value] if isinstance(value, list) else []
-
-
-def _change_diff(change: Change) -> JsonValue:
-    diff: JsonObject = {"resource": change.resource_id, "index": str(change.index)}
-    if change.kind is ResourceKind.WEBDAV_TEXT:
-        diff["before_bytes"] = str(len((change.before_text or "").encode()))
-        diff["after_bytes"] = str(len((change.after_text or "").encode()))
-        return diff
-    fields_diff: JsonObject = {}
-    before = change.before or {}
-    after = change.after or {}
-    for name in change.fields:
-        fields_diff[name] = {
-            "before": before.get(name) if name in before else {"absent": True},
-            "after": after.get(name) if name in after else {"absent": True},
-        }
-    diff["fields"] = fields_diff
-    return diff
-
-
-def _outcome_detail(change: Change, operation: Operation, outcome: _Outcome) -> JsonObject:
-    detail: JsonObject = {"change": str(change.index), "status": outcome.status.value}
-    if outcome.response_status is not None:
-        detail["http_status"] = str(outcome.response_status)
-    if outcome.detail:
-        detail["detail"] = outcome.detail
-    if outcome.result_etag:
-        detail["etag"] = outcome.result_etag
-    if outcome.status is ActionStatus.DONE:
-        diff = _change_diff(change)
-        if operation is Operation.UNDO and isinstance(diff, dict) and "fields" in diff:
-            fields = diff["fields"]
-            assert isinstance(fields, dict)
-            diff["fields"] = {
-                k: {"before": v["after"], "after": v["before"]}  # type: ignore[index,call-overload]
-                for k, v in fields.items()
-            }
-        detail["diff"] = diff
-    return detail
 
 
 def _payload_size(summary: str, changes: list[Change]) -> int:

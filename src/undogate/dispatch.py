@@ -1,0 +1,337 @@
+"""One confirm's run of external writes: record before, act, record after.
+
+For every action: re-check the reviewer and the token variable, commit the intent
+(``dispatching``), send the conditional write on a fresh connection, classify the
+answer (SPEC §4), read back, commit the outcome. The operation's start folds into the
+first intent's commit and its finish into the last outcome's, so a run of *n* writes
+costs exactly 2·*n* durable commits: the least that records each intent before its
+request and each outcome after it.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from .adapters import Adapter, ConditionalWrite, Side
+from .config import Resource
+from .errors import BlockedAddress, MissingToken, UndogateError
+from .jobs import (
+    ActionStatus,
+    Change,
+    ChangeState,
+    Job,
+    JobState,
+    Operation,
+    ResourceKind,
+    check_transition,
+    state_after_apply,
+    state_after_undo,
+)
+from .jsonvalue import JsonObject, JsonValue
+from .ledger import Ledger
+from .net import RemoteResponse, TransportFailure
+
+# SPEC §4: these answers mean the server changed nothing.
+REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
+
+
+@dataclass
+class Outcome:
+    status: ActionStatus
+    response_status: int | None = None
+    result_etag: str | None = None
+    address: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    change: Change
+    resource: Resource
+    adapter: Adapter
+    write: ConditionalWrite
+
+
+@dataclass
+class Dispatch:
+    """The writes of one confirmed apply or undo, run in order until one does not land."""
+
+    ledger: Ledger
+    actor_label: str
+    access_path: str
+    job: Job
+    operation: Operation
+    writes: list[PlannedWrite]
+    token_hash: str
+    deadline: float
+    reauthorize: Callable[[], None] | None
+    crash_point: Callable[[Operation, str], None]
+
+    def __post_init__(self) -> None:
+        self.running = JobState.APPLYING if self.operation is Operation.APPLY else JobState.UNDOING
+        self.states = {c.index: c.state for c in self.job.changes}
+        self.started = False
+
+    def run(self) -> None:
+        """Raises: the re-check's error when it fails before anything was recorded."""
+        start_event = "start_apply" if self.operation is Operation.APPLY else "start_undo"
+        check_transition(start_event, self.job.state, self.running)
+        for number, planned in enumerate(self.writes):
+            last = number == len(self.writes) - 1
+            if not self._step(planned, last):
+                return
+
+    def _step(self, planned: PlannedWrite, last: bool) -> bool:
+        """One action; False when the run stops here (its finish is then recorded)."""
+        try:
+            if self.reauthorize is not None:
+                self.reauthorize()
+            planned.adapter.auth_headers(planned.resource)
+        except UndogateError as exc:
+            if not self.started:
+                raise  # nothing recorded, nothing sent: the token stays usable
+            self.ledger.write(partial(self._stop_rows, change=planned.change, exc=exc))
+            return False
+        action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
+        self.crash_point(self.operation, "after_intent")
+        try:
+            outcome = self._send_and_verify(planned)
+        except BaseException:
+            # Whatever broke, the request may have left: never leave it looking unsent.
+            failed = Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch")
+            self.ledger.write(
+                partial(
+                    self._outcome_rows,
+                    change=planned.change,
+                    action_id=action_id,
+                    outcome=failed,
+                    finish=True,
+                )
+            )
+            raise
+        stop = last or outcome.status is not ActionStatus.DONE
+        self.ledger.write(
+            partial(
+                self._outcome_rows,
+                change=planned.change,
+                action_id=action_id,
+                outcome=outcome,
+                finish=stop,
+            )
+        )
+        self.crash_point(self.operation, "after_outcome")
+        return not stop
+
+    # -- ledger rows (each called inside Ledger.write) ----------------------------------
+
+    def _event(self, c: sqlite3.Connection, operation: str, **kw: str | JsonObject | None) -> None:
+        Ledger.add_event(
+            c,
+            job_id=self.job.id,
+            actor=self.actor_label,
+            access_path=self.access_path,
+            operation=operation,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _intent_rows(self, c: sqlite3.Connection, planned: PlannedWrite) -> int:
+        if not self.started:
+            Ledger.consume_preview(c, self.token_hash)
+            c.execute(
+                "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?",
+                (self.job.id,),
+            )
+            Ledger.set_job_state(
+                c,
+                self.job.id,
+                self.running,
+                undo_started=True if self.operation is Operation.UNDO else None,
+            )
+            self._event(
+                c,
+                f"confirm_{self.operation.value}",
+                from_state=self.job.state.value,
+                to_state=self.running.value,
+            )
+            self.started = True
+        return Ledger.begin_action(
+            c,
+            job_id=self.job.id,
+            change_idx=planned.change.index,
+            operation=self.operation,
+            method=planned.write.method,
+            url=planned.write.url,
+            if_match=planned.write.if_match,
+        )
+
+    def _outcome_rows(
+        self,
+        c: sqlite3.Connection,
+        change: Change,
+        action_id: int,
+        outcome: Outcome,
+        finish: bool,
+    ) -> None:
+        new_state = change_state_after(self.operation, outcome.status, change)
+        Ledger.finish_action(
+            c,
+            action_id,
+            outcome.status,
+            response_status=outcome.response_status,
+            result_etag=outcome.result_etag,
+            address=outcome.address,
+            detail=outcome.detail,
+        )
+        applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
+        Ledger.set_change_state(
+            c,
+            self.job.id,
+            change.index,
+            new_state,
+            applied_etag=outcome.result_etag if applied else None,
+            applied_seq=Ledger.next_seq(c) if applied else None,
+        )
+        self._event(
+            c,
+            f"{self.operation.value}_{outcome.status.value}",
+            target=change.resource_id,
+            from_state=change.state.value,
+            to_state=new_state.value,
+            detail=outcome_detail(change, self.operation, outcome),
+        )
+        self.states[change.index] = new_state
+        if finish:
+            self._finish_rows(c)
+
+    def _stop_rows(self, c: sqlite3.Connection, change: Change, exc: UndogateError) -> None:
+        self._event(
+            c,
+            "dispatch_stopped",
+            target=change.resource_id,
+            detail={"code": exc.code, "message": exc.message},
+        )
+        self._finish_rows(c)
+
+    def _finish_rows(self, c: sqlite3.Connection) -> None:
+        ordered = [self.states[ch.index] for ch in self.job.changes]
+        final = (
+            state_after_apply(ordered)
+            if self.operation is Operation.APPLY
+            else state_after_undo(ordered, self.job.state)
+        )
+        event = "finish_apply" if self.operation is Operation.APPLY else "finish_undo"
+        check_transition(event, self.running, final)
+        Ledger.set_job_state(c, self.job.id, final)
+        self._event(
+            c, f"finish_{self.operation.value}", from_state=self.running.value, to_state=final.value
+        )
+
+    # -- the wire ---------------------------------------------------------------------------
+
+    def _send_and_verify(self, planned: PlannedWrite) -> Outcome:
+        try:
+            response = planned.adapter.send_write(planned.resource, planned.write, self.deadline)
+        except (BlockedAddress, MissingToken) as exc:
+            return Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
+        except TransportFailure as exc:
+            status = ActionStatus.UNCERTAIN if exc.sent else ActionStatus.REFUSED
+            prefix = "sent, outcome unknown" if exc.sent else "not sent"
+            return Outcome(status, detail=f"{prefix}: {exc.reason}")
+        self.crash_point(self.operation, "after_response")
+        return self._classify(planned, response)
+
+    def _classify(self, planned: PlannedWrite, response: RemoteResponse) -> Outcome:
+        status = response.status
+        here = {"response_status": status, "address": response.address}
+        if status in REFUSAL_STATUSES:
+            return Outcome(
+                ActionStatus.REFUSED,
+                **here,  # type: ignore[arg-type]
+                detail=f"the server refused the write (HTTP {status}); it changed nothing",
+            )
+        if status not in (200, 204):
+            return Outcome(
+                ActionStatus.UNCERTAIN,
+                **here,  # type: ignore[arg-type]
+                detail=f"HTTP {status}: the server may or may not have applied the write",
+            )
+        target = Side.AFTER if self.operation is Operation.APPLY else Side.BEFORE
+        try:
+            snap = planned.adapter.read(planned.resource, self.deadline)
+        except UndogateError as exc:
+            return Outcome(
+                ActionStatus.UNCERTAIN,
+                **here,  # type: ignore[arg-type]
+                detail=f"read-back failed: {exc.message}",
+            )
+        self.crash_point(self.operation, "after_readback")
+        if snap.etag.header == planned.write.if_match:
+            return Outcome(
+                ActionStatus.UNCERTAIN,
+                **here,  # type: ignore[arg-type]
+                detail="read-back shows the old version: the write did not take effect",
+            )
+        if not planned.adapter.shows(planned.change, snap, target):
+            return Outcome(
+                ActionStatus.UNCERTAIN,
+                **here,  # type: ignore[arg-type]
+                detail="read-back does not show the desired values",
+            )
+        return Outcome(
+            ActionStatus.DONE,
+            response_status=status,
+            result_etag=snap.etag.header,
+            address=response.address or snap.address,
+        )
+
+
+def change_state_after(operation: Operation, status: ActionStatus, change: Change) -> ChangeState:
+    if status is ActionStatus.DONE:
+        return ChangeState.APPLIED if operation is Operation.APPLY else ChangeState.UNDONE
+    if status is ActionStatus.UNCERTAIN:
+        return ChangeState.UNCERTAIN
+    return change.state
+
+
+def change_diff(change: Change) -> JsonValue:
+    """The field-level diff an event carries (documents: sizes; values live in the job)."""
+    diff: JsonObject = {"resource": change.resource_id, "index": str(change.index)}
+    if change.kind is ResourceKind.WEBDAV_TEXT:
+        diff["before_bytes"] = str(len((change.before_text or "").encode()))
+        diff["after_bytes"] = str(len((change.after_text or "").encode()))
+        return diff
+    fields_diff: JsonObject = {}
+    before = change.before or {}
+    after = change.after or {}
+    for name in change.fields:
+        fields_diff[name] = {
+            "before": before.get(name) if name in before else {"absent": True},
+            "after": after.get(name) if name in after else {"absent": True},
+        }
+    diff["fields"] = fields_diff
+    return diff
+
+
+def outcome_detail(change: Change, operation: Operation, outcome: Outcome) -> JsonObject:
+    detail: JsonObject = {"change": str(change.index), "status": outcome.status.value}
+    if outcome.response_status is not None:
+        detail["http_status"] = str(outcome.response_status)
+    if outcome.detail:
+        detail["detail"] = outcome.detail
+    if outcome.result_etag:
+        detail["etag"] = outcome.result_etag
+    if outcome.status is ActionStatus.DONE:
+        diff = change_diff(change)
+        if operation is Operation.UNDO and isinstance(diff, dict):
+            fields = diff.get("fields")
+            if isinstance(fields, dict):
+                diff["fields"] = {
+                    name: {"before": v.get("after"), "after": v.get("before")}
+                    for name, v in fields.items()
+                    if isinstance(v, dict)
+                }
+        detail["diff"] = diff
+    return detail
