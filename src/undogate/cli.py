@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -82,6 +83,276 @@ def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -
         host=host,
         faults=faults,
         on_ready=lambda srv: click.echo(f"contract server listening on {srv.base_url}"),
+    )
+
+
+# -- running the gateway -----------------------------------------------------------
+
+_CONFIG = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("undogate.yaml"),
+    show_default=True,
+    envvar="UNDOGATE_CONFIG",
+    help="The YAML config.",
+)
+
+
+def _echo_err(line: str) -> None:
+    click.echo(line, err=True)
+
+
+@main.command()
+@_CONFIG
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8080, show_default=True)
+def serve(config_path: Path, host: str, port: int) -> None:
+    """Own the ledger, recover interrupted work, and serve the HTTP API."""
+    from .server import serve as run
+
+    try:
+        run(config_path, host, port, _echo_err)
+    except UndogateError as exc:
+        _fail(exc)
+
+
+@main.command()
+@_CONFIG
+def init(config_path: Path) -> None:
+    """Write an example config (if none), create the ledger, print a first operator key."""
+    from .server import init as run
+
+    try:
+        key = run(config_path, _echo_err)
+    except UndogateError as exc:
+        _fail(exc)
+    if key is not None:
+        click.echo("your first operator key (shown once; undogate keeps only its hash):", err=True)
+        click.echo(key)
+
+
+@main.command()
+@_CONFIG
+@click.argument("target", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--overwrite", is_flag=True, help="Replace an existing file at TARGET.")
+def backup(config_path: Path, target: Path, overwrite: bool) -> None:
+    """Consistent online backup of the ledger to TARGET (works while serving).
+
+    Restore: stop the server, then `undogate restore TARGET --config ...`. Anything
+    committed after the backup is not in it: that recovery history is lost.
+    """
+    from .backup import backup_ledger
+    from .config import load_config
+
+    try:
+        result = backup_ledger(
+            load_config(config_path).server.data_dir, target, overwrite=overwrite
+        )
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(
+        f"backup written to {result.path}: {result.bytes} bytes, {result.jobs} jobs, "
+        f"{result.events} events, integrity {result.integrity}"
+    )
+
+
+@main.command()
+@_CONFIG
+@click.argument("source", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+def restore(config_path: Path, source: Path) -> None:
+    """Replace the ledger with the backup SOURCE (the server must be stopped).
+
+    The current ledger files are moved aside, never deleted.
+    """
+    from .backup import restore_ledger
+    from .config import load_config
+
+    try:
+        aside = restore_ledger(source, load_config(config_path).server.data_dir)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"restored {source}" + (f"; the previous ledger is in {aside}" if aside else ""))
+
+
+# -- keys --------------------------------------------------------------------------
+
+
+@main.group()
+def keys() -> None:
+    """Operator keys, agent tokens, the master key. Directly on the ledger when no server
+    owns it; through the API (UNDOGATE_URL + UNDOGATE_MASTER_KEY) when one does."""
+
+
+def _run_keys(config_path: Path, cmd: Any) -> None:
+    from .jsonvalue import dumps
+    from .server import run_key_command
+
+    try:
+        result, path = run_key_command(config_path, cmd)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
+    if isinstance(result, dict) and "key" in result:
+        click.echo("the key (shown once; undogate keeps only its hash):", err=True)
+        click.echo(str(result["key"]))
+        result = {k: v for k, v in result.items() if k != "key"}
+    click.echo(dumps(result, sort_keys=False))
+
+
+@keys.command("create-operator")
+@_CONFIG
+@click.option("--label", default="operator", show_default=True)
+@click.option("--read-only", is_flag=True, help="Only agents:read (no confirming).")
+@click.option("--agent", "agents", multiple=True, help="Limit the key to these agents.")
+def keys_create_operator(
+    config_path: Path, label: str, read_only: bool, agents: tuple[str, ...]
+) -> None:
+    """Create an operator key: a new owner."""
+    from .server import KeyCommand
+
+    cmd = KeyCommand("create_operator", label=label, read_only=read_only, agents=agents or None)
+    _run_keys(config_path, cmd)
+
+
+@keys.command("create-agent")
+@_CONFIG
+@click.option("--agent", required=True, help="The agent id from the config.")
+@click.option("--owner", required=True, help="The operator key id (op_...) that owns its jobs.")
+@click.option("--label", default=None)
+def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | None) -> None:
+    """Create an agent token for one agent, owned by one operator."""
+    from .server import KeyCommand
+
+    _run_keys(config_path, KeyCommand("create_agent", label=label, agent=agent, owner=owner))
+
+
+@keys.command("list")
+@_CONFIG
+def keys_list(config_path: Path) -> None:
+    """List credentials (never the keys)."""
+    from .server import KeyCommand
+
+    _run_keys(config_path, KeyCommand("list"))
+
+
+@keys.command("revoke")
+@_CONFIG
+@click.argument("credential")
+@click.option("--force", is_flag=True, help="Revoke even the only owner of unresolved jobs.")
+def keys_revoke(config_path: Path, credential: str, force: bool) -> None:
+    """Revoke a credential (an operator key takes its agent tokens with it)."""
+    from .server import KeyCommand
+
+    _run_keys(config_path, KeyCommand("revoke", credential=credential, force=force))
+
+
+@keys.command("master")
+def keys_master() -> None:
+    """Print a new random master key to put in UNDOGATE_MASTER_KEY."""
+    from .auth import new_master_key
+
+    click.echo(new_master_key())
+
+
+# -- reviewing over the API --------------------------------------------------------
+
+_URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
+_KEY = click.option(
+    "--key", envvar="UNDOGATE_KEY", required=True, help="Operator key [env UNDOGATE_KEY]."
+)
+
+
+def _review(url: str, key: str, fn: Any) -> None:
+    from rich.console import Console
+
+    from .server import ApiClient
+
+    client = ApiClient(url, key)
+    try:
+        code = fn(client, Console(highlight=False))
+    except UndogateError as exc:
+        _fail(exc)
+    finally:
+        client.close()
+    sys.exit(code)
+
+
+def _ask(prompt: str) -> str:
+    return str(click.prompt(prompt, default="", show_default=False))
+
+
+@main.group()
+def jobs() -> None:
+    """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
+
+
+@jobs.command("list")
+@_URL
+@_KEY
+@click.option("--agent", required=True)
+def jobs_list(url: str, key: str, agent: str) -> None:
+    """The newest 100 jobs of an agent, no values."""
+    from .review_cli import list_jobs
+
+    _review(url, key, lambda c, con: list_jobs(c, con, agent))
+
+
+@jobs.command("show")
+@_URL
+@_KEY
+@click.argument("job_id")
+def jobs_show(url: str, key: str, job_id: str) -> None:
+    """A job's receipt: before/after per field, line diffs, actions."""
+    from .review_cli import show_job
+
+    _review(url, key, lambda c, con: show_job(c, con, job_id))
+
+
+def _confirming(operation: str, help_text: str) -> None:
+    @main.command(operation if operation != "accept_observed" else "reconcile", help=help_text)
+    @_URL
+    @_KEY
+    @click.argument("job_id")
+    @click.option("--dry-run", is_flag=True, help="Show the exact requests; send nothing.")
+    def command(url: str, key: str, job_id: str, dry_run: bool) -> None:
+        from .review_cli import confirm_operation
+
+        _review(
+            url,
+            key,
+            lambda c, con: confirm_operation(
+                c,
+                con,
+                job_id,
+                operation,
+                dry_run=dry_run,
+                interactive=sys.stdin.isatty(),
+                ask=_ask,
+            ),
+        )
+
+
+_confirming("apply", "Preview, show the exact writes, and apply a job (needs a terminal).")
+_confirming("undo", "Preview, show the exact writes, and undo a job (needs a terminal).")
+_confirming(
+    "accept_observed",
+    "Accept the observed state of uncertain actions (needs a terminal).",
+)
+
+
+@main.command()
+@_URL
+@_KEY
+@click.argument("job_id")
+def reject(url: str, key: str, job_id: str) -> None:
+    """Reject a prepared job; it can never be applied after (needs a terminal)."""
+    from .review_cli import reject_job
+
+    _review(
+        url,
+        key,
+        lambda c, con: reject_job(c, con, job_id, interactive=sys.stdin.isatty(), ask=_ask),
     )
 
 

@@ -1,0 +1,488 @@
+"""Credentials: operator keys (owners), agent tokens and the master key.
+
+- An **operator key** is an owner. Its scopes are ``agents:read`` (see jobs) and
+  ``agents:write`` (preview, confirm, undo, reconcile, reject); it may be limited to some
+  agents. Replacing a key creates a new owner.
+- An **agent token** is issued by one owner for one agent. It can list that agent's
+  resources and prepare jobs for that owner, nothing else.
+- The **master key** (``UNDOGATE_MASTER_KEY``) administers credentials. It owns no jobs
+  and reads none.
+
+Keys are 256 bits from ``secrets``, with a visible prefix (``ugo_`` operator, ``uga_``
+agent) and a public id inside, shown once and stored only as SHA-256 hashes. A presented
+key is looked up by its public id and compared by hash in constant time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from .engine import Actor
+from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
+from .jsonvalue import JsonNumber, JsonObject, dumps, loads
+from .ledger import Ledger
+
+READ = "agents:read"
+WRITE = "agents:write"
+SCOPES = (READ, WRITE)
+OPERATOR_PREFIX = "ugo_"
+AGENT_PREFIX = "uga_"
+MASTER_ENV = "UNDOGATE_MASTER_KEY"
+MIN_MASTER_KEY_CHARS = 32
+_ID_HEX = 12
+_UNRESOLVED = ("undone", "rejected", "invalidated")  # the states that are *resolved*
+_DUMMY_HASH = hashlib.sha256(b"undogate: no such credential").hexdigest()
+
+Kind = Literal["operator", "agent", "master"]
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who presented a credential, and what it allows."""
+
+    credential_id: str
+    kind: Kind
+    owner_id: str
+    agent_id: str | None = None
+    scopes: frozenset[str] = frozenset()
+    agents: frozenset[str] | None = None  # operators: None means every agent
+
+    def actor(self, access_path: str) -> Actor:
+        if self.kind == "agent":
+            assert self.agent_id is not None
+            return Actor(self.agent_id, self.owner_id, "agent", access_path)
+        return Actor(self.credential_id, self.owner_id, self.kind, access_path)
+
+    def sees_agent(self, agent_id: str) -> bool:
+        return self.kind == "operator" and (self.agents is None or agent_id in self.agents)
+
+
+@dataclass(frozen=True)
+class CredentialInfo:
+    """A stored credential as listings show it (never the key, never its hash)."""
+
+    id: str
+    kind: Literal["operator", "agent"]
+    owner_id: str
+    agent_id: str | None
+    scopes: tuple[str, ...]
+    agents: tuple[str, ...] | None
+    label: str
+    created_at: float
+    revoked_at: float | None
+
+    def to_json(self) -> JsonObject:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "owner_id": self.owner_id,
+            "agent_id": self.agent_id,
+            "scopes": list(self.scopes),
+            "agents": list(self.agents) if self.agents is not None else None,
+            "label": self.label,
+            "created_at": _num(self.created_at),
+            "revoked": self.revoked_at is not None,
+            "revoked_at": _num(self.revoked_at) if self.revoked_at is not None else None,
+        }
+
+
+@dataclass(frozen=True)
+class IssuedKey:
+    """A new credential and its key. The key exists only here: it is shown once."""
+
+    key: str
+    credential: CredentialInfo
+
+    def to_json(self) -> JsonObject:
+        return {
+            "key": self.key,
+            "credential": self.credential.to_json(),
+            "note": "store this key now: undogate keeps only its hash and cannot show it again",
+        }
+
+
+@dataclass(frozen=True)
+class Revocation:
+    credential: CredentialInfo
+    also_revoked: tuple[str, ...]  # agent tokens issued by a revoked operator key
+    unresolved_jobs: int
+
+    def to_json(self) -> JsonObject:
+        return {
+            "credential": self.credential.to_json(),
+            "also_revoked": list(self.also_revoked),
+            "unresolved_jobs": _num(self.unresolved_jobs),
+        }
+
+
+def _num(value: float | int) -> JsonNumber:
+    return JsonNumber(repr(value) if isinstance(value, float) else str(value))
+
+
+def _new_key(prefix: str) -> tuple[str, str]:
+    public = secrets.token_hex(_ID_HEX // 2)
+    return public, f"{prefix}{public}_{secrets.token_urlsafe(32)}"
+
+
+def _credential_id(key: str) -> str | None:
+    """The public id inside a presented key, or None when it has no such shape."""
+    for prefix, id_prefix in ((OPERATOR_PREFIX, "op_"), (AGENT_PREFIX, "at_")):
+        if key.startswith(prefix):
+            public = key[len(prefix) : len(prefix) + _ID_HEX]
+            sep = key[len(prefix) + _ID_HEX : len(prefix) + _ID_HEX + 1]
+            if sep == "_" and all(c in "0123456789abcdef" for c in public):
+                return id_prefix + public
+    return None
+
+
+_COLUMNS = "id, kind, owner_id, agent_id, scopes, agents, label, created_at, revoked_at"
+
+
+def _info(row: tuple[object, ...]) -> CredentialInfo:
+    scopes = loads(str(row[4]))
+    agents = loads(str(row[5])) if row[5] is not None else None
+    assert isinstance(scopes, list)
+    return CredentialInfo(
+        id=str(row[0]),
+        kind="operator" if row[1] == "operator" else "agent",
+        owner_id=str(row[2]),
+        agent_id=str(row[3]) if row[3] is not None else None,
+        scopes=tuple(str(s) for s in scopes),
+        agents=tuple(str(a) for a in agents) if isinstance(agents, list) else None,
+        label=str(row[6]),
+        created_at=float(row[7]),  # type: ignore[arg-type]
+        revoked_at=float(row[8]) if row[8] is not None else None,  # type: ignore[arg-type]
+    )
+
+
+class Keyring:
+    """Create, list, revoke and check credentials; every change is one ledger write
+    with its event row."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        *,
+        master_key: str | None = None,
+        known_agents: Callable[[], set[str]] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if master_key is not None and len(master_key) < MIN_MASTER_KEY_CHARS:
+            raise InvalidRequest(
+                f"{MASTER_ENV} must be at least {MIN_MASTER_KEY_CHARS} characters "
+                "(use `undogate keys master` to make one)"
+            )
+        self.ledger = ledger
+        self._master_hash = hash_key(master_key) if master_key else None
+        self._known_agents = known_agents
+        self._clock = clock
+
+    @classmethod
+    def from_environ(
+        cls,
+        ledger: Ledger,
+        environ: Mapping[str, str],
+        known_agents: Callable[[], set[str]] | None = None,
+    ) -> Keyring:
+        return cls(ledger, master_key=environ.get(MASTER_ENV) or None, known_agents=known_agents)
+
+    @property
+    def has_master(self) -> bool:
+        return self._master_hash is not None
+
+    # -- authenticate --------------------------------------------------------------
+
+    def authenticate(self, presented: str) -> Principal:
+        """The principal for a presented key.
+
+        Raises:
+            Unauthorized: unknown, malformed or revoked key (one answer for all three).
+        """
+        presented_hash = hash_key(presented)
+        if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
+            return Principal("master", "master", owner_id="master")
+        cred_id = _credential_id(presented)
+        row = None
+        if cred_id is not None:
+            row = self.ledger.read(
+                lambda c: c.execute(
+                    f"SELECT {_COLUMNS}, key_hash FROM credentials WHERE id = ?",  # noqa: S608
+                    (cred_id,),
+                ).fetchone()
+            )
+        stored = str(row[9]) if row is not None else _DUMMY_HASH
+        matches = hmac.compare_digest(presented_hash, stored)
+        if row is None or not matches or row[8] is not None:
+            raise Unauthorized("the credential is missing, unknown or revoked")
+        return self._principal(_info(tuple(row[:9])))
+
+    def recheck(self, principal: Principal) -> Principal:
+        """The same credential, re-read now (for the check before each dispatch).
+
+        Raises:
+            Unauthorized: it was revoked since.
+        """
+        if principal.kind == "master":
+            return principal
+        info = self.get(principal.credential_id)
+        if info.revoked_at is not None:
+            raise Unauthorized("the credential was revoked")
+        return self._principal(info)
+
+    @staticmethod
+    def _principal(info: CredentialInfo) -> Principal:
+        return Principal(
+            credential_id=info.id,
+            kind=info.kind,
+            owner_id=info.owner_id,
+            agent_id=info.agent_id,
+            scopes=frozenset(info.scopes),
+            agents=frozenset(info.agents) if info.agents is not None else None,
+        )
+
+    # -- create ----------------------------------------------------------------------
+
+    def create_operator(
+        self,
+        *,
+        label: str,
+        scopes: tuple[str, ...] = SCOPES,
+        agents: tuple[str, ...] | None = None,
+        actor: str = "cli",
+    ) -> IssuedKey:
+        """A new operator key: a new owner.
+
+        Raises:
+            InvalidRequest: unknown scope, empty scopes, bad label or unknown agent.
+        """
+        label = _check_label(label)
+        if not scopes or any(s not in SCOPES for s in scopes):
+            raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+        if agents is not None:
+            for agent in agents:
+                self._check_agent(agent)
+        public, key = _new_key(OPERATOR_PREFIX)
+        cred_id = "op_" + public
+        ordered = tuple(s for s in SCOPES if s in scopes)
+        agent_list = tuple(sorted(set(agents))) if agents is not None else None
+        return self._insert(
+            key, cred_id, "operator", cred_id, None, ordered, agent_list, label, actor
+        )
+
+    def create_agent_token(
+        self, *, owner_id: str, agent_id: str, label: str, actor: str = "cli"
+    ) -> IssuedKey:
+        """A token for ``agent_id`` whose jobs belong to ``owner_id``.
+
+        Raises:
+            NotFound: no such live operator key.
+            InvalidRequest: unknown agent or bad label.
+        """
+        label = _check_label(label)
+        self._check_agent(agent_id)
+        owner = self.get(owner_id)
+        if owner.kind != "operator" or owner.revoked_at is not None:
+            raise NotFound(f"no live operator key {owner_id!r}", credential=owner_id)
+        if owner.agents is not None and agent_id not in owner.agents:
+            raise InvalidRequest(
+                f"operator {owner_id} has no access to agent {agent_id!r}", agent=agent_id
+            )
+        public, key = _new_key(AGENT_PREFIX)
+        return self._insert(
+            key, "at_" + public, "agent", owner_id, agent_id, (), None, label, actor
+        )
+
+    def _check_agent(self, agent_id: str) -> None:
+        if self._known_agents is not None and agent_id not in self._known_agents():
+            raise InvalidRequest(f"no agent {agent_id!r} is declared in the config", agent=agent_id)
+
+    def _insert(
+        self,
+        key: str,
+        cred_id: str,
+        kind: Literal["operator", "agent"],
+        owner_id: str,
+        agent_id: str | None,
+        scopes: tuple[str, ...],
+        agents: tuple[str, ...] | None,
+        label: str,
+        actor: str,
+    ) -> IssuedKey:
+        now = self._clock()
+
+        def commit(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO credentials(id, kind, owner_id, agent_id, scopes, agents, label, "
+                "key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    cred_id,
+                    kind,
+                    owner_id,
+                    agent_id,
+                    dumps(list(scopes)),
+                    dumps(list(agents)) if agents is not None else None,
+                    label,
+                    hash_key(key),
+                    now,
+                ),
+            )
+            Ledger.add_event(
+                c,
+                job_id=None,
+                actor=actor,
+                access_path="admin",
+                operation=f"credential_create_{kind}",
+                target=cred_id,
+                detail={"owner": owner_id, "agent": agent_id, "scopes": list(scopes)},
+            )
+
+        self.ledger.write(commit)
+        info = CredentialInfo(cred_id, kind, owner_id, agent_id, scopes, agents, label, now, None)
+        return IssuedKey(key=key, credential=info)
+
+    # -- list / get ------------------------------------------------------------------
+
+    def list(self) -> list[CredentialInfo]:
+        rows = self.ledger.read(
+            lambda c: c.execute(
+                f"SELECT {_COLUMNS} FROM credentials ORDER BY created_at, id"  # noqa: S608
+            ).fetchall()
+        )
+        return [_info(tuple(r)) for r in rows]
+
+    def get(self, cred_id: str) -> CredentialInfo:
+        """Raises: NotFound."""
+        row = self.ledger.read(
+            lambda c: c.execute(
+                f"SELECT {_COLUMNS} FROM credentials WHERE id = ?",  # noqa: S608
+                (cred_id,),
+            ).fetchone()
+        )
+        if row is None:
+            raise NotFound(f"no credential {cred_id!r}", credential=cred_id)
+        return _info(tuple(row))
+
+    def operator_count(self) -> int:
+        return int(
+            self.ledger.read(
+                lambda c: c.execute(
+                    "SELECT COUNT(*) FROM credentials WHERE kind = 'operator' "
+                    "AND revoked_at IS NULL"
+                ).fetchone()[0]
+            )
+        )
+
+    def unresolved_jobs(self, owner_id: str) -> int:
+        return int(
+            self.ledger.read(
+                lambda c: c.execute(
+                    "SELECT COUNT(*) FROM jobs WHERE owner_id = ? AND state NOT IN (?, ?, ?)",
+                    (owner_id, *_UNRESOLVED),
+                ).fetchone()[0]
+            )
+        )
+
+    # -- revoke ----------------------------------------------------------------------
+
+    def revoke(self, cred_id: str, *, force: bool = False, actor: str = "cli") -> Revocation:
+        """Revoke a credential. Revoking an operator key also revokes the agent tokens it
+        issued (their jobs would belong to an owner nobody can act as).
+
+        Raises:
+            NotFound: no such credential.
+            Conflict: already revoked; or an operator key that is the only owner of
+                unresolved jobs, without ``force`` (nobody else can ever review them).
+        """
+        info = self.get(cred_id)
+        if info.revoked_at is not None:
+            raise Conflict(f"{cred_id} is already revoked", credential=cred_id)
+        unresolved = self.unresolved_jobs(cred_id) if info.kind == "operator" else 0
+        if unresolved and not force:
+            raise Conflict(
+                f"{cred_id} is the only owner of {unresolved} unresolved job(s); once it is "
+                "revoked nobody can review, undo or reconcile them (jobs are private to their "
+                "owner). Resolve them first, or revoke with --force",
+                credential=cred_id,
+                unresolved_jobs=unresolved,
+                force_required=True,
+            )
+        now = self._clock()
+
+        def commit(c: sqlite3.Connection) -> tuple[str, ...]:
+            cascade: list[str] = []
+            if info.kind == "operator":
+                cascade = [
+                    r[0]
+                    for r in c.execute(
+                        "SELECT id FROM credentials WHERE kind = 'agent' AND owner_id = ? "
+                        "AND revoked_at IS NULL ORDER BY id",
+                        (cred_id,),
+                    )
+                ]
+            for target in (cred_id, *cascade):
+                reason = "revoked" if target == cred_id else f"its owner {cred_id} was revoked"
+                c.execute(
+                    "UPDATE credentials SET revoked_at = ?, revoked_reason = ? WHERE id = ?",
+                    (now, reason, target),
+                )
+                Ledger.add_event(
+                    c,
+                    job_id=None,
+                    actor=actor,
+                    access_path="admin",
+                    operation="credential_revoke",
+                    target=target,
+                    detail={"reason": reason, "forced": force if target == cred_id else False},
+                )
+            return tuple(cascade)
+
+        cascade = self.ledger.write(commit)
+        return Revocation(self.get(cred_id), cascade, unresolved)
+
+
+def _check_label(label: str) -> str:
+    label = label.strip()
+    if not 1 <= len(label) <= 200 or any(ord(ch) < 0x20 for ch in label):
+        raise InvalidRequest("a label is 1 to 200 printable characters")
+    return label
+
+
+def new_master_key() -> str:
+    return "ugm_" + secrets.token_urlsafe(32)
+
+
+def require_scope(principal: Principal, scope: str) -> None:
+    """Raises: Forbidden unless an operator credential holds ``scope``."""
+    if principal.kind != "operator":
+        raise Forbidden(f"this needs an operator key with {scope}")
+    if scope not in principal.scopes:
+        raise Forbidden(f"this operator key lacks the {scope} scope", scope=scope)
+
+
+__all__ = [
+    "AGENT_PREFIX",
+    "MASTER_ENV",
+    "OPERATOR_PREFIX",
+    "READ",
+    "SCOPES",
+    "WRITE",
+    "CredentialInfo",
+    "IssuedKey",
+    "Keyring",
+    "Principal",
+    "Revocation",
+    "hash_key",
+    "new_master_key",
+    "require_scope",
+]

@@ -1,0 +1,144 @@
+"""A consistent online backup of the ledger, and its restore.
+
+The backup reads the live SQLite file through its own read-only connection: it needs
+no ownership lock, so it runs while ``undogate serve`` owns the ledger and keeps
+writing. SQLite's backup API copies every page in one step inside one read
+transaction, which is a consistent snapshot of the last commit. The copy goes to a
+temporary name next to the target, must pass ``PRAGMA integrity_check``, is fsynced,
+renamed into place, and the directory is fsynced, so a crash never leaves a
+half-written file under the final name.
+
+Restore (``restore_ledger``) needs the ledger not to be owned (stop the server): it
+checks the backup, moves the current files aside (never deletes them) and copies the
+backup in. Everything committed after the backup was taken is not in it: restoring
+loses that history, including the receipts of writes that really happened.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import InvalidRequest, LedgerError
+from .ledger import DB_NAME, LOCK_NAME, Ledger
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    path: Path
+    bytes: int
+    jobs: int
+    events: int
+    integrity: str
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check(path: Path) -> tuple[str, int, int]:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        integrity = str(conn.execute("PRAGMA integrity_check").fetchone()[0])
+        jobs = int(conn.execute("SELECT COUNT(*) FROM jobs").fetchone()[0])
+        events = int(conn.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        raise LedgerError(f"{path} is not a readable ledger: {exc}", path=str(path)) from None
+    finally:
+        conn.close()
+    return integrity, jobs, events
+
+
+def backup_ledger(data_dir: Path, target: Path, *, overwrite: bool = False) -> BackupResult:
+    """Copy the ledger in ``data_dir`` to ``target`` (a single self-contained file).
+
+    Raises:
+        InvalidRequest: the target exists (without ``overwrite``) or is the ledger itself.
+        LedgerError: no ledger there, or the copy failed its integrity check.
+    """
+    source = Path(data_dir) / DB_NAME
+    target = Path(target).absolute()
+    if not source.exists():
+        raise LedgerError(f"no ledger at {source}", path=str(source))
+    if target.exists() and not overwrite:
+        raise InvalidRequest(f"{target} exists; choose a new name", path=str(target))
+    if target.resolve() == source.resolve() or target.parent.resolve() == source.parent.resolve():
+        raise InvalidRequest("put backups outside the ledger directory", path=str(target))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    temp.unlink(missing_ok=True)
+    os.close(os.open(temp, os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600))
+    try:
+        src = sqlite3.connect(f"file:{source}?mode=ro", uri=True, timeout=10.0)
+        try:
+            dst = sqlite3.connect(temp)
+            try:
+                src.backup(dst)  # pages=-1: every page in one step, one read snapshot
+                dst.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                dst.close()
+        finally:
+            src.close()
+        integrity, jobs, events = _check(temp)
+        if integrity != "ok":
+            raise LedgerError(f"the backup failed its integrity check: {integrity}")
+        fd = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+        _fsync_dir(target.parent)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return BackupResult(target, target.stat().st_size, jobs, events, integrity)
+
+
+def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
+    """Put ``backup`` in place as the ledger of ``data_dir``; returns where the previous
+    ledger files were moved (None if there were none).
+
+    Raises:
+        LedgerInUse: a server owns the ledger (stop it first).
+        LedgerError: the backup is unreadable or fails its integrity check.
+    """
+    backup = Path(backup)
+    integrity, _, _ = _check(backup)
+    if integrity != "ok":
+        raise LedgerError(f"{backup} failed its integrity check: {integrity}")
+    data_dir = Path(data_dir)
+    if not data_dir.exists():
+        data_dir.mkdir(mode=0o700, parents=True)
+    # The ownership lock alone (no SQLite connection): refuses while a server owns it.
+    lock_fd = Ledger._take_lock(data_dir / LOCK_NAME)
+    try:
+        aside: Path | None = None
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        for suffix in ("", "-wal", "-shm"):
+            current = data_dir / (DB_NAME + suffix)
+            if current.exists():
+                aside = aside or data_dir / f"before-restore-{stamp}"
+                aside.mkdir(mode=0o700, exist_ok=True)
+                os.replace(current, aside / current.name)
+        temp = data_dir / f".{DB_NAME}.restore"
+        shutil.copyfile(backup, temp)
+        os.chmod(temp, 0o600)
+        fd = os.open(temp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, data_dir / DB_NAME)
+        _fsync_dir(data_dir)
+    finally:
+        os.close(lock_fd)
+    return aside

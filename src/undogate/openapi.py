@@ -1,0 +1,464 @@
+"""The OpenAPI 3.1 document of the HTTP API, served at ``/openapi.json``.
+
+Written by hand because bodies are parsed and rendered losslessly (numbers keep their
+exact text), which a model-driven generator would not describe; ``tests/test_api_schema``
+checks the running app against it with schemathesis.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import __version__
+
+S = dict[str, Any]
+
+
+def _nullable(*types: str) -> S:
+    return {"type": [*types, "null"]}
+
+
+_STR: S = {"type": "string"}
+_NUM: S = {"type": "number"}
+_INT: S = {"type": "integer"}
+_BOOL: S = {"type": "boolean"}
+_ANY_OBJ: S = {"type": "object"}
+_CALLER_SUPPLIED: S = {
+    "oneOf": [
+        {"type": "null"},
+        {
+            "type": "object",
+            "required": ["value", "caller_supplied", "verified"],
+            "properties": {
+                "value": _STR,
+                "caller_supplied": {"const": True},
+                "verified": {"const": False},
+            },
+        },
+    ]
+}
+
+
+def _obj(required: list[str], props: S, **extra: Any) -> S:
+    return {"type": "object", "required": required, "properties": props, **extra}
+
+
+def _ref(name: str) -> S:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+_ROW: S = _obj(["field", "changes"], {"field": _STR, "changes": _BOOL})
+_DIFF_LINE: S = _obj(
+    ["op", "line"],
+    {
+        "op": {"enum": ["@", " ", "-", "+"]},
+        "line": _STR,
+        "old": _nullable("integer"),
+        "new": _nullable("integer"),
+        "newline": _BOOL,
+    },
+)
+
+SCHEMAS: S = {
+    "Error": _obj(
+        ["error"],
+        {
+            "error": _obj(
+                ["code", "message", "details"],
+                {"code": _STR, "message": _STR, "details": _ANY_OBJ},
+            )
+        },
+    ),
+    "Health": _obj(["status"], {"status": {"const": "ok"}}),
+    "ResourceList": _obj(
+        ["agent", "resources"],
+        {
+            "agent": _STR,
+            "resources": {
+                "type": "array",
+                "items": _obj(
+                    ["id", "name", "kind", "fields"],
+                    {
+                        "id": _STR,
+                        "name": _STR,
+                        "kind": {"enum": ["json_record", "webdav_text"]},
+                        "fields": {"type": "array", "items": _STR},
+                    },
+                ),
+            },
+        },
+    ),
+    "ChangeRequest": {
+        "type": "object",
+        "required": ["resource"],
+        "additionalProperties": False,
+        "properties": {
+            "resource": {"type": "string", "maxLength": 64},
+            "set": {"type": "object", "description": "top-level field values to set"},
+            "remove": {"type": "array", "items": _STR},
+            "text": _STR,
+            "expected_version": {"type": "string", "maxLength": 300},
+            "assertion_kind": {"enum": ["observed", "inferred", "imported", "supplied"]},
+        },
+    },
+    "PrepareRequest": {
+        "type": "object",
+        "required": ["summary", "changes"],
+        "additionalProperties": False,
+        "properties": {
+            "summary": {"type": "string", "maxLength": 10000},
+            "changes": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 64,
+                "items": _ref("ChangeRequest"),
+            },
+            "idempotency_key": {"type": "string", "maxLength": 1000},
+            "attribution_label": {"type": "string", "maxLength": 1000},
+        },
+    },
+    "AgentReceipt": _obj(
+        ["job_id", "state", "replay", "changes", "review", "review_path"],
+        {
+            "job_id": _STR,
+            "state": _STR,
+            "replay": _BOOL,
+            "changes": {
+                "type": "array",
+                "items": _obj(
+                    ["resource", "kind", "fields"],
+                    {"resource": _STR, "kind": _STR, "fields": {"type": "array", "items": _STR}},
+                ),
+            },
+            "review": _STR,
+            "review_path": _STR,
+        },
+    ),
+    "JobList": _obj(
+        ["agent", "jobs"],
+        {
+            "agent": _STR,
+            "jobs": {
+                "type": "array",
+                "items": _obj(
+                    ["id", "state", "summary", "created_at", "changes", "review_path"],
+                    {
+                        "id": _STR,
+                        "state": _STR,
+                        "summary": _STR,
+                        "created_at": _NUM,
+                        "changes": _INT,
+                        "review_path": _STR,
+                    },
+                ),
+            },
+        },
+    ),
+    "Change": _obj(
+        ["index", "resource", "kind", "state", "fields", "assertion_kind", "prepared_version"],
+        {
+            "index": _INT,
+            "resource": _STR,
+            "kind": _STR,
+            "state": _STR,
+            "fields": {"type": "array", "items": _STR},
+            "assertion_kind": _CALLER_SUPPLIED,
+            "prepared_version": _STR,
+            "applied_version": _nullable("string"),
+            "media_type": _STR,
+            "before": _nullable("object"),
+            "after": _nullable("object"),
+            "rows": {"type": "array", "items": _ROW},
+            "before_text": _nullable("string"),
+            "after_text": _nullable("string"),
+            "diff": {"type": "array", "items": _DIFF_LINE},
+        },
+    ),
+    "Action": _obj(
+        ["id", "change", "operation", "status", "method", "url"],
+        {
+            "id": _INT,
+            "change": _INT,
+            "operation": _STR,
+            "status": _STR,
+            "method": _STR,
+            "url": _STR,
+            "if_match": _nullable("string"),
+            "response_status": _nullable("integer"),
+            "result_version": _nullable("string"),
+            "address": _nullable("string"),
+            "detail": _nullable("string"),
+            "observation": _nullable("string"),
+            "started_at": _NUM,
+            "finished_at": _nullable("number"),
+        },
+    ),
+    "Receipt": _obj(
+        ["id", "agent", "state", "summary", "attribution_label", "changes", "actions"],
+        {
+            "id": _STR,
+            "agent": _STR,
+            "state": _STR,
+            "summary": _obj(
+                ["text", "supplied_by", "inert"],
+                {"text": _STR, "supplied_by": {"const": "agent"}, "inert": {"const": True}},
+            ),
+            "attribution_label": _CALLER_SUPPLIED,
+            "idempotency_key": _nullable("string"),
+            "undo_started": _BOOL,
+            "invalidated_reason": _nullable("string"),
+            "created_at": _NUM,
+            "updated_at": _NUM,
+            "changes": {"type": "array", "items": _ref("Change")},
+            "actions": {"type": "array", "items": _ref("Action")},
+            "review_path": _STR,
+        },
+    ),
+    "PreviewRequest": {
+        "type": "object",
+        "required": ["operation"],
+        "additionalProperties": False,
+        "properties": {"operation": {"enum": ["apply", "undo", "accept_observed"]}},
+    },
+    "Preview": _obj(
+        ["job_id", "operation", "preview_token", "expires_at", "changes", "irreversible"],
+        {
+            "job_id": _STR,
+            "operation": _STR,
+            "preview_token": _nullable("string"),
+            "expires_at": _nullable("number"),
+            "expires_in_s": _nullable("number"),
+            "changes": {
+                "type": "array",
+                "items": _obj(
+                    ["index", "resource", "kind", "current_version", "reversible"],
+                    {
+                        "index": _INT,
+                        "resource": _STR,
+                        "kind": _STR,
+                        "current_version": _STR,
+                        "moved_since_prepare": _BOOL,
+                        "reversible": _BOOL,
+                        "note": _nullable("string"),
+                        "observation": _nullable("string"),
+                        "current": _nullable("object"),
+                        "planned": _nullable("object"),
+                        "rows": {"type": "array", "items": _ROW},
+                    },
+                ),
+            },
+            "irreversible": {"type": "array", "items": _ANY_OBJ},
+            "blockers": {"type": "array", "items": _ANY_OBJ},
+            "writes_externally": _BOOL,
+        },
+    ),
+    "ConfirmRequest": {
+        "type": "object",
+        "required": ["preview_token"],
+        "additionalProperties": False,
+        "properties": {
+            "preview_token": {"type": "string", "maxLength": 200},
+            "dry_run": _BOOL,
+        },
+    },
+    "Confirmation": _obj(
+        ["dry_run", "repeated", "requests", "job"],
+        {
+            "dry_run": _BOOL,
+            "repeated": _BOOL,
+            "requests": {"type": "array", "items": _ANY_OBJ},
+            "job": _ref("Receipt"),
+        },
+    ),
+    "Events": _obj(
+        ["job_id", "events"],
+        {
+            "job_id": _STR,
+            "events": {
+                "type": "array",
+                "items": _obj(
+                    ["id", "at", "actor", "access_path", "operation"],
+                    {
+                        "id": _INT,
+                        "at": _NUM,
+                        "actor": _STR,
+                        "access_path": _STR,
+                        "operation": _STR,
+                        "target": _nullable("string"),
+                        "from_state": _nullable("string"),
+                        "to_state": _nullable("string"),
+                        "detail": _nullable("object"),
+                    },
+                ),
+            },
+        },
+    ),
+    "Credential": _obj(
+        ["id", "kind", "owner_id", "scopes", "label", "created_at", "revoked"],
+        {
+            "id": _STR,
+            "kind": {"enum": ["operator", "agent"]},
+            "owner_id": _STR,
+            "agent_id": _nullable("string"),
+            "scopes": {"type": "array", "items": _STR},
+            "agents": _nullable("array"),
+            "label": _STR,
+            "created_at": _NUM,
+            "revoked": _BOOL,
+            "revoked_at": _nullable("number"),
+        },
+    ),
+    "CredentialList": _obj(
+        ["credentials"], {"credentials": {"type": "array", "items": _ref("Credential")}}
+    ),
+    "KeyRequest": {
+        "type": "object",
+        "required": ["kind"],
+        "additionalProperties": False,
+        "properties": {
+            "kind": {"enum": ["operator", "agent"]},
+            "label": {"type": "string", "maxLength": 200},
+            "scopes": {"type": "array", "items": {"enum": ["agents:read", "agents:write"]}},
+            "agents": {"type": "array", "items": _STR},
+            "agent": {"type": "string", "maxLength": 64},
+            "owner": {"type": "string", "maxLength": 64},
+        },
+    },
+    "IssuedKey": _obj(
+        ["key", "credential", "note"],
+        {"key": _STR, "credential": _ref("Credential"), "note": _STR},
+    ),
+    "RevokeRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"force": _BOOL},
+    },
+    "Revocation": _obj(
+        ["credential", "also_revoked", "unresolved_jobs"],
+        {
+            "credential": _ref("Credential"),
+            "also_revoked": {"type": "array", "items": _STR},
+            "unresolved_jobs": _INT,
+        },
+    ),
+}
+
+
+def _json(schema: str) -> S:
+    return {"content": {"application/json": {"schema": _ref(schema)}}}
+
+
+def _op(
+    summary: str,
+    ok: str,
+    *,
+    status: str = "200",
+    body: str | None = None,
+    body_required: bool = True,
+    secured: bool = True,
+    params: list[S] | None = None,
+    extra_ok: dict[str, str] | None = None,
+) -> S:
+    responses: S = {status: {"description": "success", **_json(ok)}}
+    for code, schema in (extra_ok or {}).items():
+        responses[code] = {"description": "success", **_json(schema)}
+    responses["default"] = {"description": "an error, with a stable code", **_json("Error")}
+    op: S = {"summary": summary, "responses": responses}
+    if not secured:
+        op["security"] = []
+    if body:
+        op["requestBody"] = {"required": body_required, **_json(body)}
+    if params:
+        op["parameters"] = params
+    return op
+
+
+_JOB_ID: S = {"name": "job_id", "in": "path", "required": True, "schema": _STR}
+
+
+def openapi_document() -> S:
+    """The OpenAPI 3.1 description of every route ``api.api_routes`` serves."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "undogate",
+            "version": __version__,
+            "description": "Agents prepare changes, people confirm them, every write has a "
+            "receipt. JSON numbers are kept as exact text in both directions.",
+        },
+        "security": [{"bearer": []}],
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": SCHEMAS,
+        },
+        "paths": {
+            "/healthz": {"get": _op("liveness", "Health", secured=False)},
+            "/api/v1/resources": {
+                "get": _op("the resources this agent token's agent is opted in to", "ResourceList")
+            },
+            "/api/v1/jobs": {
+                "post": _op(
+                    "prepare a job (agent token)",
+                    "AgentReceipt",
+                    status="201",
+                    body="PrepareRequest",
+                    extra_ok={"200": "AgentReceipt"},
+                ),
+                "get": _op(
+                    "the newest 100 jobs of an agent, no values (operator, agents:read)",
+                    "JobList",
+                    params=[{"name": "agent", "in": "query", "required": True, "schema": _STR}],
+                ),
+            },
+            "/api/v1/jobs/{job_id}": {
+                "get": _op("the receipt (operator, agents:read)", "Receipt", params=[_JOB_ID])
+            },
+            "/api/v1/jobs/{job_id}/previews": {
+                "post": _op(
+                    "preview apply, undo or accept_observed (operator, agents:write)",
+                    "Preview",
+                    body="PreviewRequest",
+                    params=[_JOB_ID],
+                )
+            },
+            "/api/v1/jobs/{job_id}/confirm": {
+                "post": _op(
+                    "confirm a preview (operator, agents:write)",
+                    "Confirmation",
+                    body="ConfirmRequest",
+                    params=[_JOB_ID],
+                )
+            },
+            "/api/v1/jobs/{job_id}/reject": {
+                "post": _op(
+                    "reject a prepared job (operator, agents:write)",
+                    "Receipt",
+                    params=[_JOB_ID],
+                )
+            },
+            "/api/v1/jobs/{job_id}/events": {
+                "get": _op("the job's append-only history (operator)", "Events", params=[_JOB_ID])
+            },
+            "/api/v1/admin/keys": {
+                "get": _op("list credentials (master key)", "CredentialList"),
+                "post": _op(
+                    "create an operator key or agent token (master key); shown once",
+                    "IssuedKey",
+                    status="201",
+                    body="KeyRequest",
+                ),
+            },
+            "/api/v1/admin/keys/{credential_id}/revoke": {
+                "post": _op(
+                    "revoke a credential (master key); force is needed for the only owner "
+                    "of unresolved jobs",
+                    "Revocation",
+                    body="RevokeRequest",
+                    body_required=False,
+                    params=[
+                        {"name": "credential_id", "in": "path", "required": True, "schema": _STR}
+                    ],
+                )
+            },
+        },
+    }

@@ -1,0 +1,307 @@
+"""The JSON-able views of jobs, previews, confirmations, events and listings.
+
+Pure: every surface (API, web, MCP, CLI) renders what these return, so a value looks
+the same everywhere. Values stay lossless (``JsonNumber`` keeps their exact text) and
+are inert data: nothing here interprets them. What the caller supplied and nobody
+verified (the agent's summary, ``attribution_label``, ``assertion_kind``) is marked so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .config import Resource
+from .diffs import diff_hunks
+from .engine import ChangeView, Confirmation, Preview
+from .jobs import Action, Change, Job, ResourceKind
+from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
+from .ledger import Event
+
+REVIEW_LINE = (
+    "A person reviews this job and confirms it before anything is written; "
+    "nothing changes until then."
+)
+UNVERIFIED_NOTE = "supplied by the caller and not verified by undogate; it grants nothing"
+
+
+def number(value: float | int) -> JsonNumber:
+    return JsonNumber(repr(value) if isinstance(value, float) else str(value))
+
+
+def review_path(job_id: str) -> str:
+    return f"/jobs/{job_id}"
+
+
+def caller_supplied(value: str | None) -> JsonValue:
+    """A caller-supplied label, marked as such (None stays None)."""
+    if value is None:
+        return None
+    return {"value": value, "caller_supplied": True, "verified": False}
+
+
+def text_diff(before: str, after: str, context: int = 3) -> list[JsonValue]:
+    """A line diff (``diffs.diff_hunks``) as JSON: per hunk an ``{"op": "@", "line":
+    header}`` row, then ``{"op": " " | "-" | "+", "line", "old", "new", "newline"}``."""
+    out: list[JsonValue] = []
+    for hunk in diff_hunks(before, after, context):
+        out.append({"op": "@", "line": hunk.header})
+        for line in hunk.lines:
+            out.append(
+                {
+                    "op": line.op,
+                    "line": line.text,
+                    "old": number(line.old_number) if line.old_number is not None else None,
+                    "new": number(line.new_number) if line.new_number is not None else None,
+                    "newline": line.newline,
+                }
+            )
+    return out
+
+
+def field_rows(
+    fields: Sequence[str],
+    left: JsonObject | None,
+    right: JsonObject | None,
+    names: tuple[str, str] = ("before", "after"),
+) -> list[JsonValue]:
+    """One row per touched field: both sides, and whether each side has the field."""
+    a, b = left or {}, right or {}
+    rows: list[JsonValue] = []
+    for name in fields:
+        rows.append(
+            {
+                "field": name,
+                names[0]: a.get(name),
+                f"{names[0]}_present": name in a,
+                names[1]: b.get(name),
+                f"{names[1]}_present": name in b,
+                "changes": (name in a) != (name in b) or a.get(name) != b.get(name),
+            }
+        )
+    return rows
+
+
+def _assertion(change: Change) -> JsonValue:
+    return caller_supplied(change.assertion_kind.value if change.assertion_kind else None)
+
+
+def change_receipt(change: Change) -> JsonObject:
+    view: JsonObject = {
+        "index": number(change.index),
+        "resource": change.resource_id,
+        "kind": change.kind.value,
+        "state": change.state.value,
+        "fields": list(change.fields),
+        "assertion_kind": _assertion(change),
+        "prepared_version": change.prepared_etag,
+        "applied_version": change.applied_etag,
+        "media_type": change.media_type,
+    }
+    if change.kind is ResourceKind.WEBDAV_TEXT:
+        view["before_text"] = change.before_text
+        view["after_text"] = change.after_text
+        view["diff"] = text_diff(change.before_text or "", change.after_text or "")
+    else:
+        view["before"] = change.before
+        view["after"] = change.after
+        view["rows"] = field_rows(change.fields, change.before, change.after)
+    return view
+
+
+def action_receipt(action: Action) -> JsonObject:
+    return {
+        "id": number(action.id),
+        "change": number(action.change_index),
+        "operation": action.operation.value,
+        "status": action.status.value,
+        "method": action.method,
+        "url": action.url,
+        "if_match": action.if_match,
+        "response_status": number(action.response_status)
+        if action.response_status is not None
+        else None,
+        "result_version": action.result_etag,
+        "address": action.address,
+        "detail": action.detail,
+        "observation": action.observation.value if action.observation else None,
+        "started_at": number(action.started_at),
+        "finished_at": number(action.finished_at) if action.finished_at is not None else None,
+    }
+
+
+def job_receipt(job: Job) -> JsonObject:
+    """The full receipt a reviewer sees: changes with before/after, actions, state."""
+    return {
+        "id": job.id,
+        "agent": job.agent_id,
+        "state": job.state.value,
+        "summary": {"text": job.summary, "supplied_by": "agent", "inert": True},
+        "attribution_label": caller_supplied(job.attribution_label),
+        "idempotency_key": job.idempotency_key,
+        "undo_started": job.undo_started,
+        "invalidated_reason": job.invalidated_reason,
+        "created_at": number(job.created_at),
+        "updated_at": number(job.updated_at),
+        "changes": [change_receipt(c) for c in job.changes],
+        "actions": [action_receipt(a) for a in job.actions],
+        "review_path": review_path(job.id),
+        "notes": {"caller_supplied": UNVERIFIED_NOTE},
+    }
+
+
+def agent_receipt(job: Job, *, replay: bool = False) -> JsonObject:
+    """What an agent sees of a job it prepared: no values, no URLs."""
+    return {
+        "job_id": job.id,
+        "state": job.state.value,
+        "replay": replay,
+        "changes": [
+            {"resource": c.resource_id, "kind": c.kind.value, "fields": list(c.fields)}
+            for c in job.changes
+        ],
+        "review": REVIEW_LINE,
+        "review_path": review_path(job.id),
+    }
+
+
+def resource_view(resource: Resource) -> JsonObject:
+    """A resource as its agent sees it: never the URL or the token variable."""
+    return {
+        "id": resource.id,
+        "name": resource.name,
+        "kind": resource.kind.value,
+        "fields": list(resource.fields),
+    }
+
+
+def _change_preview(view: ChangeView, change: Change | None) -> JsonObject:
+    out: JsonObject = {
+        "index": number(view.index),
+        "resource": view.resource_id,
+        "kind": view.kind.value,
+        "current_version": view.current_version,
+        "moved_since_prepare": view.moved_since_prepare,
+        "reversible": view.reversible,
+        "note": view.note,
+        "observation": view.observation.value if view.observation else None,
+        "assertion_kind": _assertion(change) if change else None,
+    }
+    if view.kind is ResourceKind.WEBDAV_TEXT:
+        out["current_text"] = view.current_text
+        out["planned_text"] = view.planned_text
+        if view.planned_text is not None:
+            out["diff"] = text_diff(view.current_text or "", view.planned_text)
+    else:
+        out["current"] = view.current
+        out["planned"] = view.planned
+        fields: Iterable[str] = (
+            change.fields if change else sorted(set(view.current or {}) | set(view.planned or {}))
+        )
+        out["rows"] = field_rows(
+            list(fields),
+            view.current,
+            view.planned if view.planned is not None else view.current,
+            ("current", "planned"),
+        )
+    return out
+
+
+def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
+    """Current vs planned per change, what is not reversible, and the token."""
+    by_index = {c.index: c for c in job.changes} if job else {}
+    changes: list[JsonValue] = [_change_preview(v, by_index.get(v.index)) for v in preview.changes]
+    return {
+        "job_id": preview.job_id,
+        "operation": preview.operation.value,
+        "preview_token": preview.token,
+        "expires_at": number(preview.expires_at) if preview.expires_at is not None else None,
+        "expires_in_s": number(max(0, round(preview.expires_at - now)))
+        if preview.expires_at is not None
+        else None,
+        "changes": changes,
+        "irreversible": [
+            {"index": number(v.index), "resource": v.resource_id, "note": v.note}
+            for v in preview.changes
+            if not v.reversible
+        ],
+        "blockers": [json_value(b) for b in preview.blockers],
+        "writes_externally": preview.operation.value != "accept_observed",
+    }
+
+
+def confirmation_view(confirmation: Confirmation) -> JsonObject:
+    return {
+        "dry_run": confirmation.dry_run,
+        "repeated": confirmation.repeated,
+        "requests": [json_value(r) for r in confirmation.requests],
+        "job": job_receipt(confirmation.job),
+    }
+
+
+def event_view(event: Event) -> JsonObject:
+    return {
+        "id": number(event.id),
+        "at": number(event.at),
+        "actor": event.actor,
+        "access_path": event.access_path,
+        "operation": event.operation,
+        "target": event.target,
+        "from_state": event.from_state,
+        "to_state": event.to_state,
+        "detail": event.detail,
+    }
+
+
+def events_view(job_id: str, events: Sequence[Event]) -> JsonObject:
+    return {"job_id": job_id, "events": [event_view(e) for e in events]}
+
+
+def job_rows(agent_id: str, rows: Sequence[tuple[str, str, str, float, int]]) -> JsonObject:
+    """The job list: newest first, no values."""
+    return {
+        "agent": agent_id,
+        "jobs": [
+            {
+                "id": job_id,
+                "state": state,
+                "summary": summary,
+                "created_at": number(created),
+                "changes": number(count),
+                "review_path": review_path(job_id),
+            }
+            for job_id, state, summary, created, count in rows
+        ],
+    }
+
+
+def json_value(value: Any) -> JsonValue:
+    """Plain Python data (engine dicts, documents) as lossless JSON values."""
+    if isinstance(value, JsonNumber):
+        return value
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_value(v) for v in value]
+    return from_python(value)
+
+
+__all__ = [
+    "REVIEW_LINE",
+    "action_receipt",
+    "agent_receipt",
+    "caller_supplied",
+    "change_receipt",
+    "confirmation_view",
+    "event_view",
+    "events_view",
+    "field_rows",
+    "job_receipt",
+    "job_rows",
+    "json_value",
+    "number",
+    "preview_view",
+    "resource_view",
+    "review_path",
+    "text_diff",
+]

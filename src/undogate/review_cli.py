@@ -1,0 +1,264 @@
+"""The reviewer's terminal: list, show, apply, undo, reconcile and reject over the API.
+
+Every value is rendered as inert text: JSON values as their exact JSON text (control
+characters escaped), documents line by line with control characters made visible,
+and nothing goes through Rich markup. Confirming verbs preview first, show exactly
+what will be sent and what is not reversible, and need an interactive terminal and a
+typed answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .jsonvalue import JsonNumber, JsonValue, dumps
+from .server import ApiClient
+
+Ask = Callable[[str], str]
+SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
+_VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
+
+
+def inert(text: str) -> Text:
+    """Text with every control character (but tab) shown as an escape, never obeyed."""
+    clean = "".join(
+        ch if ch == "\t" or (ch.isprintable() and ch not in "\x1b") else f"\\x{ord(ch):02x}"
+        for ch in text
+    )
+    return Text(clean)
+
+
+def s(value: Any) -> str:
+    """A scalar from a lossless JSON answer as plain text (numbers as their exact text)."""
+    return value.text if isinstance(value, JsonNumber) else str(value)
+
+
+def value_text(value: JsonValue, present: bool = True) -> Text:
+    if not present:
+        return Text("(absent)", style="dim italic")
+    return Text(dumps(value))
+
+
+def _obj(value: JsonValue) -> dict[str, Any]:
+    assert isinstance(value, dict)
+    return value
+
+
+def _list(value: JsonValue) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _caller_supplied(label: str, value: JsonValue) -> Text | None:
+    if not isinstance(value, dict):
+        return None
+    out = Text(f"{label}: ")
+    out.append_text(inert(str(value.get("value"))))
+    out.append("  (caller-supplied, not verified)", style="yellow")
+    return out
+
+
+def render_rows(console: Console, rows: list[Any], left: str, right: str) -> None:
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("field")
+    table.add_column(left)
+    table.add_column(right)
+    for r in rows:
+        mark = "" if r.get("changes") else "  (unchanged)"
+        table.add_row(
+            inert(str(r["field"]) + mark),
+            value_text(r.get(left), bool(r.get(f"{left}_present"))),
+            value_text(r.get(right), bool(r.get(f"{right}_present"))),
+        )
+    console.print(table)
+
+
+def render_diff(console: Console, lines: list[Any]) -> None:
+    for line in lines:
+        op = str(line.get("op"))
+        style = {"-": "red", "+": "green", "@": "cyan"}.get(op, "dim")
+        text = Text("" if op == "@" else f"{op} ", style=style)
+        body = inert(str(line.get("line")))
+        body.stylize(style)
+        text.append_text(body)
+        console.print(text)
+
+
+def render_job(console: Console, job: dict[str, Any]) -> None:
+    console.print(Text(f"job {job['id']}  agent {job['agent']}  state ", style="bold"), end="")
+    console.print(Text(str(job["state"]), style="bold cyan"))
+    summary = Text("summary (agent-supplied text): ")
+    summary.append_text(inert(str(_obj(job["summary"])["text"])))
+    console.print(summary)
+    label = _caller_supplied("attribution label", job.get("attribution_label"))
+    if label:
+        console.print(label)
+    if job.get("invalidated_reason"):
+        console.print(inert(f"invalidated: {job['invalidated_reason']}"), style="red")
+    for change in _list(job.get("changes")):
+        head = Text(f"\nchange {s(change['index'])}: {change['resource']} ({change['kind']}) ")
+        head.append(str(change["state"]), style="cyan")
+        console.print(head)
+        kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
+        if kind:
+            console.print(kind)
+        if "diff" in change:
+            render_diff(console, _list(change["diff"]))
+        else:
+            render_rows(console, _list(change.get("rows")), "before", "after")
+    actions = _list(job.get("actions"))
+    if actions:
+        table = Table(title="actions", show_header=True, header_style="bold")
+        for col in ("#", "change", "operation", "status", "HTTP", "detail"):
+            table.add_column(col)
+        for a in actions:
+            table.add_row(
+                s(a["id"]),
+                s(a["change"]),
+                str(a["operation"]),
+                str(a["status"]),
+                s(a.get("response_status") or ""),
+                inert(str(a.get("detail") or "")),
+            )
+        console.print(table)
+
+
+def list_jobs(client: ApiClient, console: Console, agent: str) -> int:
+    from urllib.parse import quote
+
+    listing = _obj(client.request("GET", f"/api/v1/jobs?agent={quote(agent, safe='')}"))
+    table = Table(title=f"jobs of {agent} (newest first)", header_style="bold")
+    for col in ("job", "state", "changes", "summary (agent-supplied)"):
+        table.add_column(col)
+    for j in _list(listing.get("jobs")):
+        table.add_row(str(j["id"]), str(j["state"]), s(j["changes"]), inert(str(j["summary"])))
+    console.print(table)
+    return 0
+
+
+def show_job(client: ApiClient, console: Console, job_id: str) -> int:
+    render_job(console, _obj(client.request("GET", f"/api/v1/jobs/{job_id}")))
+    return 0
+
+
+def _render_preview(console: Console, preview: dict[str, Any]) -> None:
+    operation = str(preview["operation"])
+    for change in _list(preview.get("changes")):
+        head = Text(f"\nchange {s(change['index'])}: {change['resource']} ({change['kind']})")
+        console.print(head, style="bold")
+        if operation == "accept_observed":
+            console.print(inert(f"observed: {change.get('observation')}"), style="cyan")
+        if "diff" in change:
+            render_diff(console, _list(change["diff"]))
+        elif "rows" in change:
+            render_rows(console, _list(change["rows"]), "current", "planned")
+        kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
+        if kind:
+            console.print(kind)
+        if change.get("note"):
+            console.print(inert(str(change["note"])), style="yellow")
+        if not change.get("reversible", True):
+            console.print("NOT REVERSIBLE: undogate could not undo this change", style="bold red")
+    for blocker in _list(preview.get("blockers")):
+        console.print(inert(f"blocked: {blocker.get('message')}"), style="bold red")
+    if not preview.get("writes_externally", True):
+        console.print(
+            "\nThis writes nothing externally: it records that you accept the observed state "
+            "(not proof that the request ran) and lifts the quarantine.",
+            style="yellow",
+        )
+
+
+def _render_requests(console: Console, requests: list[Any]) -> None:
+    console.print("\nexactly these requests will be sent, in this order:", style="bold")
+    for r in requests:
+        console.print(inert(f"{r['method']} {r['url']}"), style="bold")
+        for name, value in _obj(r.get("headers") or {}).items():
+            console.print(inert(f"  {name}: {value}"))
+        console.print(inert(f"  {r.get('body', '')}"))
+    console.print(
+        "(plus the resource's credential header, added at send time and never shown)",
+        style="dim",
+    )
+
+
+def confirm_operation(
+    client: ApiClient,
+    console: Console,
+    job_id: str,
+    operation: str,
+    *,
+    dry_run: bool,
+    interactive: bool,
+    ask: Ask,
+) -> int:
+    """Preview, show, ask, confirm. Returns the exit status."""
+    verb = _VERB[operation]
+    if not dry_run and not interactive:
+        console.print(
+            f"refusing to {verb} without an interactive terminal: a person must read the "
+            "preview and type the answer (use --dry-run to see the requests)",
+            style="red",
+        )
+        return 2
+    base = f"/api/v1/jobs/{job_id}"
+    preview = _obj(client.request("POST", f"{base}/previews", {"operation": operation}))
+    console.print(Text(f"{verb} preview of {job_id}", style="bold"))
+    _render_preview(console, preview)
+    token = preview.get("preview_token")
+    if not isinstance(token, str):
+        console.print(f"\nnothing can be confirmed: {verb} is blocked", style="bold red")
+        return 1
+    requests: list[Any] = []
+    if operation != "accept_observed":
+        dry = _obj(
+            client.request("POST", f"{base}/confirm", {"preview_token": token, "dry_run": True})
+        )
+        requests = _list(dry.get("requests"))
+        _render_requests(console, requests)
+    if dry_run:
+        console.print("\ndry run: nothing was sent", style="yellow")
+        return 0
+    console.print(f"\nthe preview expires in {s(preview.get('expires_in_s'))} s")
+    answer = ask(f'Type "{verb}" to {verb} {job_id} (anything else cancels)').strip()
+    if answer != verb:
+        console.print("cancelled: nothing was written", style="yellow")
+        return 1
+    before = _obj(client.request("GET", base))
+    seen = {a["id"] for a in _list(before.get("actions"))}
+    with console.status(f"{verb}: {len(requests) or 1} step(s)..."):
+        result = _obj(client.request("POST", f"{base}/confirm", {"preview_token": token}))
+    job = _obj(result["job"])
+    for action in _list(job.get("actions")):
+        if action["id"] in seen:
+            continue
+        status = str(action["status"])
+        style = {"done": "green", "refused": "red", "uncertain": "bold red"}.get(status, "")
+        line = Text(
+            f"step: change {s(action['change'])} {action['method']} -> {status}", style=style
+        )
+        if action.get("detail"):
+            line.append_text(inert(f" ({action['detail']})"))
+        console.print(line)
+    console.print(Text(f"job {job['id']} is now {job['state']}", style="bold"))
+    return 0 if job["state"] in SETTLED_OK else 1
+
+
+def reject_job(
+    client: ApiClient, console: Console, job_id: str, *, interactive: bool, ask: Ask
+) -> int:
+    if not interactive:
+        console.print("refusing to reject without an interactive terminal", style="red")
+        return 2
+    render_job(console, _obj(client.request("GET", f"/api/v1/jobs/{job_id}")))
+    answer = ask(f'Type "reject" to reject {job_id}; it can never be applied after').strip()
+    if answer != "reject":
+        console.print("cancelled: nothing changed", style="yellow")
+        return 1
+    job = _obj(client.request("POST", f"/api/v1/jobs/{job_id}/reject"))
+    console.print(Text(f"job {job['id']} is now {job['state']}", style="bold"))
+    return 0

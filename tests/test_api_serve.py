@@ -1,0 +1,107 @@
+"""The real thing: ``undogate init``, ``keys`` and ``serve`` as subprocesses, then a full
+apply/undo over HTTP against the contract server."""
+
+from __future__ import annotations
+
+import httpx
+
+from undogate.contract_server import ContractServer
+from undogate.jsonvalue import JsonNumber, loads
+
+from .conftest import MASTER_KEY, cli, free_port
+
+PATH = "/records/customer-123"
+BIG = "123456789012345678901234567890.000000000000000000001"
+
+
+def _post(client: httpx.Client, path: str, key: str, body: str) -> httpx.Response:
+    return client.post(
+        path,
+        content=body,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+
+
+def test_full_apply_and_undo_over_http_against_a_served_gateway(
+    served: dict[str, object], server: ContractServer
+) -> None:
+    start = server.get_record(PATH)
+    agent, operator = str(served["agent"]), str(served["operator"])
+    with httpx.Client(base_url=str(served["url"]), timeout=30) as client:
+        listed = client.get("/api/v1/resources", headers={"Authorization": f"Bearer {agent}"})
+        assert listed.status_code == 200
+        assert "url" not in listed.text and "127.0.0.1" not in listed.text
+        body = (
+            '{"summary": "Promote", "changes": [{"resource": "customer", '
+            f'"set": {{"status": "customer", "balance": {BIG}}}, "assertion_kind": "observed"}}]}}'
+        )
+        prepared = _post(client, "/api/v1/jobs", agent, body)
+        assert prepared.status_code == 201, prepared.text
+        job_id = prepared.json()["job_id"]
+        assert prepared.json()["review_path"] == f"/jobs/{job_id}"
+        # An agent token cannot review its own job.
+        assert (
+            _post(
+                client, f"/api/v1/jobs/{job_id}/previews", agent, '{"operation":"apply"}'
+            ).status_code
+            == 403
+        )
+
+        preview = _post(
+            client, f"/api/v1/jobs/{job_id}/previews", operator, '{"operation":"apply"}'
+        )
+        assert preview.status_code == 200, preview.text
+        assert preview.headers["cache-control"] == "no-store"
+        token = preview.json()["preview_token"]
+        # The preview shows the big number exactly (lossless on the way in and out).
+        assert BIG in preview.text
+        confirmed = _post(
+            client, f"/api/v1/jobs/{job_id}/confirm", operator, f'{{"preview_token": "{token}"}}'
+        )
+        assert confirmed.status_code == 200, confirmed.text
+        assert confirmed.json()["job"]["state"] == "applied"
+        record = server.get_record(PATH)
+        assert record["status"] == "customer"
+        assert record["balance"] == JsonNumber(BIG)
+        assert BIG.encode() in server.raw_bytes(PATH)
+
+        undo = _post(client, f"/api/v1/jobs/{job_id}/previews", operator, '{"operation":"undo"}')
+        assert undo.status_code == 200, undo.text
+        undone = _post(
+            client,
+            f"/api/v1/jobs/{job_id}/confirm",
+            operator,
+            f'{{"preview_token": "{undo.json()["preview_token"]}"}}',
+        )
+        assert undone.status_code == 200, undone.text
+        assert undone.json()["job"]["state"] == "undone"
+        assert server.get_record(PATH) == start
+
+        events = client.get(
+            f"/api/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {operator}"}
+        )
+        ops = [e["operation"] for e in loads(events.content)["events"]]  # type: ignore[index,call-overload]
+        assert ops[0] == "prepare" and "confirm_apply" in ops and ops[-1] == "finish_undo"
+        # The master key administers keys but cannot read the owner's job.
+        master = {"Authorization": f"Bearer {MASTER_KEY}"}
+        assert client.get(f"/api/v1/jobs/{job_id}", headers=master).status_code == 403
+
+
+def test_keys_go_through_the_api_while_a_server_owns_the_ledger(
+    served: dict[str, object],
+) -> None:
+    env = dict(served["env"])  # type: ignore[call-overload]
+    listed = cli("keys", "list", "--config", str(served["config"]), env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "through the API" in listed.stderr
+    assert str(served["owner"]) in listed.stdout
+    assert str(served["operator"]) not in listed.stdout  # never the key itself
+    # Without the master key the CLI explains instead of touching the ledger.
+    env.pop("UNDOGATE_MASTER_KEY")
+    refused = cli("keys", "list", "--config", str(served["config"]), env=env)
+    assert refused.returncode == 2
+    assert "owned by another process" in refused.stderr and "UNDOGATE_MASTER_KEY" in refused.stderr
+    # A second server gets a clear error naming the owner.
+    second = cli("serve", "--config", str(served["config"]), "--port", str(free_port()), env=env)
+    assert second.returncode == 2
+    assert f"pid {served['proc'].pid}" in second.stderr  # type: ignore[attr-defined]

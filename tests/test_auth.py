@@ -1,0 +1,121 @@
+"""Credentials: format, hashing, scopes that never widen, revocation and its guard."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from undogate.auth import READ, WRITE, Keyring
+from undogate.engine import PrepareRequest
+from undogate.errors import Conflict, InvalidRequest, NotFound, Unauthorized
+from undogate.jobs import ChangeRequest
+from undogate.ledger import DB_NAME
+
+from .conftest import MASTER_KEY
+
+
+def test_keys_have_a_visible_prefix_256_bits_and_only_their_hash_is_stored(
+    api_world: Any, data_dir: Path
+) -> None:
+    keyring: Keyring = api_world.keyring
+    issued = keyring.create_operator(label="dave")
+    assert issued.key.startswith("ugo_")
+    secret = issued.key.split("_", 2)[2]
+    assert len(secret) >= 43  # token_urlsafe(32): 256 bits
+    agent = keyring.create_agent_token(
+        owner_id=issued.credential.id, agent_id="account-assistant", label="a"
+    )
+    assert agent.key.startswith("uga_")
+    raw = (data_dir / DB_NAME).read_bytes() + (data_dir / (DB_NAME + "-wal")).read_bytes()
+    assert issued.key.encode() not in raw and agent.key.encode() not in raw
+    assert secret.encode() not in raw
+    assert "key" not in issued.credential.to_json()
+
+
+def test_authenticate_answers_the_same_for_unknown_malformed_and_revoked(
+    api_world: Any,
+) -> None:
+    keyring: Keyring = api_world.keyring
+    issued = keyring.create_operator(label="erin")
+    assert keyring.authenticate(issued.key).owner_id == issued.credential.id
+    tampered = issued.key[:-1] + ("A" if issued.key[-1] != "A" else "B")
+    for bad in (tampered, "nonsense", "ugo_zzzzzzzzzzzz_x", issued.key + "x"):
+        with pytest.raises(Unauthorized, match="missing, unknown or revoked"):
+            keyring.authenticate(bad)
+    keyring.revoke(issued.credential.id)
+    with pytest.raises(Unauthorized, match="missing, unknown or revoked"):
+        keyring.authenticate(issued.key)
+    master = keyring.authenticate(MASTER_KEY)
+    assert master.kind == "master" and master.owner_id == "master"
+
+
+def test_scopes_are_never_widened_in_place(api_world: Any) -> None:
+    keyring: Keyring = api_world.keyring
+    reader = keyring.create_operator(label="ro", scopes=(READ,))
+    assert keyring.authenticate(reader.key).scopes == frozenset({READ})
+    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="immutable"):
+        c.execute(
+            "UPDATE credentials SET scopes = ? WHERE id = ?",
+            (f'["{READ}","{WRITE}"]', reader.credential.id),
+        )
+    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="never deleted"):
+        c.execute("DELETE FROM credentials WHERE id = ?", (reader.credential.id,))
+    keyring.revoke(reader.credential.id)
+    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="stays revoked"):
+        c.execute("UPDATE credentials SET revoked_at = NULL WHERE id = ?", (reader.credential.id,))
+
+
+def test_revoking_the_only_owner_of_unresolved_jobs_needs_force(api_world: Any) -> None:
+    keyring: Keyring = api_world.keyring
+    owner = keyring.create_operator(label="frank")
+    token = keyring.create_agent_token(
+        owner_id=owner.credential.id, agent_id="account-assistant", label="t"
+    )
+    principal = keyring.authenticate(token.key)
+    api_world.gateway.prepare(
+        principal.actor("test"),
+        "account-assistant",
+        PrepareRequest("s", (ChangeRequest(resource_id="customer", set={"status": "a"}),)),
+    )
+    with pytest.raises(Conflict, match="only owner of 1 unresolved") as refused:
+        keyring.revoke(owner.credential.id)
+    assert refused.value.details["force_required"] is True
+    assert keyring.authenticate(owner.key)  # still live
+    done = keyring.revoke(owner.credential.id, force=True)
+    assert done.unresolved_jobs == 1
+    assert done.also_revoked == (token.credential.id,)  # its agent tokens go with it
+    with pytest.raises(Unauthorized):
+        keyring.authenticate(token.key)
+    with pytest.raises(Conflict, match="already revoked"):
+        keyring.revoke(owner.credential.id)
+    events = keyring.ledger.read(
+        lambda c: c.execute(
+            "SELECT operation, target FROM events WHERE job_id IS NULL AND operation LIKE "
+            "'credential_revoke%' ORDER BY id"
+        ).fetchall()
+    )
+    assert [t for _, t in events][-2:] == [owner.credential.id, token.credential.id]
+
+
+def test_bad_inputs_are_refused(api_world: Any) -> None:
+    keyring: Keyring = api_world.keyring
+    with pytest.raises(InvalidRequest):
+        keyring.create_operator(label="x", scopes=("agents:admin",))
+    with pytest.raises(InvalidRequest):
+        keyring.create_operator(label="x", scopes=())
+    with pytest.raises(InvalidRequest):
+        keyring.create_operator(label="")
+    with pytest.raises(InvalidRequest, match="no agent"):
+        keyring.create_agent_token(owner_id=api_world.owner_id, agent_id="ghost", label="g")
+    with pytest.raises(NotFound):
+        keyring.create_agent_token(owner_id="op_missing", agent_id="other-agent", label="g")
+    limited = keyring.create_operator(label="lim", agents=("other-agent",))
+    with pytest.raises(InvalidRequest, match="no access"):
+        keyring.create_agent_token(
+            owner_id=limited.credential.id, agent_id="account-assistant", label="g"
+        )
+    with pytest.raises(InvalidRequest, match="at least 32"):
+        Keyring(keyring.ledger, master_key="short")

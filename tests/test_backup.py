@@ -1,0 +1,139 @@
+"""Online backup while the gateway keeps writing, then restore."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from undogate.backup import backup_ledger, restore_ledger
+from undogate.config import Config
+from undogate.contract_server import ContractServer
+from undogate.engine import Gateway, PrepareRequest
+from undogate.errors import InvalidRequest, LedgerInUse
+from undogate.jobs import ChangeRequest, JobState, Operation
+from undogate.ledger import Ledger
+from undogate.net import RemoteHTTP
+
+from .conftest import AGENT, OWNER, cli, make_config
+
+
+def _apply_one(gw: Gateway, n: int) -> str:
+    request = PrepareRequest(
+        summary=f"job {n}",
+        changes=(ChangeRequest(resource_id="customer", set={"notes": f"note {n}"}),),
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", request).job.id
+    token = gw.preview(OWNER, job_id, Operation.APPLY).token
+    assert token is not None
+    assert gw.confirm(OWNER, job_id, token).job.state is JobState.APPLIED
+    return job_id
+
+
+def test_a_backup_during_writes_restores_every_committed_receipt(
+    server: ContractServer,
+    data_dir: Path,
+    tmp_path: Path,
+    open_gateway: Callable[[Config], Gateway],
+) -> None:
+    gw = open_gateway(make_config(server, data_dir))
+    committed: list[str] = []
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def writer() -> None:
+        n = 0
+        try:
+            while not stop.is_set():
+                committed.append(_apply_one(gw, n))
+                n += 1
+        except BaseException as exc:  # surfaced below
+            failures.append(exc)
+
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(committed) < 3 and time.monotonic() < deadline and not failures:
+            time.sleep(0.01)
+        before = list(committed)
+        result = backup_ledger(data_dir, tmp_path / "backups" / "ledger.bak")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not failures, failures
+    assert len(before) >= 3 and result.integrity == "ok"
+    assert (result.path.stat().st_mode & 0o777) == 0o600
+    assert not list(result.path.parent.glob(".*tmp*"))  # no temporary file left behind
+
+    restored_dir = tmp_path / "restored"
+    assert restore_ledger(result.path, restored_dir) is None
+    ledger = Ledger.open(restored_dir)
+    try:
+        assert ledger.pragma("integrity_check") == "ok"
+        for job_id in before:
+            job = ledger.load_job(job_id)
+            assert job is not None and job.state is JobState.APPLIED
+            ops = [e.operation for e in ledger.events(job_id)]
+            assert ops[0] == "prepare" and ops[-1] == "finish_apply"
+        with ledger.raw() as c:
+            in_backup = {r[0] for r in c.execute("SELECT id FROM jobs")}
+        assert set(before) <= in_backup
+    finally:
+        ledger.close()
+
+
+def test_backup_refuses_to_overwrite_or_to_write_into_the_ledger_dir(
+    server: ContractServer,
+    data_dir: Path,
+    tmp_path: Path,
+    open_gateway: Callable[[Config], Gateway],
+) -> None:
+    open_gateway(make_config(server, data_dir))
+    target = tmp_path / "b.sqlite3"
+    backup_ledger(data_dir, target)
+    with pytest.raises(InvalidRequest, match="exists"):
+        backup_ledger(data_dir, target)
+    with pytest.raises(InvalidRequest, match="outside"):
+        backup_ledger(data_dir, data_dir / "copy.sqlite3")
+    # Restoring over a ledger that a process owns is refused.
+    with pytest.raises(LedgerInUse):
+        restore_ledger(target, data_dir)
+
+
+def test_restore_moves_the_current_ledger_aside(server: ContractServer, tmp_path: Path) -> None:
+    first = tmp_path / "first"
+    config = make_config(server, first)
+    gw = Gateway(config=config, ledger=Ledger.open(first), http=RemoteHTTP())
+    try:
+        job_id = _apply_one(gw, 1)
+        backup = backup_ledger(first, tmp_path / "b.sqlite3").path
+    finally:
+        gw.http.close()
+        gw.ledger.close()
+    second = tmp_path / "second"
+    Ledger.open(second).close()
+    aside = restore_ledger(backup, second)
+    assert aside is not None and (aside / "ledger.sqlite3").exists()
+    ledger = Ledger.open(second)
+    try:
+        assert ledger.load_job(job_id) is not None
+    finally:
+        ledger.close()
+
+
+def test_the_backup_command_works_while_serving(served: dict[str, Any], tmp_path: Path) -> None:
+    target = tmp_path / "online.bak"
+    done = cli("backup", str(target), "--config", str(served["config"]), env=served["env"])
+    assert done.returncode == 0, done.stderr
+    assert "integrity ok" in done.stdout
+    with sqlite3.connect(target) as c:
+        assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert c.execute("SELECT COUNT(*) FROM credentials").fetchone()[0] == 2
+    refused = cli("restore", str(target), "--config", str(served["config"]), env=served["env"])
+    assert refused.returncode == 2 and "owned by another process" in refused.stderr

@@ -1,0 +1,202 @@
+"""The reviewer CLI against a served gateway: confirming verbs through a pseudo-terminal,
+refused without one."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from typing import Any
+
+import httpx
+
+from undogate.contract_server import ContractServer
+
+from .conftest import SERVED_PATH, cli
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
+
+
+class Terminal:
+    """A CLI process on a pseudo-terminal; reads with bounded waits."""
+
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        master, slave = os.openpty()
+        self.fd = master
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "undogate.cli", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**env, "COLUMNS": "160", "TERM": "xterm"},
+            start_new_session=True,
+        )
+        os.close(slave)
+        self.output = ""
+
+    def read_until(self, needle: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while needle not in ANSI.sub("", self.output):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"timed out waiting for {needle!r}; got:\n{self.text}")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                chunk = b""
+            if not chunk:
+                raise AssertionError(f"ended before {needle!r}; got:\n{self.text}")
+            self.output += chunk.decode("utf-8", "replace")
+        return self.text
+
+    def send(self, line: str) -> None:
+        os.write(self.fd, line.encode() + b"\r")
+
+    def finish(self, timeout: float = 30.0) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.proc.kill()
+                raise AssertionError(f"did not finish; got:\n{self.text}")
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.5))
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                self.output += chunk.decode("utf-8", "replace")
+            elif self.proc.poll() is not None:
+                break
+        os.close(self.fd)
+        return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+
+    @property
+    def text(self) -> str:
+        return ANSI.sub("", self.output).replace("\r", "")
+
+
+def prepare(served: dict[str, Any], body: str) -> str:
+    response = httpx.post(
+        f"{served['url']}/api/v1/jobs",
+        content=body,
+        headers={"Authorization": f"Bearer {served['agent']}", "Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 201, response.text
+    return str(response.json()["job_id"])
+
+
+JOB = (
+    '{"summary": "Promote [bold red]lead[/bold red]", "attribution_label": "crm-sync",'
+    ' "changes": [{"resource": "customer", "set": {"status": "vip\\u001b[2J"},'
+    ' "assertion_kind": "inferred"}]}'
+)
+
+
+def reviewer_env(served: dict[str, Any]) -> dict[str, str]:
+    return {**served["env"], "UNDOGATE_KEY": str(served["operator"])}
+
+
+def test_apply_then_undo_through_a_terminal(served: dict[str, Any], server: ContractServer) -> None:
+    start = server.get_record(SERVED_PATH)
+    job = prepare(served, JOB)
+    env = reviewer_env(served)
+    term = Terminal(["apply", job], env)
+    shown = term.read_until('Type "apply"')
+    assert "status" in shown and '"lead"' in shown
+    assert '"vip\\u001b[2J"' in shown  # the escape is shown, never obeyed
+    assert "PATCH http://127.0.0.1" in shown and "If-Match" in shown
+    assert "assertion kind: inferred  (caller-supplied, not verified)" in shown
+    assert server.write_count(SERVED_PATH) == 0
+    term.send("apply")
+    term.read_until("is now applied")
+    assert term.finish() == 0
+    assert "step: change 0 PATCH -> done" in term.text
+    assert server.get_record(SERVED_PATH)["status"] == "vip\x1b[2J"
+
+    term = Terminal(["undo", job], env)
+    shown = term.read_until('Type "undo"')
+    term.send("undo")
+    term.read_until("is now undone")
+    assert term.finish() == 0
+    assert server.get_record(SERVED_PATH) == start
+
+
+def test_a_wrong_answer_cancels_and_writes_nothing(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    job = prepare(served, JOB)
+    term = Terminal(["apply", job], reviewer_env(served))
+    term.read_until('Type "apply"')
+    term.send("yes")
+    assert term.finish() == 1
+    assert "cancelled: nothing was written" in term.text
+    assert server.write_count(SERVED_PATH) == 0
+
+
+def test_confirming_verbs_refuse_without_a_terminal(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    job = prepare(served, JOB)
+    env = reviewer_env(served)
+    for verb in ("apply", "undo", "reconcile", "reject"):
+        done = subprocess.run(
+            [sys.executable, "-m", "undogate.cli", verb, job],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 2, (verb, done.stdout, done.stderr)
+        assert "interactive terminal" in done.stdout + done.stderr
+    assert server.write_count(SERVED_PATH) == 0
+    events = httpx.get(
+        f"{served['url']}/api/v1/jobs/{job}/events",
+        headers={"Authorization": f"Bearer {served['operator']}"},
+    ).json()["events"]
+    assert [e["operation"] for e in events] == ["prepare"]  # not even a preview was made
+
+
+def test_dry_run_shows_the_exact_requests_and_sends_nothing(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    job = prepare(served, JOB)
+    done = cli("apply", job, "--dry-run", env=reviewer_env(served))
+    assert done.returncode == 0, done.stderr
+    assert "PATCH http://127.0.0.1" in done.stdout
+    assert '"op":"test"' in done.stdout and '"op":"replace"' in done.stdout
+    assert "dry run: nothing was sent" in done.stdout
+    assert server.write_count(SERVED_PATH) == 0
+
+
+def test_reject_through_a_terminal_and_show_marks_caller_supplied_text(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    job = prepare(served, JOB)
+    env = reviewer_env(served)
+    term = Terminal(["reject", job], env)
+    shown = term.read_until('Type "reject"')
+    assert "[bold red]lead[/bold red]" in shown  # markup in agent text stays literal
+    assert "attribution label: crm-sync  (caller-supplied, not verified)" in shown
+    term.send("reject")
+    term.read_until("is now rejected")
+    assert term.finish() == 0
+    listed = cli("jobs", "list", "--agent", "account-assistant", env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert job in listed.stdout and "rejected" in listed.stdout
+    shown_job = cli("jobs", "show", job, env=env)
+    assert shown_job.returncode == 0
+    assert "summary (agent-supplied text)" in shown_job.stdout
+    assert "\x1b[2J" not in shown_job.stdout
+    assert server.write_count(SERVED_PATH) == 0
