@@ -146,7 +146,8 @@ def _apply_cell(server: ContractServer, work: Path, point: str) -> str:
     assert final["state"] == "applied", final
     assert server.attempt_count(CUSTOMER) == 1  # never sent twice
     assert server.attempt_count(TICKET) == 1
-    return f"{state['state']} → reconciled → applied"
+    step = "reconciled → " if point in INTERRUPTED else "resumed → "
+    return f"{state['state']} → {step}applied"
 
 
 def _undo_cell(server: ContractServer, work: Path, point: str, start: dict[str, bytes]) -> str:
@@ -176,7 +177,8 @@ def _undo_cell(server: ContractServer, work: Path, point: str, start: dict[str, 
     assert server.raw_bytes(CUSTOMER) == start[CUSTOMER]
     assert server.raw_bytes(TICKET) == start[TICKET]
     assert server.attempt_count(TICKET) == 2 and server.attempt_count(CUSTOMER) == 2
-    return f"{state['state']} → reconciled → undone"
+    step = "reconciled → " if point in INTERRUPTED else "undo again → "
+    return f"{state['state']} → {step}undone"
 
 
 def _accept_cell(server: ContractServer, work: Path, point: str) -> str:

@@ -15,11 +15,12 @@ import httpx
 
 from .auth import MASTER_ENV, READ, SCOPES, Keyring
 from .config import Config, load_config
-from .engine import Gateway
+from .engine import Gateway, crash_point_from_env
 from .errors import InvalidRequest, LedgerInUse, UndogateError
 from .jsonvalue import JsonObject, JsonValue, dumps, from_python, loads
 from .ledger import Ledger
 from .net import RemoteHTTP
+from .redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
 
@@ -64,17 +65,32 @@ def open_service(config_path: Path, environ: Mapping[str, str] | None = None) ->
     """
     env = os.environ if environ is None else environ
     config = load_config(config_path)
-    ledger = Ledger.open(config.server.data_dir)
+    # Defence in depth: token values never reach a log line, whatever logs them.
+    redaction = install_redaction(
+        [r.token_env for r in config.resources if r.token_env], environ=env
+    )
+    try:
+        ledger = Ledger.open(config.server.data_dir)
+    except BaseException:
+        uninstall_redaction(redaction)
+        raise
     http = RemoteHTTP(
         request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
     )
     try:
-        gateway = Gateway(config=config, ledger=ledger, http=http, environ=env)
+        gateway = Gateway(
+            config=config,
+            ledger=ledger,
+            http=http,
+            environ=env,
+            crash_at=crash_point_from_env(env),
+        )
         keyring = Keyring.from_environ(ledger, env, known_agents(config))
         yield Opened(config, ledger, gateway, keyring)
     finally:
         http.close()
         ledger.close()
+        uninstall_redaction(redaction)
 
 
 def serve(config_path: Path, host: str, port: int, echo: Echo) -> None:
