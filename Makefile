@@ -27,6 +27,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 bench: $(STAMP)
+	command -v strace >/dev/null || (apt-get update -qq && apt-get install -y -qq strace) || true
 	$(BIN)/python bench/run.py
 
 clean:

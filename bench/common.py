@@ -1,0 +1,104 @@
+"""Shared pieces for the benchmarks: timing statistics, servers, fsync'd commits."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+
+@dataclass(frozen=True)
+class Stat:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stat:
+        return cls(statistics.median(values), min(values), max(values))
+
+    def fmt(self, unit: str = "ms", scale: float = 1000.0) -> str:
+        return (
+            f"{self.median * scale:.2f} {unit} "
+            f"(min {self.low * scale:.2f}, max {self.high * scale:.2f})"
+        )
+
+
+def ratio(a: Stat, b: Stat) -> Stat:
+    """Median ratio and a spread bounded by the extremes."""
+    return Stat(a.median / b.median, a.low / b.high, a.high / b.low)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def contract_server(data_dir: Path) -> Iterator[str]:
+    """``undogate contract-server`` in its own process (no GIL shared with the gateway)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "undogate.cli",
+            "contract-server",
+            "--data",
+            str(data_dir),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                httpx.get(base + "/records/none", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        yield base
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+class DurableCommits:
+    """The floor's ledger: fsync'd SQLite commits with the ledger's own settings."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT)")
+
+    def commit(self, value: str = "x") -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+        self.conn.execute("INSERT INTO t(v) VALUES (?)", (value,))
+        self.conn.execute("COMMIT")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def private_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path

@@ -1,0 +1,53 @@
+"""Run under ``strace -c`` by bench/fsyncs.py: N single-change jobs, with or without
+their confirm, so the difference counts the fsyncs that confirming costs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from undogate.config import parse_config
+from undogate.engine import Actor, Gateway, PrepareRequest
+from undogate.jobs import ChangeRequest, Operation
+from undogate.ledger import Ledger
+from undogate.net import RemoteHTTP
+
+OWNER = Actor(id="bench", owner_id="bench", kind="operator", access_path="bench")
+AGENT = Actor(id="a", owner_id="bench", kind="agent", access_path="bench")
+
+
+def main(base: str, data_dir: str, count: int, confirm: bool) -> None:
+    config = parse_config(
+        {
+            "server": {"data_dir": data_dir},
+            "resources": [
+                {
+                    "id": "r",
+                    "agent_id": "a",
+                    "name": "r",
+                    "kind": "json_record",
+                    "url": f"{base}/records/customer-123",
+                    "fields": ["status"],
+                    "conditional_writes": True,
+                    "allow_loopback_http": True,
+                }
+            ],
+            "agents": [{"id": "a", "tools": ["prepare_changes"]}],
+        }
+    )
+    ledger = Ledger.open(Path(data_dir))
+    gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
+    gw.recover()
+    for n in range(count):
+        req = PrepareRequest("fsync", (ChangeRequest(resource_id="r", set={"status": f"v{n}"}),))
+        job = gw.prepare(AGENT, "a", req).job
+        token = gw.preview(OWNER, job.id, Operation.APPLY).token
+        assert token
+        if confirm:
+            assert gw.confirm(OWNER, job.id, token).job.state.value == "applied"
+    gw.http.close()
+    ledger.close()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "confirm")

@@ -1,0 +1,138 @@
+"""Figure 3: job list, job detail and start-up with 100,000 jobs vs 1,000.
+
+Jobs are written straight into a ledger (limits raised for the run) through the same
+``Ledger.insert_job`` the engine uses, in large transactions to keep set-up short.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+from pathlib import Path
+
+from undogate.config import parse_config
+from undogate.engine import Gateway
+from undogate.jobs import Change, ChangeState, Job, JobState, ResourceKind
+from undogate.jsonvalue import JsonNumber
+from undogate.ledger import Ledger
+from undogate.net import RemoteHTTP
+
+from .common import Stat, private_dir, ratio
+
+STATES = [JobState.PREPARED, JobState.APPLIED, JobState.UNDONE, JobState.REJECTED]
+
+
+def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
+    ledger = Ledger.open(private_dir(data_dir))
+    ids: list[str] = []
+    try:
+        batch = 5000
+        for start in range(0, count, batch):
+
+            def insert(c: sqlite3.Connection, start: int = start) -> None:
+                for n in range(start, min(count, start + batch)):
+                    job_id = f"job_{n:012d}"
+                    ids.append(job_id)
+                    state = STATES[n % len(STATES)]
+                    change = Change(
+                        index=0,
+                        resource_id="customer",
+                        kind=ResourceKind.JSON_RECORD,
+                        fingerprint=fingerprint,
+                        fields=("status",),
+                        before={"status": "lead"},
+                        after={"status": f"s{n}", "n": JsonNumber(str(n))},
+                        before_text=None,
+                        after_text=None,
+                        media_type="application/json",
+                        prepared_etag=f'"e{n}"',
+                        assertion_kind=None,
+                        state=ChangeState.APPLIED
+                        if state is JobState.APPLIED
+                        else ChangeState.PENDING,
+                    )
+                    job = Job(
+                        id=job_id,
+                        owner_id="bench",
+                        agent_id=f"agent-{n % 4}",
+                        summary=f"bench job {n}",
+                        attribution_label=None,
+                        idempotency_key=None,
+                        state=state,
+                        undo_started=False,
+                        created_at=1.7e9 + n,
+                        updated_at=1.7e9 + n,
+                        changes=(change,),
+                    )
+                    Ledger.insert_job(c, job, "digest", 64)
+
+            ledger.write(insert)
+    finally:
+        ledger.close()
+    return ids
+
+
+def _measure(data_dir: Path, ids: list[str], config_data: dict[str, object]) -> dict[str, Stat]:
+    config = parse_config({**config_data, "server": {"data_dir": str(data_dir)}})
+    startups: list[float] = []
+    for _ in range(5):
+        started = time.perf_counter()
+        ledger = Ledger.open(data_dir)
+        gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
+        gw.recover()
+        startups.append(time.perf_counter() - started)
+        gw.http.close()
+        ledger.close()
+    ledger = Ledger.open(data_dir)
+    gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
+    rng = random.Random(7)
+    try:
+        lists: list[float] = []
+        for _ in range(200):
+            started = time.perf_counter()
+            rows = gw.list_jobs("bench", "agent-1")
+            lists.append(time.perf_counter() - started)
+            assert len(rows) == min(100, len(ids) // 4)
+        details: list[float] = []
+        for _ in range(500):
+            job_id = rng.choice(ids)
+            started = time.perf_counter()
+            gw.get_job("bench", job_id)
+            details.append(time.perf_counter() - started)
+    finally:
+        gw.http.close()
+        ledger.close()
+    return {"list": Stat.of(lists), "detail": Stat.of(details), "startup": Stat.of(startups)}
+
+
+def run(work: Path, small: int = 1_000, large: int = 100_000) -> dict[str, Stat]:
+    config_data: dict[str, object] = {
+        "limits": {"max_jobs": large * 2},
+        "resources": [
+            {
+                "id": "customer",
+                "agent_id": "agent-1",
+                "name": "c",
+                "kind": "json_record",
+                "url": "https://records.example.com/c/1",
+                "fields": ["status", "n"],
+                "conditional_writes": True,
+            }
+        ],
+        "agents": [{"id": f"agent-{i}", "tools": ["prepare_changes"]} for i in range(4)],
+    }
+    fingerprint = parse_config(config_data).resources[0].fingerprint
+    out: dict[str, Stat] = {}
+    results = {}
+    for count in (small, large):
+        data_dir = work / f"ledger-{count}"
+        started = time.perf_counter()
+        ids = _fill(data_dir, count, fingerprint)
+        out[f"fill_{count}"] = Stat.of([time.perf_counter() - started])
+        results[count] = _measure(data_dir, ids, config_data)
+    for key in ("list", "detail", "startup"):
+        out[f"{key}_small"] = results[small][key]
+        out[f"{key}_large"] = results[large][key]
+        out[f"{key}_ratio"] = ratio(results[large][key], results[small][key])
+    return out

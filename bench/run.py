@@ -1,0 +1,169 @@
+"""``make bench``: run every figure and write bench/results.md."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import confirm_overhead, fsyncs, ledger_scale, throughput
+from bench.common import Stat
+
+RESULTS = Path(__file__).resolve().parent / "results.md"
+
+
+def _machine() -> list[str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    versions = ", ".join(
+        f"{name} {importlib.metadata.version(name)}"
+        for name in ("undogate", "httpx", "httpcore", "starlette", "uvicorn")
+    )
+    return [
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {cpu}",
+        f"- system: {platform.platform()}",
+        f"- Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; {versions}",
+        f"- run at {time.strftime('%Y-%m-%d %H:%M:%S %Z')}",
+    ]
+
+
+def _x(stat: Stat) -> str:
+    return f"**{stat.median:.2f}×** (min {stat.low:.2f}, max {stat.high:.2f})"
+
+
+def main() -> int:
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (bench/run.py). Every ratio is "
+        "measured against its floor in the same run.",
+        "",
+        *_machine(),
+        "",
+    ]
+    with tempfile.TemporaryDirectory(prefix="undogate-bench-") as tmp:
+        work = Path(tmp)
+        print("1/4 confirm overhead ...", flush=True)
+        confirm = confirm_overhead.run(work / "confirm", trials=15)
+        print("2/4 prepare throughput (3 runs) ...", flush=True)
+        runs = [throughput.run(work / f"throughput-{i}") for i in range(3)]
+        print("3/4 ledger scale (1,000 vs 100,000 jobs) ...", flush=True)
+        scale = ledger_scale.run(work / "scale")
+        print("4/4 fsyncs per applied action ...", flush=True)
+        durability = fsyncs.run(work / "fsyncs")
+
+    tp = Stat.of([r["ratio"] for r in runs])
+    rate = Stat.of([r["throughput"] for r in runs])
+    floor_rate = Stat.of([r["floor_throughput"] for r in runs])
+    lines += [
+        "## Summary",
+        "",
+        "| figure | result | target |",
+        "|---|---|---|",
+        f"| confirm of an 8-change mixed job / floor | {_x(confirm['ratio'])} | ≤ 1.3× |",
+        f"| prepare throughput, 16 agents / floor | {_x(tp)} | ≥ 0.5× |",
+        f"| job list, 100k / 1k jobs | {_x(scale['list_ratio'])} | ≤ 1.5× |",
+        f"| job detail, 100k / 1k jobs | {_x(scale['detail_ratio'])} | ≤ 1.5× |",
+        f"| start-up (open + recovery), 100k / 1k jobs | {_x(scale['startup_ratio'])} | "
+        "must not read every job |",
+        "| fsyncs per applied action | "
+        + (f"**{durability['per_action']:.2f}** (minimum 2)" if durability else "strace missing")
+        + " | report |",
+        f"| peak RSS of `undogate serve` (throughput run) | "
+        f"{max(r['peak_rss_mib'] for r in runs):.1f} MiB | report |",
+        "",
+        "## 1. Confirm overhead",
+        "",
+        "An 8-change job (4 JSON records, 4 text documents) confirmed against the contract "
+        "server on loopback (its own process), 15 trials after a warm-up. Floor: the same "
+        "requests (8 whole-preview reads, 8 conditional writes, 8 read-backs) sent with one "
+        "keep-alive httpx client, plus 16 fsync'd SQLite commits, in the same process.",
+        "",
+        f"- confirm: {confirm['confirm'].fmt()}",
+        f"- floor: {confirm['floor'].fmt()}",
+        f"- ratio: {_x(confirm['ratio'])}",
+        "",
+        "Bounded by: the server's write latency (each write persists a file) and 16 fsyncs, "
+        "which both sides pay; the rest is ours: a fresh TCP connection per write (a "
+        "stale keep-alive socket must never turn a write into a false `uncertain`), the "
+        "address check on every request, lossless JSON parsing and the per-action events.",
+        "",
+        "## 2. Prepare throughput",
+        "",
+        "16 agents, each with its own token and resource, each sending 40 single-change "
+        "prepares in sequence to `POST /api/v1/jobs` on a running `undogate serve`; 3 runs. "
+        "Floor: the same number of raw GETs to the contract server plus one fsync'd commit "
+        "each (serialised, as a single ledger must), 16 threads.",
+        "",
+        f"- undogate: {rate.median:.0f} jobs/s (min {rate.low:.0f}, max {rate.high:.0f})",
+        f"- floor: {floor_rate.median:.0f} ops/s (min {floor_rate.low:.0f}, max "
+        f"{floor_rate.high:.0f})",
+        f"- ratio: {_x(tp)}",
+        "- latency p50 / p99 per run: "
+        + "; ".join(f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" for r in runs)
+        + " (floor: "
+        + "; ".join(f"{r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} ms" for r in runs)
+        + ")",
+        "",
+        "Bounded by: one fsync'd commit per prepare on the single writer (as the floor), "
+        "the remote read, and Python request handling (authentication hash, lossless parse, "
+        "validation) on 2 cores shared with the contract server and the load generator.",
+        "",
+        "## 3. Ledger scale",
+        "",
+        f"- fill: 1,000 jobs {scale['fill_1000'].median:.1f} s, 100,000 jobs "
+        f"{scale['fill_100000'].median:.1f} s",
+        f"- job list (newest 100 of one agent): {scale['list_small'].fmt()} vs "
+        f"{scale['list_large'].fmt()} → {_x(scale['list_ratio'])}",
+        f"- job detail (random id): {scale['detail_small'].fmt()} vs "
+        f"{scale['detail_large'].fmt()} → {_x(scale['detail_ratio'])}",
+        f"- start-up (open, migrate, recover): {scale['startup_small'].fmt()} vs "
+        f"{scale['startup_large'].fmt()} → {_x(scale['startup_ratio'])}",
+        "",
+        "Bounded by: B-tree depth (indexes on owner, agent and sequence; on job id). "
+        "Start-up reads only in-flight actions, running jobs and changed resource "
+        "identities (partial indexes), never every job; counters for the limits live in "
+        "one row.",
+        "",
+        "## 4. Durability",
+        "",
+    ]
+    if durability:
+        lines += [
+            f"- {durability['jobs']:.0f} single-change jobs prepared and previewed: "
+            f"{durability['fsyncs_setup']:.0f} fsync/fdatasync calls; with their confirms: "
+            f"{durability['fsyncs_with_confirm']:.0f}",
+            f"- **{durability['per_action']:.2f} fsyncs per applied action** (minimum 2: the "
+            "intent before the request, the outcome after it). The operation's start rides "
+            "in the first intent's commit and its finish in the last outcome's.",
+        ]
+    else:
+        lines.append("- not measured: `strace` is not installed")
+    lines += [
+        "",
+        "## 5. Memory",
+        "",
+        "- peak RSS (VmHWM) of `undogate serve` after each throughput run: "
+        + ", ".join(f"{r['peak_rss_mib']:.1f} MiB" for r in runs),
+        "",
+    ]
+    RESULTS.write_text("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
