@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests drive for real: Apache httpd with mod_dav
-# (tests/test_apache_dav.py starts it from a config the test writes; no system service).
+# (tests/test_apache_dav.py starts it from a config the test writes; no system service)
+# and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright).
 # Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -14,6 +15,10 @@ for module in mod_dav.so mod_dav_fs.so; do
         break
     fi
 done
+
+if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
+    missing+=(chromium)
+fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
@@ -36,5 +41,8 @@ if [ ! -e "$policy" ]; then
 fi
 cleanup() { if [ "$created_policy" -eq 1 ]; then rm -f "$policy"; fi; }
 trap cleanup EXIT
-apt-get install -y -qq --no-install-recommends apache2 >/dev/null
+# Sorted and de-duplicated: apache2 may be listed twice (binary and modules).
+mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
+apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 command -v apache2 >/dev/null 2>&1 || [ -x /usr/sbin/apache2 ]
+command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]

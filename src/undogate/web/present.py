@@ -1,0 +1,199 @@
+"""What the templates show: receipts' JSON views plus the words around them.
+
+Pure. Values pass through ``receipts`` (the shape every surface shares) and reach the
+templates as JSON text or plain strings; Jinja2 autoescaping makes them inert there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from .. import receipts
+from ..diffs import Hunk, diff_hunks
+from ..engine import Preview
+from ..jobs import ChangeState, Job, JobState, Operation, ResourceKind, can_start
+from ..jsonvalue import JsonValue, dumps
+
+STATE_WORDS: dict[str, str] = {
+    JobState.PREPARED: "prepared, waiting for review",
+    JobState.APPLYING: "applying",
+    JobState.APPLIED: "applied",
+    JobState.PARTIALLY_APPLIED: "partially applied",
+    JobState.NEEDS_REVIEW: "needs review: an outcome is uncertain",
+    JobState.UNDOING: "undoing",
+    JobState.UNDONE: "undone",
+    JobState.PARTIALLY_UNDONE: "partially undone",
+    JobState.REJECTED: "rejected",
+    JobState.INVALIDATED: "invalidated",
+}
+
+ACTION_WORDS: dict[str, str] = {
+    "dispatching": "sent, outcome not yet recorded",
+    "done": "done: the read-back shows the new values",
+    "refused": "refused by the server: nothing changed",
+    "uncertain": "uncertain: the server may or may not have changed it",
+    "accepted": "observed state accepted by a reviewer",
+}
+
+OBSERVATION_WORDS: dict[str, str] = {
+    "looks_applied": "It currently looks applied: the after-values are in place.",
+    "looks_not_applied": "It currently looks not applied: the before-values are in place.",
+    "looks_undone": "It currently looks undone: the before-values are back in place.",
+    "neither": "It shows neither the before nor the after values.",
+}
+
+OPERATION_WORDS: dict[str, tuple[str, str]] = {
+    # operation -> (what the preview is of, the confirm button's label)
+    Operation.APPLY: ("Apply", "Confirm apply"),
+    Operation.UNDO: ("Undo", "Confirm undo"),
+    Operation.ACCEPT_OBSERVED: ("Accept observed state", "Accept observed state"),
+}
+
+CHANGE_STATE_WORDS: dict[str, str] = {
+    ChangeState.PENDING: "not written yet",
+    ChangeState.APPLIED: "applied",
+    ChangeState.UNDONE: "undone",
+    ChangeState.UNCERTAIN: "uncertain: quarantined until a reviewer accepts what is observed",
+}
+
+
+def when(ts: Any) -> str:
+    """A ledger timestamp as UTC text."""
+    if ts is None:
+        return ""
+    value = float(ts.text if hasattr(ts, "text") else ts)
+    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def json_text(value: JsonValue) -> str:
+    """A value as exact JSON text (numbers keep their digits)."""
+    return dumps(value, sort_keys=False)
+
+
+def state_words(state: str) -> str:
+    return STATE_WORDS.get(state, state)
+
+
+@dataclass(frozen=True)
+class Buttons:
+    """Which review steps the job offers now, for this key."""
+
+    can_write: bool
+    apply: bool
+    undo: bool
+    accept_observed: bool
+    reject: bool
+
+
+def buttons(job: Job, can_write: bool) -> Buttons:
+    return Buttons(
+        can_write=can_write,
+        apply=can_start("start_apply", job.state) and not job.undo_started,
+        undo=can_start("start_undo", job.state),
+        accept_observed=job.state is JobState.NEEDS_REVIEW,
+        reject=job.state is JobState.PREPARED,
+    )
+
+
+def reversibility(change: dict[str, Any]) -> str:
+    """What undo can restore for one change, in plain words."""
+    if change["kind"] == ResourceKind.WEBDAV_TEXT:
+        return (
+            "Reversible: undo puts back the recorded text, only while the document is "
+            "exactly what this job wrote (same version, same bytes)."
+        )
+    fields = ", ".join(change["fields"])
+    return (
+        f"Reversible: undo patches back only {fields}, only while they still hold the "
+        "values this job wrote; other fields are never touched."
+    )
+
+
+NOT_REVERSIBLE = (
+    "Not reversible by undogate: anything the external system did because of a write "
+    "(a message it sent, a workflow it started). undogate cannot see such effects."
+)
+
+
+def job_notes(job: Job) -> list[str]:
+    """Job-level limits on what can still happen."""
+    notes: list[str] = []
+    if job.undo_started:
+        notes.append("An undo of this job has started: it can never be applied again.")
+    if job.state is JobState.REJECTED:
+        notes.append("This job was rejected: it can never be applied.")
+    if job.state is JobState.INVALIDATED:
+        notes.append(
+            "This job was invalidated because a resource's identity changed: "
+            + (job.invalidated_reason or "prepare a new job.")
+        )
+    if job.state is JobState.NEEDS_REVIEW:
+        notes.append(
+            "An outcome is uncertain. Preview “accept observed state” to see what the "
+            "resource shows now; accepting records your judgement and lifts the quarantine."
+        )
+    return notes
+
+
+def text_hunks(before: str | None, after: str | None) -> list[Hunk]:
+    return diff_hunks(before or "", after or "")
+
+
+def job_page(job: Job) -> dict[str, Any]:
+    """The job receipt with the words the job page adds."""
+    receipt = receipts.job_receipt(job)
+    changes: list[dict[str, Any]] = []
+    for raw in receipt["changes"]:  # type: ignore[union-attr]
+        change = dict(raw)  # type: ignore[arg-type]
+        change["reversibility"] = reversibility(change)
+        change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
+        if change["kind"] == ResourceKind.WEBDAV_TEXT:
+            change["hunks"] = text_hunks(change.get("before_text"), change.get("after_text"))
+        changes.append(change)
+    actions: list[dict[str, Any]] = []
+    for raw in receipt["actions"]:  # type: ignore[union-attr]
+        action = dict(raw)  # type: ignore[arg-type]
+        action["status_words"] = ACTION_WORDS.get(str(action["status"]), action["status"])
+        actions.append(action)
+    return {"receipt": receipt, "changes": changes, "actions": actions, "notes": job_notes(job)}
+
+
+def preview_page(preview: Preview, job: Job, now: float) -> dict[str, Any]:
+    """The preview's JSON view with diffs, observation sentences and the time left."""
+    view = receipts.preview_view(preview, job, now)
+    changes: list[dict[str, Any]] = []
+    for raw in view["changes"]:  # type: ignore[union-attr]
+        change = dict(raw)  # type: ignore[arg-type]
+        change["hunks"] = None
+        if change["kind"] == ResourceKind.WEBDAV_TEXT and change.get("planned_text") is not None:
+            change["hunks"] = text_hunks(change.get("current_text"), change.get("planned_text"))
+        observation = change.get("observation")
+        change["observation_words"] = (
+            OBSERVATION_WORDS.get(str(observation)) if observation else None
+        )
+        changes.append(change)
+    remaining_ms = max(0, int((preview.expires_at - now) * 1000) + 1) if preview.expires_at else 0
+    title, confirm_label = OPERATION_WORDS[preview.operation]
+    return {
+        "view": view,
+        "changes": changes,
+        "title": title,
+        "confirm_label": confirm_label,
+        "remaining_ms": remaining_ms,
+        "expired": preview.expires_at is not None and now >= preview.expires_at,
+        "moved": [c for c in changes if c.get("moved_since_prepare")],
+    }
+
+
+__all__ = [
+    "NOT_REVERSIBLE",
+    "Buttons",
+    "buttons",
+    "job_page",
+    "json_text",
+    "preview_page",
+    "state_words",
+    "when",
+]

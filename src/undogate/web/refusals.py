@@ -1,0 +1,145 @@
+"""Every refusal the review UI can show, as a plain sentence and the next step.
+
+The one place the web surface turns stable error codes into words. The engine's own
+message (which names the resource or the blocking job) is shown under the sentence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UndogateError
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str
+    sentence: str
+    next_step: str
+    detail: str | None = None
+    offer_preview_again: bool = False
+
+
+# code -> (what happened, what to do next, whether "preview again" is the way on)
+_WORDS: dict[str, tuple[str, str, bool]] = {
+    "changed_since_preview": (
+        "Something changed since you previewed this, so nothing was written.",
+        "Preview again to see the current values, then decide.",
+        True,
+    ),
+    "preview_expired": (
+        "This preview expired before it was confirmed, so nothing was written.",
+        "Preview again; a preview is valid for a few minutes only.",
+        True,
+    ),
+    "preview_used": (
+        "This preview was already used, and something newer has happened since.",
+        "Open the job to see where it stands, and preview again if there is more to do.",
+        False,
+    ),
+    "conflict": (
+        "The resource no longer holds the values this step expects, so nothing was written.",
+        "Someone else changed it. Prepare a new reviewed change from the current values "
+        "instead of overwriting theirs.",
+        False,
+    ),
+    "quarantined": (
+        "Another job's outcome on the same resource is uncertain, so this is on hold.",
+        "Open that job and accept its observed state first; then try this again.",
+        False,
+    ),
+    "later_job_overlaps": (
+        "A later job changed the same values after this one, so undoing this first would "
+        "overwrite it.",
+        "Undo the later job first, then undo this one.",
+        False,
+    ),
+    "reconciliation_blocked": (
+        "The resource shows neither the before nor the after values, so the outcome "
+        "cannot be accepted.",
+        "Investigate the resource by hand; accept the observed state once it matches one side.",
+        False,
+    ),
+    "transition_not_allowed": (
+        "The job is not in a state that allows this.",
+        "Open the job to see its current state and the steps it offers.",
+        False,
+    ),
+    "limit_reached": (
+        "A limit was reached, so nothing new was started.",
+        "Ask an operator to look at the limits in the config; no history was deleted.",
+        False,
+    ),
+    "remote_unavailable": (
+        "The external system could not be read just now, so nothing was written.",
+        "Check that the system is up, then preview again.",
+        True,
+    ),
+    "remote_contract_breach": (
+        "The external system answered in a way undogate cannot trust, so nothing was written.",
+        "An operator should check the endpoint against the remote contract.",
+        False,
+    ),
+    "blocked_address": (
+        "The resource's address is blocked by the network policy, so nothing was sent.",
+        "An operator should check the resource's URL in the config.",
+        False,
+    ),
+    "missing_token": (
+        "The resource's access token is not set on the server, so nothing was sent.",
+        "An operator should set the token's environment variable and restart.",
+        False,
+    ),
+    "forbidden": (
+        "Your key is not allowed to do this.",
+        "Sign in with an operator key that has the agents:write scope for this agent.",
+        False,
+    ),
+    "unauthorized": (
+        "Your key is no longer valid.",
+        "Sign in again with a current operator key.",
+        False,
+    ),
+    "not_found": (
+        "There is nothing here, or it is not yours to see.",
+        "Go back to your agents and open the job from its list.",
+        False,
+    ),
+    "invalid_request": (
+        "The request was not understood.",
+        "Go back to the job and use its buttons.",
+        False,
+    ),
+    "cross_site": (
+        "This form was sent from another site, so it was refused and nothing changed.",
+        "Open undogate directly and use its own buttons.",
+        False,
+    ),
+    "csrf": (
+        "This form is out of date for your session, so it was refused and nothing changed.",
+        "Reload the page and try again.",
+        False,
+    ),
+}
+_FALLBACK = (
+    "undogate refused this.",
+    "Open the job to see where it stands.",
+    False,
+)
+
+
+def refusal_for_code(code: str, detail: str | None = None) -> Refusal:
+    sentence, next_step, again = _WORDS.get(code, _FALLBACK)
+    return Refusal(code, sentence, next_step, detail, again)
+
+
+def refusal_for(exc: UndogateError) -> Refusal:
+    """The plain-words form of a domain error."""
+    return refusal_for_code(exc.code, exc.message)
+
+
+def known_codes() -> frozenset[str]:
+    return frozenset(_WORDS)
+
+
+__all__ = ["Refusal", "known_codes", "refusal_for", "refusal_for_code"]

@@ -1,0 +1,512 @@
+"""The review pages (SPEC §9): sign-in, agents, jobs, a job, its preview and receipt.
+
+Views are thin: they establish the session, check the form came from this site with
+this session's CSRF token, call one ``Gateway`` method in a worker thread and render a
+template. Domain errors become pages through ``refusals`` (words) and the API's
+``STATUS_BY_CODE`` (statuses), in ``_refused``.
+
+Safety, on every response: Jinja2 autoescaping (values are always inert text), a
+Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
+preview countdown), ``Cache-Control: no-store`` and no framing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs, quote, urlsplit
+
+import jinja2
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from .. import receipts
+from ..api import STATUS_BY_CODE
+from ..auth import READ, WRITE, Keyring, Principal, require_scope
+from ..engine import Gateway
+from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
+from ..jobs import Job, Operation
+from . import present
+from .refusals import Refusal, refusal_for, refusal_for_code
+from .sessions import Session, SessionStore, SigninTokens
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+HERE = Path(__file__).parent
+SESSION_COOKIE = "undogate_session"
+SIGNIN_COOKIE = "undogate_signin"
+MAX_FORM_BYTES = 16 * 1024
+MAX_KEY_CHARS = 512
+CSP = (
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """The review UI's settings (defaults are the product's defaults)."""
+
+    session_idle_s: float = 12 * 3600.0
+    session_absolute_s: float = 7 * 24 * 3600.0
+    # None: Secure cookies when the request (or ``server.public_url``) is https.
+    secure_cookies: bool | None = None
+    clock: Callable[[], float] = field(default=time.time)
+
+
+Form = Mapping[str, str]
+View = Callable[[Request, Session, Form], Awaitable[Response]]
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["json"] = present.json_text
+    env.filters["when"] = present.when
+    env.filters["state_words"] = present.state_words
+    env.globals["not_reversible"] = present.NOT_REVERSIBLE
+    env.globals["refusal_words"] = refusal_for_code
+    return env
+
+
+def _job_path(job_id: str, *rest: str) -> str:
+    return "/".join(["/jobs", quote(job_id, safe=""), *rest])
+
+
+class WebUI:
+    """The review pages over one gateway and keyring."""
+
+    def __init__(self, gateway: Gateway, keyring: Keyring, settings: WebSettings) -> None:
+        self.gateway = gateway
+        self.keyring = keyring
+        self.settings = settings
+        self.sessions = SessionStore(
+            idle_s=settings.session_idle_s,
+            absolute_s=settings.session_absolute_s,
+            clock=settings.clock,
+        )
+        self.signin_tokens = SigninTokens(clock=settings.clock)
+        self.templates = _environment()
+
+    def routes(self) -> list[BaseRoute]:
+        return [
+            Route("/", self.home, methods=["GET"]),
+            Route("/signin", self.signin_form, methods=["GET"]),
+            Route("/signin", self.signin, methods=["POST"]),
+            Route("/signout", self._post(self.signout), methods=["POST"]),
+            Route("/agents", self._get(self.agents), methods=["GET"]),
+            Route("/agents/{agent_id}", self._get(self.agent_jobs), methods=["GET"]),
+            Route("/jobs", self._get(self.open_job), methods=["GET"]),
+            Route("/jobs/{job_id}", self._get(self.job), methods=["GET"]),
+            Route("/jobs/{job_id}/previews", self._post(self.make_preview), methods=["POST"]),
+            Route(
+                "/jobs/{job_id}/previews/{handle}", self._get(self.show_preview), methods=["GET"]
+            ),
+            Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
+            Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
+            Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+
+    # -- rendering -------------------------------------------------------------------
+
+    def render(
+        self,
+        template: str,
+        session: Session | None,
+        *,
+        status: int = 200,
+        **context: Any,
+    ) -> HTMLResponse:
+        page = self.templates.get_template(template).render(
+            session=session,
+            principal=session.principal if session else None,
+            notice=session.take_notice() if session else context.pop("notice", None),
+            **context,
+        )
+        return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
+
+    def _refused(
+        self,
+        session: Session | None,
+        refusal: Refusal,
+        *,
+        job_id: str | None = None,
+        operation: str | None = None,
+        status: int | None = None,
+    ) -> HTMLResponse:
+        return self.render(
+            "refusal.html",
+            session,
+            status=status or STATUS_BY_CODE.get(refusal.code, 403),
+            refusal=refusal,
+            job_id=job_id,
+            operation=operation,
+        )
+
+    @staticmethod
+    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse:
+        response = RedirectResponse(path, status_code=303, headers=dict(headers or {}))
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    # -- the request gates -----------------------------------------------------------
+
+    def _secure(self, request: Request) -> bool:
+        if self.settings.secure_cookies is not None:
+            return self.settings.secure_cookies
+        public = self.gateway.config.server.public_url or ""
+        return request.url.scheme == "https" or public.startswith("https://")
+
+    def _allowed_origins(self, request: Request) -> set[str]:
+        origins = {f"{request.url.scheme}://{request.url.netloc}"}
+        public = self.gateway.config.server.public_url
+        if public:
+            parts = urlsplit(public)
+            origins.add(f"{parts.scheme}://{parts.netloc}")
+        return origins
+
+    def _cross_site(self, request: Request) -> bool:
+        """True when a state-changing request did not come from one of our own pages."""
+        fetch_site = request.headers.get("sec-fetch-site")
+        if fetch_site is not None:
+            # The browser's own word, which no page can forge. (With a no-referrer policy
+            # Chromium sends ``Origin: null`` even for same-origin forms.)
+            return fetch_site != "same-origin"
+        origin = request.headers.get("origin")
+        return origin is not None and origin not in self._allowed_origins(request)
+
+    async def _session(self, request: Request) -> Session | None:
+        """The live session, with its credential re-checked now (revoked keys end it)."""
+        session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
+        if session is None:
+            return None
+        try:
+            principal = await run_in_threadpool(self.keyring.recheck, session.principal)
+        except UndogateError:
+            self.sessions.end_for_credential(session.principal.credential_id)
+            return None
+        session.principal = principal
+        return session
+
+    @staticmethod
+    async def _form(request: Request) -> dict[str, str]:
+        """A small url-encoded form; the first value of each name.
+
+        Raises:
+            InvalidRequest: another media type, or too large.
+        """
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_FORM_BYTES:
+                raise InvalidRequest("the form is too large")
+        if not body:
+            return {}
+        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if media != "application/x-www-form-urlencoded":
+            raise InvalidRequest("send the form as application/x-www-form-urlencoded")
+        try:
+            parsed = parse_qs(body.decode("utf-8"), max_num_fields=16, strict_parsing=False)
+        except (UnicodeDecodeError, ValueError):
+            raise InvalidRequest("the form is not readable") from None
+        return {name: values[0] for name, values in parsed.items()}
+
+    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            session = await self._session(request)
+            if session is None:
+                return self._redirect("/signin")
+            return await self._run(view, request, session, {})
+
+        return endpoint
+
+    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            if self._cross_site(request):
+                return self._refused(None, refusal_for_code("cross_site"), status=403)
+            session = await self._session(request)
+            if session is None:
+                return self._redirect("/signin")
+            try:
+                form = await self._form(request)
+            except InvalidRequest as exc:
+                return self._refused(session, refusal_for(exc))
+            if not session.csrf_ok(form.get("csrf")):
+                return self._refused(session, refusal_for_code("csrf"), status=403)
+            return await self._run(view, request, session, form)
+
+        return endpoint
+
+    async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
+        try:
+            return await view(request, session, form)
+        except UndogateError as exc:
+            job_id = request.path_params.get("job_id")
+            return self._refused(
+                session,
+                refusal_for(exc),
+                job_id=job_id if isinstance(job_id, str) else None,
+                operation=form.get("operation"),
+            )
+        except Exception:
+            log.exception("unhandled error in %s %s", request.method, request.url.path)
+            return self._refused(
+                session, refusal_for_code("internal_error", "an internal error occurred")
+            )
+
+    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        return await run_in_threadpool(fn, *args, **kwargs)
+
+    async def _job(self, principal: Principal, job_id: str) -> Job:
+        """The job if this key may see it; otherwise ``NotFound`` (never ``Forbidden``)."""
+        require_scope(principal, READ)
+        if len(job_id) > 200:
+            raise NotFound("no such job")
+        job = await self._call(self.gateway.get_job, principal.owner_id, job_id)
+        if not principal.sees_agent(job.agent_id):
+            raise NotFound(f"no job {job_id!r}", job=job_id)
+        return job
+
+    # -- sign-in ---------------------------------------------------------------------
+
+    async def home(self, request: Request) -> Response:
+        session = await self._session(request)
+        return self._redirect("/agents" if session else "/signin")
+
+    async def signin_form(self, request: Request) -> Response:
+        if await self._session(request) is not None:
+            return self._redirect("/agents")
+        notice = "You are signed out." if "signed_out" in request.query_params else None
+        return self._signin_page(request, notice=notice)
+
+    def _signin_page(
+        self, request: Request, *, error: str | None = None, notice: str | None = None
+    ) -> Response:
+        token, nonce = self.signin_tokens.issue()
+        response = self.render(
+            "signin.html",
+            None,
+            status=200 if error is None else 401,
+            signin_token=token,
+            error=error,
+            notice=notice,
+        )
+        response.set_cookie(
+            SIGNIN_COOKIE,
+            nonce,
+            max_age=1800,
+            path="/signin",
+            secure=self._secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    async def signin(self, request: Request) -> Response:
+        if self._cross_site(request):
+            return self._refused(None, refusal_for_code("cross_site"), status=403)
+        try:
+            form = await self._form(request)
+        except InvalidRequest as exc:
+            return self._refused(None, refusal_for(exc))
+        if not self.signin_tokens.check(form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)):
+            return self._signin_page(
+                request, error="The sign-in form was out of date. Please try again."
+            )
+        key = form.get("key", "").strip()
+        if not key or len(key) > MAX_KEY_CHARS:
+            return self._signin_page(request, error="Enter your operator key.")
+        try:
+            principal = await self._call(self.keyring.authenticate, key)
+        except UndogateError:
+            return self._signin_page(request, error="That key is unknown or has been revoked.")
+        if principal.kind != "operator":
+            return self._signin_page(
+                request,
+                error="Only operator keys can sign in here; agent tokens and the master key "
+                "cannot review jobs.",
+            )
+        self.sessions.end(request.cookies.get(SESSION_COOKIE))
+        sid, _session = self.sessions.create(principal)
+        response = self._redirect("/agents")
+        response.set_cookie(
+            SESSION_COOKIE,
+            sid,
+            path="/",
+            secure=self._secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+        response.delete_cookie(SIGNIN_COOKIE, path="/signin")
+        return response
+
+    async def signout(self, request: Request, session: Session, form: Form) -> Response:
+        self.sessions.end(request.cookies.get(SESSION_COOKIE))
+        response = self._redirect("/signin?signed_out=1")
+        response.delete_cookie(
+            SESSION_COOKIE,
+            path="/",
+            secure=self._secure(request),
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    # -- pages -----------------------------------------------------------------------
+
+    async def agents(self, request: Request, session: Session, form: Form) -> Response:
+        principal = session.principal
+        require_scope(principal, READ)
+        rows = []
+        for agent in self.gateway.config.agents:
+            if not principal.sees_agent(agent.id):
+                continue
+            jobs = await self._call(self.gateway.list_jobs, principal.owner_id, agent.id)
+            rows.append(
+                {
+                    "id": agent.id,
+                    "jobs": len(jobs),
+                    "needs_review": sum(1 for j in jobs if j[1] == "needs_review"),
+                    "prepared": sum(1 for j in jobs if j[1] == "prepared"),
+                }
+            )
+        return self.render("agents.html", session, agents=rows)
+
+    async def agent_jobs(self, request: Request, session: Session, form: Form) -> Response:
+        principal = session.principal
+        require_scope(principal, READ)
+        agent_id = str(request.path_params["agent_id"])
+        if self.gateway.config.agent(agent_id) is None or not principal.sees_agent(agent_id):
+            raise NotFound(f"no agent {agent_id!r}")
+        rows = await self._call(self.gateway.list_jobs, principal.owner_id, agent_id)
+        listing = present_rows(agent_id, rows)
+        return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
+
+    async def open_job(self, request: Request, session: Session, form: Form) -> Response:
+        job_id = request.query_params.get("id", "").strip()
+        if not job_id:
+            return self._redirect("/agents")
+        job = await self._job(session.principal, job_id)
+        return self._redirect(_job_path(job.id))
+
+    async def job(self, request: Request, session: Session, form: Form) -> Response:
+        job = await self._job(session.principal, str(request.path_params["job_id"]))
+        events = await self._call(self.gateway.events, session.principal.owner_id, job.id)
+        return self.render(
+            "job.html",
+            session,
+            job=job,
+            page=present.job_page(job),
+            events=[dict(e) for e in present_events(job.id, events)],
+            buttons=present.buttons(job, WRITE in session.principal.scopes),
+        )
+
+    async def make_preview(self, request: Request, session: Session, form: Form) -> Response:
+        principal = session.principal
+        require_scope(principal, WRITE)
+        try:
+            operation = Operation(form.get("operation", ""))
+        except ValueError:
+            raise InvalidRequest("unknown operation") from None
+        job = await self._job(principal, str(request.path_params["job_id"]))
+        preview = await self._call(self.gateway.preview, principal.actor("web"), job.id, operation)
+        handle = session.hold_preview(job.id, preview)
+        return self._redirect(_job_path(job.id, "previews", handle))
+
+    async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
+        job = await self._job(session.principal, str(request.path_params["job_id"]))
+        handle = str(request.path_params["handle"])
+        held = session.previews.get(handle)
+        if held is None or held.job_id != job.id:
+            return self._refused(
+                session, refusal_for_code("preview_expired"), job_id=job.id, status=404
+            )
+        page = present.preview_page(held.preview, job, self.gateway.clock())
+        return self.render(
+            "preview.html",
+            session,
+            job=job,
+            handle=handle,
+            page=page,
+            operation=held.preview.operation.value,
+            can_write=WRITE in session.principal.scopes,
+        )
+
+    async def confirm(self, request: Request, session: Session, form: Form) -> Response:
+        principal = session.principal
+        require_scope(principal, WRITE)
+        token = form.get("preview_token", "")
+        if not token or len(token) > 200:
+            raise InvalidRequest("the form carries no preview token; preview again")
+        job = await self._job(principal, str(request.path_params["job_id"]))
+
+        def reauthorize() -> None:
+            now = self.keyring.recheck(principal)
+            require_scope(now, WRITE)
+            if not now.sees_agent(job.agent_id):
+                raise Forbidden("this key no longer has access to the job's agent")
+
+        done = await self._call(
+            self.gateway.confirm,
+            principal.actor("web"),
+            job.id,
+            token,
+            reauthorize=reauthorize,
+        )
+        session.previews.pop(form.get("handle", ""), None)
+        if done.repeated:
+            session.notice = "This preview was already confirmed; nothing was sent again."
+        else:
+            session.notice = "Confirmed. This is the receipt of what ran."
+        return self._redirect(_job_path(job.id, "receipt"))
+
+    async def receipt(self, request: Request, session: Session, form: Form) -> Response:
+        job = await self._job(session.principal, str(request.path_params["job_id"]))
+        return self.render("receipt.html", session, job=job, page=present.job_page(job))
+
+    async def reject(self, request: Request, session: Session, form: Form) -> Response:
+        principal = session.principal
+        require_scope(principal, WRITE)
+        job = await self._job(principal, str(request.path_params["job_id"]))
+        await self._call(self.gateway.reject, principal.actor("web"), job.id)
+        session.notice = "Rejected. This job can never be applied."
+        return self._redirect(_job_path(job.id))
+
+
+def present_rows(agent_id: str, rows: list[tuple[str, str, str, float, int]]) -> list[Any]:
+    return list(receipts.job_rows(agent_id, rows)["jobs"])  # type: ignore[arg-type]
+
+
+def present_events(job_id: str, events: list[Any]) -> list[Any]:
+    return list(receipts.events_view(job_id, events)["events"])  # type: ignore[arg-type]
+
+
+def web_routes(
+    gateway: Gateway, keyring: Keyring, settings: WebSettings | None = None
+) -> list[BaseRoute]:
+    """The review UI's routes, to pass to ``create_app(..., routes=...)``."""
+    return WebUI(gateway, keyring, settings or WebSettings()).routes()
+
+
+__all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]
