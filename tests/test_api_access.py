@@ -34,6 +34,14 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
     ("healthz", "GET", "/healthz", None, None, row(200, 200, 200, 200, 200, 200, 200, 200)),
     ("openapi", "GET", "/openapi.json", None, None, row(200, 200, 200, 200, 200, 200, 200, 200)),
     (
+        "agent_info",
+        "GET",
+        "/api/v1/agent",
+        None,
+        None,
+        row(401, 401, 200, 200, 403, 403, 403, 403),
+    ),
+    (
         "resources",
         "GET",
         "/api/v1/resources",
@@ -254,3 +262,18 @@ def test_agent_tokens_never_review_any_operation(world: Any) -> None:
                         headers=auth,
                     )
                     assert r.status_code == 403, r.text
+
+
+def test_the_matrix_covers_every_api_route() -> None:
+    from starlette.routing import Route
+
+    from undogate.api import api_routes
+
+    served = {
+        (method, route.path.replace("{job_id}", "{job}").replace("{credential_id}", "{credential}"))
+        for route in api_routes()
+        if isinstance(route, Route) and route.include_in_schema
+        for method in (route.methods or set()) - {"HEAD"}
+    }
+    covered = {(method, path.split("?")[0]) for _, method, path, *_ in MATRIX}
+    assert served - covered == set()

@@ -350,6 +350,14 @@ async def list_resources(request: Request) -> Response:
 
 
 @endpoint
+async def agent_info(request: Request) -> Response:
+    """Which agent this token speaks for and which tools its config opts it in to."""
+    agent_id = _agent_principal(await authenticate(request))
+    tools = services(request).gateway.config.agent_tools(agent_id)
+    return JSONResponse({"agent": agent_id, "tools": list(tools)})
+
+
+@endpoint
 async def prepare_job(request: Request) -> Response:
     principal = await authenticate(request)
     agent_id = _agent_principal(principal)
@@ -526,6 +534,7 @@ def api_routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+        Route("/api/v1/agent", agent_info, methods=["GET"]),
         Route("/api/v1/resources", list_resources, methods=["GET"]),
         Route("/api/v1/jobs", prepare_job, methods=["POST"]),
         Route("/api/v1/jobs", list_jobs, methods=["GET"]),

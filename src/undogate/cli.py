@@ -356,5 +356,19 @@ def reject(url: str, key: str, job_id: str) -> None:
     )
 
 
+@main.command("mcp")
+@click.option(
+    "--url", envvar="UNDOGATE_URL", default=None, help="The running gateway [env UNDOGATE_URL]."
+)
+def mcp_command(url: str | None) -> None:
+    """Serve the agent tools over stdio (MCP), forwarding to a running gateway.
+
+    The agent token comes from UNDOGATE_AGENT_TOKEN, never from an argument.
+    """
+    from .mcp_server import run_stdio
+
+    sys.exit(run_stdio(url))
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -70,6 +70,13 @@ SCHEMAS: S = {
         },
     ),
     "Health": _obj(["status"], {"status": {"const": "ok"}}),
+    "AgentInfo": _obj(
+        ["agent", "tools"],
+        {
+            "agent": _STR,
+            "tools": {"type": "array", "items": {"enum": ["list_resources", "prepare_changes"]}},
+        },
+    ),
     "ResourceList": _obj(
         ["agent", "resources"],
         {
@@ -393,6 +400,9 @@ def openapi_document() -> S:
         },
         "paths": {
             "/healthz": {"get": _op("liveness", "Health", secured=False)},
+            "/api/v1/agent": {
+                "get": _op("this agent token's agent and its opted-in tools", "AgentInfo")
+            },
             "/api/v1/resources": {
                 "get": _op("the resources this agent token's agent is opted in to", "ResourceList")
             },

@@ -101,8 +101,6 @@ def serve(config_path: Path, host: str, port: int, echo: Echo) -> None:
     """
     import uvicorn
 
-    from .api import create_app
-
     with open_service(config_path) as svc:
         for warning in svc.config.warnings:
             echo(f"warning: {warning}")
@@ -120,9 +118,26 @@ def serve(config_path: Path, host: str, port: int, echo: Echo) -> None:
             echo("warning: no operator key exists yet: run `undogate keys create-operator`")
         if not svc.keyring.has_master:
             echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
-        app = create_app(svc.gateway, svc.keyring)
+        app = build_app(svc.gateway, svc.keyring)
         echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.path})")
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def build_app(gateway: Gateway, keyring: Keyring) -> Any:
+    """The whole served surface: the API, the review web UI and the agents' ``/mcp``.
+
+    Kept here rather than in ``api.create_app`` because the web UI and the MCP server
+    both build on the API module.
+    """
+    from starlette.routing import Route
+
+    from .api import create_app
+    from .mcp_server import build_mcp_app
+    from .web import web_routes
+
+    mcp = build_mcp_app(gateway, keyring)
+    routes = [Route("/mcp", endpoint=mcp), *web_routes(gateway, keyring)]
+    return create_app(gateway, keyring, routes=routes, lifespan=mcp.lifespan)
 
 
 def _is_loopback(host: str) -> bool:
