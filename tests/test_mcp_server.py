@@ -607,26 +607,14 @@ def _mock_gateway(routes: dict[tuple[str, str], tuple[int, Any]]) -> httpx.MockT
     return httpx.MockTransport(handle)
 
 
-def _forbidden() -> tuple[int, Any]:
-    return 403, {"error": {"code": "forbidden", "message": "not opted in", "details": {}}}
-
-
-def _invalid() -> tuple[int, Any]:
-    return 400, {"error": {"code": "invalid_request", "message": "summary", "details": {}}}
-
-
-LISTS: tuple[int, Any] = (200, {"resources": []})
 AGENT_ROUTE = ("GET", "/api/v1/agent")
-LIST_ROUTE, PREPARE_ROUTE = ("GET", "/api/v1/resources"), ("POST", "/api/v1/jobs")
 
 
 @pytest.mark.parametrize(
     ("routes", "tools"),
     [
         ({AGENT_ROUTE: (200, {"tools": ["prepare_changes", "x"]})}, ("prepare_changes",)),
-        ({LIST_ROUTE: LISTS, PREPARE_ROUTE: _invalid()}, ("list_resources", "prepare_changes")),
-        ({LIST_ROUTE: _forbidden(), PREPARE_ROUTE: _invalid()}, ("prepare_changes",)),
-        ({LIST_ROUTE: LISTS, PREPARE_ROUTE: _forbidden()}, ("list_resources",)),
+        ({AGENT_ROUTE: (200, {"tools": []})}, ()),
     ],
 )
 def test_stdio_learns_the_agents_tools_from_the_gateway(

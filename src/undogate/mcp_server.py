@@ -259,12 +259,6 @@ class GatewayBackend:
         return receipts.agent_receipt(done.job, replay=done.replay)
 
 
-# A body that passes the API's parser but that the engine refuses before reading or
-# writing anything: `forbidden` if the agent is not opted in to prepare_changes,
-# `invalid_request` (the blank summary) if it is.
-_PREPARE_PROBE: JsonObject = {"summary": " ", "changes": [{"resource": "-", "remove": ["-"]}]}
-
-
 class RemoteBackend:
     """The tools forwarded to a running gateway's HTTP API (stdio)."""
 
@@ -324,38 +318,16 @@ class RemoteBackend:
         return await self._call("POST", "/api/v1/jobs", body)
 
     async def agent_tools(self) -> tuple[str, ...]:
-        """The tools the token's agent is opted in to.
-
-        Asks ``GET /api/v1/agent`` (``{"tools": [...]}``); on a gateway without that
-        route, probes the two agent routes with requests that change nothing.
+        """The tools the token's agent is opted in to (``GET /api/v1/agent``).
 
         Raises:
-            Refusal: the gateway is unreachable or refuses the token.
+            Refusal: the gateway is unreachable, refuses the token, or answers oddly.
         """
-        try:
-            value = await self._call("GET", "/api/v1/agent")
-        except Refusal as refusal:
-            if refusal.code != "not_found":
-                raise
-        else:
-            listed = value.get("tools") if isinstance(value, dict) else None
-            if isinstance(listed, list):
-                return tuple(t for t in AGENT_TOOLS if t in listed)
-        tools: list[str] = []
-        try:
-            await self.list_resources()
-            tools.append("list_resources")
-        except Refusal as refusal:
-            if refusal.code != "forbidden":
-                raise
-        try:
-            await self.prepare(_PREPARE_PROBE)
-        except Refusal as refusal:
-            if refusal.code == "invalid_request":
-                tools.append("prepare_changes")
-            elif refusal.code != "forbidden":
-                raise
-        return tuple(tools)
+        value = await self._call("GET", "/api/v1/agent")
+        listed = value.get("tools") if isinstance(value, dict) else None
+        if not isinstance(listed, list):
+            raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+        return tuple(t for t in AGENT_TOOLS if t in listed)
 
 
 # -- the tools ---------------------------------------------------------------------------
