@@ -26,6 +26,7 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "restored byte-for-byte" in result.stdout
+    assert "agent sees tools ['list_resources', 'prepare_changes']" in result.stdout
     ledger_dir = work / "ledger"
     db = ledger_dir / DB_NAME
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
@@ -34,8 +35,11 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         states = conn.execute("SELECT state FROM jobs").fetchall()
         assert states == [("undone",)]
-        ops = [r[0] for r in conn.execute("SELECT operation FROM events ORDER BY id")]
-        assert ops[0] == "prepare" and ops[-1] == "finish_undo"
+        rows = conn.execute(
+            "SELECT operation, access_path FROM events WHERE job_id IS NOT NULL ORDER BY id"
+        ).fetchall()
+        assert rows[0] == ("prepare", "mcp")  # the agent prepared through the MCP tools
+        assert rows[-1][0] == "finish_undo"
     owner = Ledger.open(ledger_dir)
     try:
         with pytest.raises(LedgerInUse):

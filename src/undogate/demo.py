@@ -1,30 +1,37 @@
 """``undogate demo``: the whole promise in one run, on the embedded default.
 
-A contract server with sample data on 127.0.0.1, a fresh ledger, and a scripted walk
-through prepare → preview → confirm → undo. It exits 0 only when every resource ends
-byte-for-byte as it started.
+A contract server with sample data on 127.0.0.1, a fresh ledger, the served gateway,
+and a scripted walk: an agent prepares through the MCP tools (streamable HTTP at
+``/mcp``, with its own agent token), then a reviewer previews, confirms and undoes.
+It exits 0 only when every resource ends byte-for-byte as it started.
 """
 
 from __future__ import annotations
 
+import json
+import socket
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
+import anyio
 from rich.console import Console
 from rich.table import Table
 
+from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
-from .engine import Actor, Gateway, PrepareRequest, Preview
-from .jobs import ChangeRequest, Job, Operation
-from .jsonvalue import JsonNumber, dumps
+from .engine import Actor, Gateway, Preview
+from .jobs import Job, Operation
+from .jsonvalue import dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
+from .server import build_app
 
-REVIEWER = Actor(id="demo-reviewer", owner_id="demo-owner", kind="operator", access_path="demo")
-AGENT = Actor(id="account-assistant", owner_id="demo-owner", kind="agent", access_path="demo")
 RECORD_PATH = "/records/customer-123"
 NOTES_PATH = "/docs/notes.md"
 
@@ -67,6 +74,75 @@ def _workspace(data_dir: Path | None) -> Iterator[Path]:
         return
     with tempfile.TemporaryDirectory(prefix="undogate-demo-") as tmp:
         yield Path(tmp)
+
+
+@contextmanager
+def _served(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port, in a thread."""
+    import uvicorn
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the demo gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=15)
+
+
+async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any]:
+    """What an agent does: list its resources, then prepare one job, all over MCP."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http_client,
+        Client(streamable_http_client(mcp_url, http_client=http_client)) as client,
+    ):
+        tools = sorted(t.name for t in (await client.list_tools()).tools)
+        listed = await client.call_tool("list_resources", {})
+        names = [r["id"] for r in (listed.structured_content or {}).get("resources", [])]
+        print(f"agent sees tools {tools} and resources {names}")
+        result = await client.call_tool(
+            "prepare_changes",
+            {
+                "summary": "Convert Ada to a customer owned by Grace, note it in the account",
+                "changes": [
+                    {
+                        "resource": "customer",
+                        "set": {
+                            "status": "customer",
+                            "owner": "grace",
+                            "balance": 123456789012345678901234567891,
+                        },
+                        "assertion_kind": "supplied",
+                    },
+                    {
+                        "resource": "account-notes",
+                        "text": notes + "- Converted to customer; owner Grace.\n",
+                        "assertion_kind": "inferred",
+                    },
+                ],
+                "idempotency_key": "demo-1",
+                "attribution_label": "demo script",
+            },
+        )
+        if result.is_error or result.structured_content is None:
+            raise RuntimeError(f"prepare_changes was refused: {result.content}")
+        return dict(result.structured_content)
 
 
 def _show_preview(console: Console, preview: Preview) -> None:
@@ -122,42 +198,40 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         try:
             gateway = Gateway(config=config, ledger=ledger, http=http)
             gateway.recover()
-            prepared = gateway.prepare(
-                AGENT,
-                "account-assistant",
-                PrepareRequest(
-                    summary="Convert Ada to a customer owned by Grace, with her exact balance",
-                    changes=(
-                        ChangeRequest(
-                            resource_id="customer",
-                            set={
-                                "status": "customer",
-                                "owner": "grace",
-                                "balance": JsonNumber("123456789012345678901234567891"),
-                            },
-                        ),
-                        ChangeRequest(
-                            resource_id="account-notes",
-                            text=notes_start.decode() + "- Converted to customer; owner Grace.\n",
-                        ),
-                    ),
-                    idempotency_key="demo-1",
-                    attribution_label="demo script",
-                ),
+            keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
+            operator = keyring.create_operator(label="demo reviewer", actor="demo")
+            agent_token = keyring.create_agent_token(
+                owner_id=operator.credential.id,
+                agent_id="account-assistant",
+                label="demo agent",
+                actor="demo",
+            ).key
+            reviewer = Actor(
+                id=operator.credential.id,
+                owner_id=operator.credential.id,
+                kind="operator",
+                access_path="demo",
             )
-            job_id = prepared.job.id
+            with _served(build_app(gateway, keyring)) as gateway_url:
+                console.print(f"[bold]gateway[/] {gateway_url} (API, review UI, /mcp)")
+                receipt = anyio.run(
+                    _agent_prepares, f"{gateway_url}/mcp", agent_token, notes_start.decode()
+                )
+            console.print("[bold]the agent's receipt (all an agent ever sees):[/]")
+            console.print_json(json.dumps(receipt))
+            job_id = str(receipt["job_id"])
             console.print(f"[bold]prepared[/] {job_id} (nothing written yet)")
-            preview = gateway.preview(REVIEWER, job_id, Operation.APPLY)
+            preview = gateway.preview(reviewer, job_id, Operation.APPLY)
             _show_preview(console, preview)
             assert preview.token is not None, preview.blockers
-            applied = gateway.confirm(REVIEWER, job_id, preview.token).job
+            applied = gateway.confirm(reviewer, job_id, preview.token).job
             _show_receipt(console, applied)
             console.print(f"after:  {server.raw_bytes(RECORD_PATH).decode()}")
             console.print(f"notes:  {server.raw_bytes(NOTES_PATH).decode()!r}")
-            undo = gateway.preview(REVIEWER, job_id, Operation.UNDO)
+            undo = gateway.preview(reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
-            undone = gateway.confirm(REVIEWER, job_id, undo.token).job
+            undone = gateway.confirm(reviewer, job_id, undo.token).job
             _show_receipt(console, undone)
         finally:
             http.close()
