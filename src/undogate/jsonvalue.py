@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeAlias
 
@@ -160,6 +161,11 @@ def dumps(value: JsonValue, *, sort_keys: bool = True) -> str:
     return "".join(parts)
 
 
+# The C string encoder behind json.dumps(..., ensure_ascii=False), without building an
+# encoder per call: serialising a record calls it once per string.
+_quote: Callable[[str], str] = json.encoder.encode_basestring
+
+
 def _dump(value: JsonValue, out: list[str], sort_keys: bool) -> None:
     if value is None:
         out.append("null")
@@ -170,7 +176,7 @@ def _dump(value: JsonValue, out: list[str], sort_keys: bool) -> None:
     elif isinstance(value, JsonNumber):
         out.append(value.text)
     elif isinstance(value, str):
-        out.append(json.dumps(value, ensure_ascii=False))
+        out.append(_quote(value))
     elif isinstance(value, list):
         out.append("[")
         for i, item in enumerate(value):
@@ -184,7 +190,7 @@ def _dump(value: JsonValue, out: list[str], sort_keys: bool) -> None:
         for i, key in enumerate(keys):
             if i:
                 out.append(",")
-            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(_quote(key))
             out.append(":")
             _dump(value[key], out, sort_keys)
         out.append("}")

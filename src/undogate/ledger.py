@@ -259,6 +259,12 @@ class Ledger:
         self._lock_fd = lock_fd
         self._mutex = threading.RLock()
         self._in_tx = False
+        self._writer_thread: int | None = None
+        # Readers: one read-only connection per thread, so a read never waits for the
+        # writer's fsync (WAL lets readers see the last commit while a write is under way).
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
+        self._readers_lock = threading.Lock()
 
     # -- opening -------------------------------------------------------------
 
@@ -352,10 +358,14 @@ class Ledger:
                     raise
 
     def close(self) -> None:
-        """Close the connection and release ownership (idempotent)."""
+        """Close the connections and release ownership (idempotent)."""
         with self._mutex:
             if self._lock_fd < 0:
                 return
+            with self._readers_lock:
+                for reader in self._readers:
+                    reader.close()
+                self._readers.clear()
             self._conn.close()
             os.close(self._lock_fd)
             self._lock_fd = -1
@@ -369,6 +379,7 @@ class Ledger:
                 return fn(self._conn)
             self._conn.execute("BEGIN IMMEDIATE")
             self._in_tx = True
+            self._writer_thread = threading.get_ident()
             try:
                 result = fn(self._conn)
             except BaseException:
@@ -378,11 +389,42 @@ class Ledger:
                 self._conn.execute("COMMIT")
             finally:
                 self._in_tx = False
+                self._writer_thread = None
             return result
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        with self._mutex:
+        """Run ``fn`` on one consistent snapshot of the last commit.
+
+        Inside a ``write`` on the same thread it reads the writer's own transaction, so
+        a write function always sees what it has written so far.
+        """
+        if self._writer_thread == threading.get_ident():
             return fn(self._conn)
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    def _reader(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        conn = sqlite3.connect(
+            f"file:{self.path}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=5.0,
+        )
+        with self._readers_lock:
+            if self._lock_fd < 0:
+                conn.close()
+                raise LedgerError("the ledger is closed")
+            self._readers.append(conn)
+        self._local.conn = conn
+        return conn
 
     @contextmanager
     def raw(self) -> Iterator[sqlite3.Connection]:
