@@ -118,3 +118,17 @@ def test_second_process_gets_ledger_in_use_until_owner_is_killed(tmp_path: Path)
             owner.stdout.close()
     ledger = Ledger.open(data)  # the kernel released the lock with the process
     ledger.close()
+
+
+def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path) -> None:
+    from undogate.recovery import IN_FLIGHT_ACTIONS, RUNNING_JOBS
+
+    ledger = Ledger.open(tmp_path / "data")
+    try:
+        with ledger.raw() as c:
+            for query in (IN_FLIGHT_ACTIONS, RUNNING_JOBS):
+                plan = " ".join(row[-1] for row in c.execute("EXPLAIN QUERY PLAN " + query))
+                assert "USING INDEX" in plan or "USING COVERING INDEX" in plan, plan
+                assert not plan.startswith("SCAN"), plan
+    finally:
+        ledger.close()

@@ -60,13 +60,12 @@ from .jobs import (
     ResourceKind,
     check_transition,
     require_start,
-    state_after_apply,
     state_after_settling,
-    state_after_undo,
 )
 from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps, loads
 from .ledger import Ledger
 from .net import RemoteHTTP
+from .recovery import recover
 
 log = logging.getLogger(__name__)
 
@@ -94,9 +93,6 @@ class Actor:
     @property
     def label(self) -> str:
         return f"{self.kind}:{self.id}"
-
-
-SYSTEM = Actor(id="undogate", owner_id="", kind="system", access_path="system")
 
 
 @dataclass(frozen=True)
@@ -860,102 +856,8 @@ class Gateway:
     # -- start-up --------------------------------------------------------------------
 
     def recover(self) -> dict[str, int]:
-        """At start: interrupted writes become ``uncertain`` (quarantined), interrupted
-        operations settle, and jobs whose resource identity changed are invalidated.
-
-        Reads only what needs attention (in-flight actions, running jobs, changed
-        identities), never every job.
-        """
-        counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
-        self.ledger.write(lambda c: self._recover_in(c, counts))
-        return counts
-
-    def _recover_in(self, c: sqlite3.Connection, counts: dict[str, int]) -> None:
-        for action_id, job_id, idx, op in c.execute(
-            "SELECT id, job_id, change_idx, operation FROM actions WHERE status = 'dispatching'"
-        ).fetchall():
-            Ledger.finish_action(
-                c,
-                action_id,
-                ActionStatus.UNCERTAIN,
-                detail="the gateway stopped while this write was in flight; outcome unknown",
-            )
-            Ledger.set_change_state(c, job_id, idx, ChangeState.UNCERTAIN)
-            Ledger.add_event(
-                c,
-                job_id=job_id,
-                actor=SYSTEM.label,
-                access_path="system",
-                operation=f"{op}_uncertain",
-                target=str(idx),
-                to_state=ChangeState.UNCERTAIN.value,
-                detail={"reason": "interrupted by a restart"},
-            )
-            counts["uncertain"] += 1
-        for (job_id,) in c.execute(
-            "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
-        ).fetchall():
-            job = Ledger.load_job_in(c, job_id, with_actions=False)
-            assert job is not None
-            states = [ch.state for ch in job.changes]
-            if job.state is JobState.APPLYING:
-                final = state_after_apply(states)
-            else:
-                final = state_after_undo(states, JobState.APPLIED)
-                if final is JobState.APPLIED and any(s is ChangeState.UNDONE for s in states):
-                    final = JobState.PARTIALLY_UNDONE
-                if final is JobState.APPLIED and any(s is ChangeState.PENDING for s in states):
-                    final = JobState.PARTIALLY_APPLIED
-            check_transition("crash_recovered", job.state, final)
-            Ledger.set_job_state(c, job_id, final)
-            Ledger.add_event(
-                c,
-                job_id=job_id,
-                actor=SYSTEM.label,
-                access_path="system",
-                operation="crash_recovered",
-                from_state=job.state.value,
-                to_state=final.value,
-            )
-            counts["settled"] += 1
-        self._invalidate_changed(c, counts)
-
-    def _invalidate_changed(self, c: sqlite3.Connection, counts: dict[str, int]) -> None:
-        known = dict(c.execute("SELECT resource_id, fingerprint FROM resource_identities"))
-        current = {r.id: r.fingerprint for r in self.config.resources}
-        changed = [rid for rid, fp in known.items() if current.get(rid) != fp]
-        for rid in changed:
-            for job_id, from_state in c.execute(
-                "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "
-                "WHERE ch.resource_id = ? AND ch.fingerprint != ? "
-                "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
-                (rid, current.get(rid, "")),
-            ).fetchall():
-                reason = (
-                    f"the identity of resource {rid!r} changed in the config (URL, kind, "
-                    "token variable, network flags, pointer or fields)"
-                    if rid in current
-                    else f"resource {rid!r} was removed from the config"
-                )
-                check_transition("invalidate", JobState(from_state), JobState.INVALIDATED)
-                Ledger.set_job_state(c, job_id, JobState.INVALIDATED, invalidated_reason=reason)
-                Ledger.add_event(
-                    c,
-                    job_id=job_id,
-                    actor=SYSTEM.label,
-                    access_path="system",
-                    operation="invalidate",
-                    target=rid,
-                    from_state=from_state,
-                    to_state=JobState.INVALIDATED.value,
-                    detail={"reason": reason},
-                )
-                counts["invalidated"] += 1
-        c.execute("DELETE FROM resource_identities")
-        c.executemany(
-            "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?)",
-            list(current.items()),
-        )
+        """Start-up recovery (see ``recovery.recover``)."""
+        return recover(self.ledger, self.config)
 
     # -- test hook -----------------------------------------------------------------
 
@@ -1040,7 +942,6 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
 
 __all__ = [
     "CRASH_POINTS",
-    "SYSTEM",
     "Actor",
     "ChangeView",
     "Confirmation",

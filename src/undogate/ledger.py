@@ -191,6 +191,12 @@ _MIGRATIONS: list[str] = [
         WHEN OLD.revoked_at IS NOT NULL
         BEGIN SELECT RAISE(ABORT, 'a revoked credential stays revoked'); END;
     """,
+    # 3: start-up recovery finds running jobs through an index of exactly those states
+    # (SQLite cannot prove "IN (applying, undoing)" implies the NOT IN of jobs_unfinished,
+    # so without this it read every job).
+    """
+    CREATE INDEX jobs_running ON jobs(state) WHERE state IN ('applying', 'undoing');
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
