@@ -147,6 +147,23 @@ def test_a_redirect_is_returned_and_never_followed(client: RemoteHTTP) -> None:
         assert elsewhere.seen == []
 
 
+def test_a_cookie_set_by_a_server_is_never_sent_back(client: RemoteHTTP) -> None:
+    reply = Reply(headers=[("Set-Cookie", "session=from-resource-a; Path=/")])
+    with http_server(reply) as server:
+        client.send("GET", url(server, "/a"), headers={}, flags=LOOPBACK)
+        client.send("GET", url(server, "/b"), headers={}, flags=LOOPBACK)
+        client.send(
+            "PATCH",
+            url(server, "/b"),
+            headers={},
+            content=b"[]",
+            flags=LOOPBACK,
+            fresh_connection=True,
+        )
+    assert len(server.seen) == 3
+    assert all("cookie" not in seen.headers for seen in server.seen)
+
+
 def test_a_blocked_address_sends_nothing(client: RemoteHTTP) -> None:
     with http_server() as server:
         with pytest.raises(BlockedAddress):

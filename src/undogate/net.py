@@ -693,7 +693,10 @@ class RemoteHTTP:
             extensions={_PIN: target, _FRESH: fresh_connection},
         )
         try:
-            response = self._client.send(request, stream=True)
+            # Straight to the transport: no cookie jar (a Set-Cookie from one resource must
+            # never ride along on the next request to that host), no auth flow, no
+            # redirect loop; and far less CPU per request than Client.send.
+            response = self._router.handle_request(request)
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
             raise TransportFailure(_connect_reason(exc), sent=False) from None
         except httpx.UnsupportedProtocol as exc:
