@@ -3,6 +3,7 @@ invalidation, time limits and ledger limits, against the real contract server.""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from undogate.errors import (
     Quarantined,
     ReconciliationBlocked,
     TransitionNotAllowed,
+    UndogateError,
 )
 from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Observation, Operation
 from undogate.jsonvalue import JsonValue
@@ -326,3 +328,35 @@ def test_reviewer_rechecked_before_each_dispatch(
         gw.confirm(OWNER, job2, token2, reauthorize=always_revoked)
     assert gw.get_job(OWNER.owner_id, job2).state is JobState.PREPARED
     assert gw.confirm(OWNER, job2, token2).job.state is JobState.APPLIED
+
+
+@pytest.mark.parametrize("same_token", [True, False])
+def test_concurrent_confirms_dispatch_exactly_once(
+    gateway: Gateway, server: ContractServer, same_token: bool
+) -> None:
+    job_id = prepare(gateway, status="customer")
+    first = gateway.preview(OWNER, job_id, Operation.APPLY).token
+    second = first if same_token else gateway.preview(OWNER, job_id, Operation.APPLY).token
+    assert first and second
+    both_checked = threading.Barrier(2, timeout=10)
+    results: list[object] = []
+
+    def confirm(token: str) -> None:
+        try:
+            # Both confirms pass every check, then race for the first intent commit.
+            results.append(gateway.confirm(OWNER, job_id, token, reauthorize=both_checked.wait))
+        except UndogateError as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=confirm, args=(t,)) for t in (first, second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    errors = [r for r in results if isinstance(r, UndogateError)]
+    assert len(results) == 2 and len(errors) == 1, results
+    assert errors[0].code == ("preview_used" if same_token else "changed_since_preview")
+    assert server.attempt_count(PATH) == 1
+    job = gateway.get_job(OWNER.owner_id, job_id)
+    assert job.state is JobState.APPLIED
+    assert len(job.actions) == 1

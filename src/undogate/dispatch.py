@@ -139,7 +139,7 @@ class Dispatch:
 
     def _intent_rows(self, c: sqlite3.Connection, planned: PlannedWrite) -> int:
         if not self.started:
-            Ledger.consume_preview(c, self.token_hash)
+            Ledger.consume_preview(c, self.token_hash, self.job.id, self.job.state.value)
             c.execute(
                 "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?",
                 (self.job.id,),

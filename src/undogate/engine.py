@@ -777,7 +777,7 @@ class Gateway:
         }
 
         def commit(c: sqlite3.Connection) -> None:
-            Ledger.consume_preview(c, token_hash)
+            Ledger.consume_preview(c, token_hash, job.id, job.state.value)
             c.execute(
                 "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job.id,)
             )

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import LedgerError, LedgerInUse
+from .errors import ChangedSincePreview, LedgerError, LedgerInUse, PreviewUsed
 from .jobs import (
     Action,
     ActionStatus,
@@ -762,8 +762,30 @@ class Ledger:
         return row[0] if row and row[0] is not None else None
 
     @staticmethod
-    def consume_preview(c: sqlite3.Connection, token_hash: str) -> int:
-        """Mark the preview consumed; returns its operation sequence number."""
+    def consume_preview(
+        c: sqlite3.Connection, token_hash: str, job_id: str, expected_state: str
+    ) -> int:
+        """Claim the preview for one operation; returns its operation sequence number.
+
+        Inside the write transaction, so of two concurrent confirms exactly one wins:
+        the other finds the token spent, or the job moved on.
+
+        Raises:
+            PreviewUsed: another confirm consumed this token first.
+            ChangedSincePreview: the job's state moved since this confirm read it.
+        """
+        row = c.execute(
+            "SELECT consumed_at FROM previews WHERE token_hash = ?", (token_hash,)
+        ).fetchone()
+        if row is None or row[0] is not None:
+            raise PreviewUsed("this preview was used by another confirm; preview again")
+        state = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if state is None or state[0] != expected_state:
+            raise ChangedSincePreview(
+                "the job moved on while this confirm was checking it; nothing was written. "
+                "Preview again",
+                job=job_id,
+            )
         seq = Ledger.next_seq(c)
         c.execute(
             "UPDATE previews SET consumed_at = ?, op_seq = ? WHERE token_hash = ?",
