@@ -97,6 +97,9 @@ def _details(exc: UndogateError) -> JsonObject:
 
 async def _undogate_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UndogateError)
+    if getattr(request.state, "agent_facing", False):
+        message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
+        return error_response(exc.code, message, details)
     return error_response(exc.code, exc.message, _details(exc))
 
 
@@ -176,9 +179,11 @@ async def authenticate(request: Request) -> Principal:
     return await run_in_threadpool(services(request).keyring.authenticate, key)
 
 
-def _agent_principal(principal: Principal) -> str:
+def _agent_principal(request: Request, principal: Principal) -> str:
     if principal.kind != "agent" or principal.agent_id is None:
         raise Forbidden("this route is for agent tokens")
+    # From here on, refusals are shaped for an agent (no hosts, addresses, variables).
+    request.state.agent_facing = True
     return principal.agent_id
 
 
@@ -199,9 +204,15 @@ async def json_body(request: Request, *, optional: bool = False) -> JsonObject:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _too_large()
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise _too_large()
+    # Counted as it streams: a chunked body has no Content-Length to refuse up front.
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _too_large()
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     if not raw.strip():
         if optional:
             return {}
@@ -341,7 +352,7 @@ async def openapi(request: Request) -> Response:
 @endpoint
 async def list_resources(request: Request) -> Response:
     principal = await authenticate(request)
-    agent_id = _agent_principal(principal)
+    agent_id = _agent_principal(request, principal)
     gw = services(request).gateway
     if "list_resources" not in gw.config.agent_tools(agent_id):
         raise Forbidden(f"agent {agent_id!r} is not opted in to list_resources")
@@ -352,7 +363,7 @@ async def list_resources(request: Request) -> Response:
 @endpoint
 async def agent_info(request: Request) -> Response:
     """Which agent this token speaks for and which tools its config opts it in to."""
-    agent_id = _agent_principal(await authenticate(request))
+    agent_id = _agent_principal(request, await authenticate(request))
     tools = services(request).gateway.config.agent_tools(agent_id)
     return JSONResponse({"agent": agent_id, "tools": list(tools)})
 
@@ -360,7 +371,7 @@ async def agent_info(request: Request) -> Response:
 @endpoint
 async def prepare_job(request: Request) -> Response:
     principal = await authenticate(request)
-    agent_id = _agent_principal(principal)
+    agent_id = _agent_principal(request, principal)
     prepare = parse_prepare(await json_body(request))
     gw = services(request).gateway
     done = await call(gw.prepare, principal.actor("api"), agent_id, prepare)

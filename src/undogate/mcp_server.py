@@ -21,7 +21,6 @@ with the stable error code and says what the model can do next.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -37,7 +36,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import Headers
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from . import __version__, receipts
@@ -166,20 +165,6 @@ class Refusal(Exception):
         return cls(exc.code, exc.message, exc.details)
 
 
-# What the model may see of a refusal's details (never values, URLs or variables).
-_SAFE_DETAILS = ("resource", "current_version", "job", "member", "field", "allowed", "limit")
-# Codes whose message may name the endpoint, the network or a token variable: the model
-# gets a fixed sentence instead (the operator sees the full one in the API and logs).
-_OPAQUE = {
-    "remote_unavailable": "undogate could not read the resource from its system",
-    "remote_contract_breach": "the resource's system answered in a way undogate cannot trust",
-    "blocked_address": "the resource's address is blocked by undogate's network policy",
-    "missing_token": "undogate is missing the credential for the resource's system",
-    "unauthorized": "the agent token is missing, unknown or revoked",
-    "gateway_unavailable": "undogate could not be reached",
-    "gateway_error": "undogate gave an answer that could not be read",
-    "internal_error": "undogate failed internally",
-}
 _NEXT_STEP = {
     "stale_version": "Nothing was prepared. Read the resource again and prepare again, "
     "with expected_version set to the current_version below.",
@@ -201,20 +186,15 @@ _UNKNOWN_OUTCOME = (
     "It is unknown whether a job was prepared: call again with the same idempotency_key "
     "and the same input; a replay returns the job if it exists and creates no duplicate."
 )
-_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
 def agent_error(refusal: Refusal) -> ToolError:
     """The tool error a model sees: ``<code>: <sentence> <next step> Details: {...}``."""
     code = refusal.code
-    sentence = _OPAQUE.get(code) or _URL_RE.sub("[address withheld]", refusal.message)
-    sentence = sentence.rstrip(".") + "."
-    details: dict[str, Any] = {k: refusal.details[k] for k in _SAFE_DETAILS if k in refusal.details}
-    if code in _OPAQUE:
-        details = {k: v for k, v in details.items() if k == "resource"}
+    sentence, details = receipts.agent_refusal(code, refusal.message, refusal.details)
     text = f"{code}: {sentence} {_NEXT_STEP.get(code, _UNKNOWN_OUTCOME)}"
     if details:
-        text += " Details: " + dumps(receipts.json_value(details))
+        text += " Details: " + dumps(details)
     return ToolError(text)
 
 
@@ -536,8 +516,27 @@ class McpApp:
         server = self._servers.get(config_tools(self.gateway.config, principal.agent_id))
         server = server or self._servers[()]
         await server.session_manager.handle_request(
-            {**scope, PRINCIPAL_KEY: principal}, receive, send
+            {**scope, PRINCIPAL_KEY: principal}, _bounded(receive), send
         )
+
+
+def _bounded(receive: Receive) -> Receive:
+    """``receive`` that stops a request body at MAX_BODY_BYTES, however it is sent
+    (a chunked body has no Content-Length to refuse up front)."""
+    from .api import MAX_BODY_BYTES
+
+    seen = 0
+
+    async def bounded() -> Message:
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY_BYTES:
+                return {"type": "http.disconnect"}  # stop reading: the body is too large
+        return message
+
+    return bounded
 
 
 def config_tools(config: Config, agent_id: str) -> tuple[str, ...]:

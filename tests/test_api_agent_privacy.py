@@ -1,0 +1,177 @@
+"""What an agent may see through the HTTP API: no hosts, addresses, token variables;
+and request bodies bounded however they are sent."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from starlette.testclient import TestClient
+
+from undogate.api import MAX_BODY_BYTES, create_app
+from undogate.auth import Keyring
+from undogate.config import parse_config
+from undogate.engine import Gateway
+from undogate.ledger import Ledger
+from undogate.net import RemoteHTTP
+
+INTERNAL_HOST = "crm-internal.corp.example"
+INTERNAL_ADDRESS = "10.20.30.40"
+VARIABLE = "CRM_PROD_ADMIN_TOKEN"
+
+
+@pytest.fixture
+def agent_client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
+    resources = [
+        {
+            "id": "blocked",
+            "agent_id": "account-assistant",
+            "name": "Behind a private address",
+            "kind": "json_record",
+            "url": f"https://{INTERNAL_HOST}/api/customers/123",
+            "fields": ["status"],
+            "conditional_writes": True,
+        },
+        {
+            "id": "tokenless",
+            "agent_id": "account-assistant",
+            "name": "Token variable unset",
+            "kind": "json_record",
+            "url": "https://crm.example/api/customers/7",
+            "fields": ["status"],
+            "conditional_writes": True,
+            "token_env": VARIABLE,
+        },
+    ]
+    config = parse_config(
+        {
+            "server": {"data_dir": str(tmp_path / "data")},
+            "resources": resources,
+            "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
+        }
+    )
+    ledger = Ledger.open(config.server.data_dir)
+    # The resolver answers a private address: refused by policy, nothing is sent.
+    http = RemoteHTTP(request_timeout_s=2.0, resolver=lambda host, port: [INTERNAL_ADDRESS])
+    gateway = Gateway(config=config, ledger=ledger, http=http, environ={})
+    keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
+    owner = keyring.create_operator(label="alice")
+    agent = keyring.create_agent_token(
+        owner_id=owner.credential.id, agent_id="account-assistant", label="assistant"
+    )
+    try:
+        yield TestClient(create_app(gateway, keyring)), agent.key
+    finally:
+        http.close()
+        ledger.close()
+
+
+def _prepare(client: TestClient, key: str, resource: str) -> httpx.Response:
+    body: dict[str, Any] = {
+        "summary": "x",
+        "changes": [{"resource": resource, "set": {"status": "a"}}],
+    }
+    return client.post("/api/v1/jobs", headers={"Authorization": f"Bearer {key}"}, json=body)
+
+
+@pytest.mark.parametrize(
+    ("resource", "code"), [("blocked", "blocked_address"), ("tokenless", "missing_token")]
+)
+def test_agent_refusals_name_no_host_address_or_variable(
+    agent_client: tuple[TestClient, str], resource: str, code: str
+) -> None:
+    client, key = agent_client
+    response = _prepare(client, key, resource)
+    assert response.json()["error"]["code"] == code
+    for secret in (INTERNAL_HOST, INTERNAL_ADDRESS, VARIABLE, "https://"):
+        assert secret not in response.text
+
+
+def test_a_chunked_body_is_refused_once_over_the_limit_without_buffering_it(
+    agent_client: tuple[TestClient, str],
+) -> None:
+    client, key = agent_client
+    app = client.app
+    chunk = b" " * (256 * 1024)
+    pulled = 0
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1  # a body with no Content-Length, 64 chunks (16 MiB) if all were read
+        return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/jobs",
+        "raw_path": b"/api/v1/jobs",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"transfer-encoding", b"chunked"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    anyio.run(app, scope, receive, send)
+    assert sent[0]["status"] == 413
+    assert pulled * len(chunk) <= MAX_BODY_BYTES + len(chunk)  # stopped near the limit
+
+
+def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
+    agent_client: tuple[TestClient, str],
+) -> None:
+    from undogate.mcp_server import build_mcp_app
+
+    client, key = agent_client
+    gateway = client.app.state.undogate.gateway  # type: ignore[attr-defined]
+    mcp = build_mcp_app(gateway, client.app.state.undogate.keyring)  # type: ignore[attr-defined]
+    chunk = b" " * (256 * 1024)
+    pulled = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal pulled
+        pulled += 1
+        return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
+
+    async def send(message: dict[str, Any]) -> None:
+        return None
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (b"authorization", f"Bearer {key}".encode()),
+            (b"content-type", b"application/json"),
+            (b"accept", b"application/json, text/event-stream"),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+    async def scenario() -> None:
+        async with mcp.lifespan():
+            await mcp(scope, receive, send)
+
+    anyio.run(scenario)
+    assert pulled * len(chunk) <= MAX_BODY_BYTES + len(chunk)
