@@ -16,6 +16,7 @@ from undogate.errors import (
     Forbidden,
     LaterJobOverlaps,
     LimitReached,
+    PreviewUsed,
     Quarantined,
     ReconciliationBlocked,
     TransitionNotAllowed,
@@ -355,8 +356,50 @@ def test_concurrent_confirms_dispatch_exactly_once(
         t.join(timeout=30)
     errors = [r for r in results if isinstance(r, UndogateError)]
     assert len(results) == 2 and len(errors) == 1, results
-    assert errors[0].code == ("preview_used" if same_token else "changed_since_preview")
+    assert errors[0].code == "preview_used"  # spent, or a newer operation ran first
     assert server.attempt_count(PATH) == 1
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.state is JobState.APPLIED
     assert len(job.actions) == 1
+
+
+def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_the_same(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    for path in ("/records/r1", "/records/r2", "/records/r3"):
+        server.set_record(path, {"status": "old"})
+    gw = open_gateway(
+        make_config(
+            server, data_dir, *(resource(server, f"r{i}", f"/records/r{i}") for i in (1, 2, 3))
+        )
+    )
+    req = PrepareRequest(
+        summary="three",
+        changes=tuple(ChangeRequest(resource_id=f"r{i}", set={"status": "new"}) for i in (1, 2, 3)),
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    server.arm("status:409", "/records/r2")
+    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    undo_token = gw.preview(OWNER, job_id, Operation.UNDO).token
+    apply_token = gw.preview(OWNER, job_id, Operation.APPLY).token
+    assert undo_token and apply_token
+
+    def another_reviewer_resumes_first() -> None:
+        # Runs after the undo confirm's checks, before its first write: the resume
+        # applies r2, r3 is refused, and the job is partially_applied again.
+        server.arm("status:409", "/records/r3")
+        resumed = gw.confirm(OWNER, job_id, apply_token).job
+        assert resumed.state is JobState.PARTIALLY_APPLIED
+
+    with pytest.raises(PreviewUsed, match="another operation"):
+        gw.confirm(OWNER, job_id, undo_token, reauthorize=another_reviewer_resumes_first)
+    job = gw.get_job(OWNER.owner_id, job_id)
+    assert job.state is JobState.PARTIALLY_APPLIED
+    assert [c.state for c in job.changes] == [
+        ChangeState.APPLIED,
+        ChangeState.APPLIED,
+        ChangeState.PENDING,
+    ]
+    assert server.get_record("/records/r1")["status"] == "new"  # the stale undo sent nothing
+    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE  # a fresh undo covers both
+    assert all(server.get_record(f"/records/r{i}")["status"] == "old" for i in (1, 2, 3))

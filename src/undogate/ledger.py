@@ -197,6 +197,11 @@ _MIGRATIONS: list[str] = [
     """
     CREATE INDEX jobs_running ON jobs(state) WHERE state IN ('applying', 'undoing');
     """,
+    # 4: a preview remembers the job's last operation when it was made, so a token from
+    # before a newer operation can never run on a job that merely looks the same again.
+    """
+    ALTER TABLE previews ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -729,8 +734,16 @@ class Ledger:
     ) -> None:
         c.execute(
             "INSERT INTO previews(token_hash, job_id, operation, created_at, expires_at, "
-            "snapshot) VALUES (?, ?, ?, ?, ?, ?)",
-            (token_hash, job_id, operation.value, time.time(), expires_at, dumps(snapshot)),
+            "snapshot, base_seq) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                token_hash,
+                job_id,
+                operation.value,
+                time.time(),
+                expires_at,
+                dumps(snapshot),
+                Ledger.latest_consumed_seq(c, job_id) or 0,
+            ),
         )
 
     @staticmethod
@@ -771,14 +784,20 @@ class Ledger:
         the other finds the token spent, or the job moved on.
 
         Raises:
-            PreviewUsed: another confirm consumed this token first.
+            PreviewUsed: another confirm consumed this token first, or another operation
+                ran on the job after this preview was made.
             ChangedSincePreview: the job's state moved since this confirm read it.
         """
         row = c.execute(
-            "SELECT consumed_at FROM previews WHERE token_hash = ?", (token_hash,)
+            "SELECT consumed_at, base_seq FROM previews WHERE token_hash = ?", (token_hash,)
         ).fetchone()
         if row is None or row[0] is not None:
             raise PreviewUsed("this preview was used by another confirm; preview again")
+        if (Ledger.latest_consumed_seq(c, job_id) or 0) != row[1]:
+            raise PreviewUsed(
+                "another operation ran on this job after this preview; preview again",
+                job=job_id,
+            )
         state = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if state is None or state[0] != expected_state:
             raise ChangedSincePreview(
