@@ -403,3 +403,36 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
     assert server.get_record("/records/r1")["status"] == "new"  # the stale undo sent nothing
     assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE  # a fresh undo covers both
     assert all(server.get_record(f"/records/r{i}")["status"] == "old" for i in (1, 2, 3))
+
+
+def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    base = resource(server, "customer", PATH, fields=["status", "owner"])
+    gw = open_gateway(make_config(server, data_dir, base))
+    uncertain = make_uncertain(gw, server)
+    gw.ledger.close()
+    gw.http.close()
+    widened = {**base, "fields": ["status", "owner", "tier"]}  # a new identity
+    gw2 = open_gateway(make_config(server, data_dir, widened))
+    assert gw2.get_job(OWNER.owner_id, uncertain).state is JobState.NEEDS_REVIEW
+    newer = prepare(gw2, status="vip")
+    with pytest.raises(Quarantined):
+        gw2.preview(OWNER, newer, Operation.APPLY)
+    with pytest.raises(TransitionNotAllowed, match="Restore the configuration"):
+        gw2.preview(OWNER, uncertain, Operation.ACCEPT_OBSERVED)
+    assert server.get_record(PATH)["status"] == "customer"
+    gw2.ledger.close()
+    gw2.http.close()
+    # Under the configuration it was prepared with, a reviewer reconciles it...
+    gw3 = open_gateway(make_config(server, data_dir, base))
+    assert run(gw3, uncertain, Operation.ACCEPT_OBSERVED) is JobState.APPLIED
+    gw3.ledger.close()
+    gw3.http.close()
+    # ...and the new configuration then invalidates it (and the job prepared under the
+    # widened identity in between, which the switch back invalidated): new work is free.
+    gw4 = open_gateway(make_config(server, data_dir, widened))
+    assert gw4.get_job(OWNER.owner_id, uncertain).state is JobState.INVALIDATED
+    assert gw4.get_job(OWNER.owner_id, newer).state is JobState.INVALIDATED
+    fresh = prepare(gw4, status="vip")
+    assert run(gw4, fresh, Operation.APPLY) is JobState.APPLIED

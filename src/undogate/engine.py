@@ -484,8 +484,11 @@ class Gateway:
         for change in targets:
             if change.fingerprint != self._resource(change.resource_id).fingerprint:
                 raise TransitionNotAllowed(
-                    f"{change.resource_id}'s identity changed since this job was prepared",
+                    f"{change.resource_id}'s identity changed in the config since this job "
+                    "was prepared. Restore the configuration it was prepared with and "
+                    "reconcile it there; until then its fields stay quarantined",
                     state=job.state.value,
+                    resource=change.resource_id,
                 )
         if operation is not Operation.ACCEPT_OBSERVED:
             self.ledger.read(lambda c: self._check_others(c, job, targets, operation))
@@ -496,13 +499,14 @@ class Gateway:
     ) -> None:
         """Quarantine (every write) and the later-job ordering guard (undo)."""
         for change in targets:
+            # Any identity: a quarantine outlives a config change until it is reconciled.
             rows = c.execute(
-                "SELECT ch.job_id, ch.idx, ch.kind, ch.fields, ch.state, ch.applied_seq "
-                "FROM changes ch WHERE ch.resource_id = ? AND ch.fingerprint = ? "
+                "SELECT ch.job_id, ch.idx, ch.kind, ch.fields, ch.state, ch.applied_seq, "
+                "ch.fingerprint FROM changes ch WHERE ch.resource_id = ? "
                 "AND ch.state IN (?, ?) AND ch.job_id != ?",
-                (change.resource_id, change.fingerprint, *_OPEN_FOR_OVERLAP, job.id),
+                (change.resource_id, *_OPEN_FOR_OVERLAP, job.id),
             ).fetchall()
-            for other_job, _idx, kind, fields_json, state, applied_seq in rows:
+            for other_job, _idx, kind, fields_json, state, applied_seq, fingerprint in rows:
                 other_fields = set(_fields(fields_json))
                 overlap = kind == ResourceKind.WEBDAV_TEXT.value or bool(
                     other_fields & set(change.fields)
@@ -518,6 +522,7 @@ class Gateway:
                     )
                 if (
                     operation is Operation.UNDO
+                    and fingerprint == change.fingerprint
                     and change.applied_at is not None
                     and applied_seq is not None
                     and applied_seq > change.applied_at

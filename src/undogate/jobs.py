@@ -12,7 +12,7 @@ The machine (drawn in docs/state-machine.md)::
     needs_review ──accept observed──▶ applied | partially_applied | prepared
                                      | undone | partially_undone
     prepared ──reject──▶ rejected
-    any unfinished state ──identity changed──▶ invalidated
+    any unfinished state but needs_review ──identity changed──▶ invalidated
 """
 
 from __future__ import annotations
@@ -138,7 +138,6 @@ TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
             _S.APPLIED,
             _S.PARTIALLY_APPLIED,
             _S.PARTIALLY_UNDONE,
-            _S.NEEDS_REVIEW,
         )
     },
 }

@@ -97,6 +97,23 @@ def _invalidate_changed(c: sqlite3.Connection, config: Config, counts: dict[str,
             "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
             (rid, current.get(rid, "")),
         ).fetchall():
+            if from_state == JobState.NEEDS_REVIEW.value:
+                # An uncertain write keeps its quarantine until a person reconciles it,
+                # under the configuration it was made with.
+                Ledger.add_event(
+                    c,
+                    job_id=job_id,
+                    actor=SYSTEM_LABEL,
+                    access_path="system",
+                    operation="identity_changed",
+                    target=rid,
+                    detail={
+                        "reason": f"the identity of resource {rid!r} changed in the config; "
+                        "this job needs review, so it stays quarantined: reconcile it under "
+                        "the configuration it was prepared with"
+                    },
+                )
+                continue
             reason = (
                 f"the identity of resource {rid!r} changed in the config (URL, kind, "
                 "token variable, network flags, pointer or fields)"
