@@ -457,3 +457,13 @@ def test_a_slow_resolver_is_bounded_by_the_request_timeout() -> None:
         http.close()
     assert info.value.sent is False
     assert time.monotonic() - started < 3.0
+
+
+def test_a_compressed_body_is_never_decompressed(client: RemoteHTTP) -> None:
+    import gzip
+
+    bomb = gzip.compress(b"0" * (4 * 1024 * 1024))  # 4 MiB of zeros, a few KiB on the wire
+    with http_server(Reply(body=bomb, headers=[("Content-Encoding", "gzip")])) as server:
+        response = client.send("GET", url(server), headers={}, flags=LOOPBACK, max_body=64 * 1024)
+    assert response.body == bomb  # the raw bytes, as sent
+    assert response.headers["content-encoding"] == "gzip"

@@ -683,15 +683,18 @@ class RemoteHTTP:
         )
         budget = self._budget(started, deadline)
         ends_at = time.monotonic() + budget
-        request = self._client.build_request(
-            method,
-            target.url,
-            # identity: the ETag is of the representation we read, and no decompression bomb
-            headers={"Accept-Encoding": "identity", **headers},
-            content=content,
-            timeout=budget,
-            extensions={_PIN: target, _FRESH: fresh_connection},
-        )
+        try:
+            request = self._client.build_request(
+                method,
+                target.url,
+                # identity: the ETag is of the representation we read; no decompression bomb
+                headers={"Accept-Encoding": "identity", **headers},
+                content=content,
+                timeout=budget,
+                extensions={_PIN: target, _FRESH: fresh_connection},
+            )
+        except (UnicodeError, ValueError, httpx.HTTPError) as exc:
+            raise TransportFailure(f"not sent: {type(exc).__name__}", sent=False) from None
         try:
             # Straight to the transport: no cookie jar (a Set-Cookie from one resource must
             # never ride along on the next request to that host), no auth flow, no
@@ -708,7 +711,8 @@ class RemoteHTTP:
         address = _peer_address(response, target)
         try:
             body = bytearray()
-            for chunk in response.iter_bytes():
+            # Raw bytes: never decompress (a gzip body is refused by the adapter instead).
+            for chunk in response.iter_raw():
                 body.extend(chunk)
                 if len(body) > max_body:
                     raise TransportFailure("response body over the size limit", sent=True)

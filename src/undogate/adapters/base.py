@@ -145,6 +145,13 @@ class Adapter(ABC):
                 resource=resource.id,
                 status=response.status,
             )
+        encoding = response.headers.get("content-encoding", "identity").strip().lower()
+        if encoding not in ("", "identity"):
+            raise RemoteContractBreach(
+                f"{resource.id} answered with Content-Encoding {encoding[:40]!r}; undogate "
+                "asks for identity and never decompresses",
+                resource=resource.id,
+            )
         etag = self._strong_etag(resource, response)
         media_type = response.headers.get("content-type", "")
         fields, text = self.parse(resource, media_type, response.body)
@@ -172,6 +179,11 @@ class Adapter(ABC):
             raise RemoteContractBreach(
                 f"{resource.id} sent a malformed ETag", resource=resource.id
             ) from None
+        if not etag.opaque.isascii():
+            # RFC 9110 admits obs-text, but it cannot be sent back in If-Match reliably.
+            raise RemoteContractBreach(
+                f"{resource.id} sent an ETag with non-ASCII bytes", resource=resource.id
+            )
         if etag.weak:
             raise RemoteContractBreach(
                 f"{resource.id} sent a weak ETag; conditional writes need a strong one",

@@ -1,0 +1,57 @@
+"""What every adapter refuses in a read, whatever the resource kind."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from undogate.adapters import JsonRecordAdapter
+from undogate.config import Limits, parse_config
+from undogate.errors import RemoteContractBreach
+from undogate.net import RemoteHTTP, RemoteResponse
+
+CONFIG = parse_config(
+    {
+        "agents": [{"id": "a"}],
+        "resources": [
+            {
+                "id": "r",
+                "agent_id": "a",
+                "name": "r",
+                "kind": "json_record",
+                "url": "https://records.example.com/r/1",
+                "fields": ["status"],
+            }
+        ],
+    }
+)
+
+
+def _response(**headers: bytes) -> RemoteResponse:
+    """Headers as raw bytes, the way they arrive on the wire."""
+    base: dict[str, bytes] = {"content-type": b"application/json", "etag": b'"v1"'}
+    base.update(headers)
+    raw = httpx.Headers([(name.encode(), value) for name, value in base.items()])
+    return RemoteResponse(200, raw, b'{"status": "a"}', "127.0.0.1")
+
+
+@pytest.mark.parametrize(
+    ("headers", "reason"),
+    [
+        ({"etag": b'"v1\xe9"'}, "non-ASCII"),
+        ({"content-encoding": b"gzip"}, "Content-Encoding"),
+        ({"etag": b'W/"v1"'}, "weak"),
+    ],
+)
+def test_reads_that_cannot_be_trusted_are_contract_breaches(
+    headers: dict[str, bytes], reason: str
+) -> None:
+    http = RemoteHTTP()
+    try:
+        adapter = JsonRecordAdapter(http=http, limits=Limits())
+        resource = CONFIG.resources[0]
+        assert adapter.snapshot_from(resource, _response()).etag.opaque == "v1"
+        with pytest.raises(RemoteContractBreach, match=reason):
+            adapter.snapshot_from(resource, _response(**headers))
+    finally:
+        http.close()
