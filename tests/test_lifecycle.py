@@ -14,6 +14,7 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway, PrepareRequest
 from undogate.errors import (
     Forbidden,
+    IdempotencyKeyReused,
     LaterJobOverlaps,
     LimitReached,
     PreviewUsed,
@@ -436,3 +437,32 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
     assert gw4.get_job(OWNER.owner_id, newer).state is JobState.INVALIDATED
     fresh = prepare(gw4, status="vip")
     assert run(gw4, fresh, Operation.APPLY) is JobState.APPLIED
+
+
+def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+) -> None:
+    now = [1_000_000.0]
+    gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
+    req = PrepareRequest(
+        summary="keyed",
+        changes=(ChangeRequest(resource_id="customer", set={"status": "x"}),),
+        idempotency_key="k-1",
+    )
+    first = gw.prepare(AGENT, "account-assistant", req)
+    now[0] += 29 * 86400
+    again = gw.prepare(AGENT, "account-assistant", req)
+    assert again.replay and again.job.id == first.job.id
+    now[0] += 2 * 86400
+    with pytest.raises(IdempotencyKeyReused, match="no longer honoured"):
+        gw.prepare(AGENT, "account-assistant", req)
+
+
+def test_removing_a_field_twice_is_one_removal(gateway: Gateway, server: ContractServer) -> None:
+    req = PrepareRequest(
+        summary="drop", changes=(ChangeRequest(resource_id="customer", remove=("owner", "owner")),)
+    )
+    job_id = gateway.prepare(AGENT, "account-assistant", req).job.id
+    assert gateway.get_job(OWNER.owner_id, job_id).changes[0].fields == ("owner",)
+    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+    assert "owner" not in server.get_record(PATH)

@@ -329,22 +329,31 @@ class Gateway:
 
         return self.ledger.write(commit)
 
-    def _find_idempotent(self, owner_id: str, agent_id: str, key: str) -> tuple[str, str] | None:
+    def _find_idempotent(
+        self, owner_id: str, agent_id: str, key: str
+    ) -> tuple[str, str, float] | None:
         return self.ledger.read(lambda c: self._find_idempotent_in(c, owner_id, agent_id, key))
 
     def _find_idempotent_in(
         self, c: sqlite3.Connection, owner_id: str, agent_id: str, key: str
-    ) -> tuple[str, str] | None:
-        window = self.config.limits.idempotency_days * 86400
+    ) -> tuple[str, str, float] | None:
         row = c.execute(
-            "SELECT id, request_digest FROM jobs WHERE owner_id = ? AND agent_id = ? "
-            "AND idempotency_key = ? AND created_at >= ? ORDER BY seq DESC LIMIT 1",
-            (owner_id, agent_id, key, self.clock() - window),
+            "SELECT id, request_digest, created_at FROM jobs WHERE owner_id = ? "
+            "AND agent_id = ? AND idempotency_key = ? ORDER BY seq DESC LIMIT 1",
+            (owner_id, agent_id, key),
         ).fetchone()
-        return (row[0], row[1]) if row else None
+        return (row[0], row[1], row[2]) if row else None
 
-    def _replay(self, earlier: tuple[str, str], digest: str) -> Prepared:
-        job_id, earlier_digest = earlier
+    def _replay(self, earlier: tuple[str, str, float], digest: str) -> Prepared:
+        job_id, earlier_digest, created_at = earlier
+        days = self.config.limits.idempotency_days
+        if created_at < self.clock() - days * 86400:
+            # The key's promise has lapsed, and a key never names two jobs.
+            raise IdempotencyKeyReused(
+                f"this idempotency_key was first used more than {days} days ago and is no "
+                "longer honoured; use a new key",
+                job=job_id,
+            )
         if earlier_digest != digest:
             raise IdempotencyKeyReused(
                 "this idempotency_key was already used for a different request; "

@@ -72,7 +72,7 @@ class JsonRecordAdapter(Adapter):
             )
         current = snapshot.fields or {}
         to_set = request.set or {}
-        to_remove = request.remove
+        to_remove = tuple(dict.fromkeys(request.remove))  # a name removed twice is one removal
         if not to_set and not to_remove:
             raise InvalidRequest(
                 f"the change to {resource.id} sets or removes nothing", resource=resource.id
