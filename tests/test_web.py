@@ -104,10 +104,11 @@ def test_only_operator_keys_sign_in_and_the_form_needs_its_token(world: WebWorld
         assert "Only operator keys" in sign_in(client, world.keys["agent"]).text
         assert "unknown or has been revoked" in sign_in(client, "ugo_x").text
         client.get("/signin")
-        forged = client.post("/signin", data={"key": world.keys["alice"], "csrf": "a.1.b"})
-        assert forged.status_code == 401
-        assert "out of date" in forged.text
-        assert SESSION_COOKIE not in client.cookies
+        for csrf in ("a.1.b", "a.1.é", "a.١.b"):  # forged, non-ASCII, a non-ASCII digit
+            forged = client.post("/signin", data={"key": world.keys["alice"], "csrf": csrf})
+            assert forged.status_code == 401
+            assert "out of date" in forged.text
+            assert SESSION_COOKIE not in client.cookies
 
 
 def test_pages_need_a_session_and_carry_the_safety_headers(world: WebWorld) -> None:

@@ -160,10 +160,11 @@ class SigninTokens:
         if not token or not cookie_nonce or len(token) > 300:
             return False
         parts = token.split(".")
-        if len(parts) != 3 or not parts[1].isdigit():
+        if len(parts) != 3 or not parts[1].isascii() or not parts[1].isdigit():
             return False
         nonce, issued, mac = parts
-        if not hmac.compare_digest(mac, self._mac(nonce, issued)):
+        # Bytes, not str: compare_digest refuses non-ASCII str (a 500, not a refusal).
+        if not hmac.compare_digest(mac.encode(), self._mac(nonce, issued).encode()):
             return False
         if not hmac.compare_digest(nonce.encode(), cookie_nonce.encode()):
             return False
