@@ -382,3 +382,26 @@ def test_the_record_is_untouched_until_confirm(world: WebWorld) -> None:
         )
         assert "already confirmed; nothing was sent again" in again.text
         assert world.server.write_count(RECORD) == 1
+
+
+def test_bidi_overrides_and_control_characters_are_shown_not_obeyed(world: WebWorld) -> None:
+    # "txt.exe" that a right-to-left override would display as "exe.txt", plus a C1 CSI.
+    trick = "invoice\u202etxt.exe\u200b\u009b2J"
+    with signed_in(world) as client:
+        job_id = prepare_via_api(
+            client,
+            world.keys["agent"],
+            {"summary": trick, "changes": [{"resource": "customer", "set": {"owner": trick}}]},
+        )
+        for path in (f"/jobs/{job_id}", "/agents/account-assistant"):
+            html = client.get(path).text
+            for hidden in ("\u202e", "\u200b", "\u009b"):
+                assert hidden not in html, (path, hidden)
+            assert "⟨U+202E⟩" in html
+
+
+def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
+    from undogate.review_cli import value_text
+
+    shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
+    assert all(ch.isprintable() for ch in shown), shown

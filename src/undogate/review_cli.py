@@ -41,7 +41,7 @@ def s(value: Any) -> str:
 def value_text(value: JsonValue, present: bool = True) -> Text:
     if not present:
         return Text("(absent)", style="dim italic")
-    return Text(dumps(value))
+    return inert(dumps(value))
 
 
 def _obj(value: JsonValue) -> dict[str, Any]:

@@ -67,9 +67,19 @@ def when(ts: Any) -> str:
     return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def visible(text: str) -> str:
+    """``text`` with every invisible or control character (bidi overrides, C1 controls,
+    zero-width marks) shown as ``⟨U+XXXX⟩``: a reviewer sees the exact characters, and
+    no character can reorder or hide what is on the page. Tabs and newlines stay."""
+    return "".join(
+        ch if ch in "\t\n" or ch == " " or ch.isprintable() else f"⟨U+{ord(ch):04X}⟩"
+        for ch in text
+    )
+
+
 def json_text(value: JsonValue) -> str:
-    """A value as exact JSON text (numbers keep their digits)."""
-    return dumps(value, sort_keys=False)
+    """A value as exact JSON text (numbers keep their digits), invisibles shown."""
+    return visible(dumps(value, sort_keys=False))
 
 
 def state_words(state: str) -> str:

@@ -82,6 +82,7 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["json"] = present.json_text
+    env.filters["visible"] = present.visible
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
