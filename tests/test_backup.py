@@ -137,3 +137,33 @@ def test_the_backup_command_works_while_serving(served: dict[str, Any], tmp_path
         assert c.execute("SELECT COUNT(*) FROM credentials").fetchone()[0] == 2
     refused = cli("restore", str(target), "--config", str(served["config"]), env=served["env"])
     assert refused.returncode == 2 and "owned by another process" in refused.stderr
+
+
+def test_a_restore_never_brings_a_revoked_key_back(tmp_path: Path) -> None:
+    from undogate.auth import Keyring
+    from undogate.errors import Unauthorized
+
+    data = tmp_path / "data"
+    ledger = Ledger.open(data)
+    keyring = Keyring(ledger)
+    leaked = keyring.create_operator(label="leaked")
+    ledger.close()
+    backup = tmp_path / "backups" / "before-revocation.sqlite3"
+    backup.parent.mkdir(mode=0o700)
+    backup_ledger(data, backup)
+    ledger = Ledger.open(data)
+    Keyring(ledger).revoke(leaked.credential.id, force=True)
+    ledger.close()
+
+    restore_ledger(backup, data)
+    ledger = Ledger.open(data)
+    try:
+        with pytest.raises(Unauthorized):
+            Keyring(ledger).authenticate(leaked.key)
+        with ledger.raw() as c:
+            kept = c.execute(
+                "SELECT COUNT(*) FROM events WHERE operation = 'revocation_kept_on_restore'"
+            ).fetchone()[0]
+        assert kept == 1
+    finally:
+        ledger.close()

@@ -121,6 +121,7 @@ def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
     # The ownership lock alone (no SQLite connection): refuses while a server owns it.
     lock_fd = Ledger._take_lock(data_dir / LOCK_NAME)
     try:
+        revoked = _revocations(data_dir / DB_NAME)
         aside: Path | None = None
         stamp = time.strftime("%Y%m%dT%H%M%S")
         for suffix in ("", "-wal", "-shm"):
@@ -132,6 +133,7 @@ def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
         temp = data_dir / f".{DB_NAME}.restore"
         shutil.copyfile(backup, temp)
         os.chmod(temp, 0o600)
+        _keep_revoked(temp, revoked)
         fd = os.open(temp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -142,3 +144,56 @@ def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
     finally:
         os.close(lock_fd)
     return aside
+
+
+def _revocations(db: Path) -> list[tuple[str, float, str | None]]:
+    """The revoked credentials of the ledger about to be replaced."""
+    if not db.exists():
+        return []
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        has_table = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'credentials'"
+        ).fetchone()
+        if not has_table:
+            return []
+        return [
+            (row[0], row[1], row[2])
+            for row in conn.execute(
+                "SELECT id, revoked_at, revoked_reason FROM credentials "
+                "WHERE revoked_at IS NOT NULL"
+            )
+        ]
+    finally:
+        conn.close()
+
+
+def _keep_revoked(db: Path, revoked: list[tuple[str, float, str | None]]) -> None:
+    """A restore brings back history, never a revoked key: revocations made since the
+    backup are applied to the restored copy, each with its event."""
+    if not revoked:
+        return
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for cred_id, revoked_at, reason in revoked:
+            cur = conn.execute(
+                "UPDATE credentials SET revoked_at = ?, revoked_reason = ? "
+                "WHERE id = ? AND revoked_at IS NULL",
+                (revoked_at, reason or "revoked before the restore", cred_id),
+            )
+            if cur.rowcount:
+                Ledger.add_event(
+                    conn,
+                    job_id=None,
+                    actor="system:undogate",
+                    access_path="cli",
+                    operation="revocation_kept_on_restore",
+                    target=cred_id,
+                )
+        conn.execute("COMMIT")
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
