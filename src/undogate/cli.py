@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -258,9 +261,21 @@ def keys_master() -> None:
 # -- reviewing over the API --------------------------------------------------------
 
 _URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
-_KEY = click.option(
-    "--key", envvar="UNDOGATE_KEY", required=True, help="Operator key [env UNDOGATE_KEY]."
-)
+
+
+def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
+    """The operator key, from UNDOGATE_KEY only: never an argument, where every user of
+    the machine could read it in the process list."""
+
+    @functools.wraps(fn)
+    def with_key(*args: Any, **kwargs: Any) -> None:
+        key = os.environ.get("UNDOGATE_KEY", "")
+        if not key:
+            click.echo("error [unauthorized]: set UNDOGATE_KEY to your operator key", err=True)
+            sys.exit(2)
+        fn(*args, key=key, **kwargs)
+
+    return with_key
 
 
 def _review(url: str, key: str, fn: Any) -> None:
