@@ -345,7 +345,21 @@ def test_read_back_with_a_different_media_type_is_uncertain(
     )
     done = run(gateway, job.id, Operation.APPLY)
     assert done.state is JobState.NEEDS_REVIEW
-    assert "desired values" in (last_action(done).detail or "")
+    assert "read-back" in (last_action(done).detail or "")
+
+
+def test_identical_bytes_written_by_someone_else_before_the_read_back_are_not_ours(
+    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+) -> None:
+    gateway, http = gw
+    job = prepare_text(gateway, "plain", "changed\n")
+    # Between our PUT and our read-back, another writer puts the very same bytes: the
+    # read-back would look right, but its version is theirs, not ours.
+    http.after_write.append(lambda: server.set_text(PLAIN, "changed\n", "text/plain"))
+    done = run(gateway, job.id, Operation.APPLY)
+    assert done.state is JobState.NEEDS_REVIEW
+    assert "different version than the write answered" in (last_action(done).detail or "")
+    assert done.changes[0].applied_etag is None
 
 
 def test_a_text_document_is_quarantined_whole(

@@ -18,6 +18,7 @@ from functools import partial
 from .adapters import Adapter, ConditionalWrite, Side
 from .config import Resource
 from .errors import BlockedAddress, MissingToken, UndogateError
+from .etag import ETag, parse_etag
 from .jobs import (
     ActionStatus,
     Change,
@@ -274,6 +275,15 @@ class Dispatch:
                 **here,  # type: ignore[arg-type]
                 detail="read-back shows the old version: the write did not take effect",
             )
+        answered = _single_strong_etag(response)
+        if answered is not None and not answered.strong_equals(snap.etag):
+            # The write answered one version, the read-back shows another: someone wrote in
+            # between, and their version must not be recorded as ours.
+            return Outcome(
+                ActionStatus.UNCERTAIN,
+                **here,  # type: ignore[arg-type]
+                detail="read-back shows a different version than the write answered",
+            )
         if not planned.adapter.shows(planned.change, snap, target):
             return Outcome(
                 ActionStatus.UNCERTAIN,
@@ -286,6 +296,19 @@ class Dispatch:
             result_etag=snap.etag.header,
             address=response.address or snap.address,
         )
+
+
+def _single_strong_etag(response: RemoteResponse) -> ETag | None:
+    """The write response's ETag, when it carries exactly one strong one (optional: the
+    read-back supplies the version otherwise)."""
+    values = response.headers.get_list("etag")
+    if len(values) != 1:
+        return None
+    try:
+        tag = parse_etag(values[0])
+    except ValueError:
+        return None
+    return None if tag.weak else tag
 
 
 def change_state_after(operation: Operation, status: ActionStatus, change: Change) -> ChangeState:
