@@ -311,7 +311,16 @@ __all__ = [
 # -- what an agent may see of a refusal (the API and the MCP tools alike) ----------------
 
 # Details an agent may see (never values, URLs, addresses or variable names).
-_AGENT_SAFE_DETAILS = ("resource", "current_version", "job", "member", "field", "allowed", "limit")
+_AGENT_SAFE_DETAILS = (
+    "resource",
+    "current_version",
+    "job",
+    "member",
+    "field",
+    "allowed",
+    "limit",
+    "reason",
+)
 # Codes whose message may name the endpoint, the network or a token variable: an agent
 # gets a fixed sentence instead (the operator sees the full one in receipts and events).
 _AGENT_OPAQUE = {
