@@ -608,6 +608,7 @@ class RemoteHTTP:
         self._resolver = resolver or system_resolver
         self._extra_allowed = _parse_networks(extra_allowed)
         self._router = _PinnedRouter(_ssl_context(ca_bundle))
+        self._literal_targets: dict[tuple[str, NetworkFlags], PinnedTarget] = {}
         self._client = httpx.Client(
             transport=self._router,
             trust_env=False,
@@ -678,9 +679,15 @@ class RemoteHTTP:
         if any(name.lower() == "host" for name in headers):
             raise BlockedAddress("a request must not set its own Host header")
         budget = self._budget(started, deadline)
-        target = check_url(
-            url, flags, self._resolve_within(budget), extra_allowed=self._extra_allowed
-        )
+        target = self._literal_targets.get((url, flags))
+        if target is None:
+            target = check_url(
+                url, flags, self._resolve_within(budget), extra_allowed=self._extra_allowed
+            )
+            if target.literal:
+                # A literal address needs no DNS, so its verdict cannot change: keep it.
+                # Names are resolved and checked on every request (rebinding).
+                self._literal_targets[(url, flags)] = target
         budget = self._budget(started, deadline)
         ends_at = time.monotonic() + budget
         try:
