@@ -34,9 +34,12 @@ class Stat:
         )
 
 
-def ratio(a: Stat, b: Stat) -> Stat:
-    """Median ratio and a spread bounded by the extremes."""
-    return Stat(a.median / b.median, a.low / b.high, a.high / b.low)
+def paired_ratio(measured: list[float], floor: list[float]) -> Stat:
+    """Ratios of samples taken side by side (interleaved): the median and the
+    interquartile range (p25, p75) of the per-pair ratios."""
+    ratios = sorted(m / f for m, f in zip(measured, floor, strict=True))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return Stat(statistics.median(ratios), q[0], q[2])
 
 
 def free_port() -> int:

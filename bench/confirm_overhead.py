@@ -19,7 +19,7 @@ from undogate.jsonvalue import dumps, loads
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 
-from .common import DurableCommits, Stat, contract_server, private_dir, ratio
+from .common import DurableCommits, Stat, contract_server, paired_ratio, private_dir
 
 OWNER = Actor(id="bench", owner_id="bench", kind="operator", access_path="bench")
 AGENT = Actor(id="bench-agent", owner_id="bench", kind="agent", access_path="bench")
@@ -109,8 +109,11 @@ def run(work: Path, trials: int = 9) -> dict[str, Stat]:
             floor_db.close()
             http.close()
             ledger.close()
-    m, f = Stat.of(measured), Stat.of(floor)
-    return {"confirm": m, "floor": f, "ratio": ratio(m, f)}
+    return {
+        "confirm": Stat.of(measured),
+        "floor": Stat.of(floor),
+        "ratio": paired_ratio(measured, floor),
+    }
 
 
 def _floor(client: httpx.Client, db: DurableCommits, base: str, value: str) -> float:

@@ -18,7 +18,7 @@ from undogate.jsonvalue import JsonNumber
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 
-from .common import Stat, private_dir, ratio
+from .common import Stat, paired_ratio, private_dir
 
 STATES = [JobState.PREPARED, JobState.APPLIED, JobState.UNDONE, JobState.REJECTED]
 
@@ -73,40 +73,20 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
     return ids
 
 
-def _measure(data_dir: Path, ids: list[str], config_data: dict[str, object]) -> dict[str, Stat]:
+def _startup(data_dir: Path, config_data: dict[str, object]) -> float:
     config = parse_config({**config_data, "server": {"data_dir": str(data_dir)}})
-    startups: list[float] = []
-    for _ in range(5):
-        started = time.perf_counter()
-        ledger = Ledger.open(data_dir)
-        gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
-        gw.recover()
-        startups.append(time.perf_counter() - started)
-        gw.http.close()
-        ledger.close()
+    started = time.perf_counter()
     ledger = Ledger.open(data_dir)
     gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
-    rng = random.Random(7)
-    try:
-        lists: list[float] = []
-        for _ in range(200):
-            started = time.perf_counter()
-            rows = gw.list_jobs("bench", "agent-1")
-            lists.append(time.perf_counter() - started)
-            assert len(rows) == min(100, len(ids) // 4)
-        details: list[float] = []
-        for _ in range(500):
-            job_id = rng.choice(ids)
-            started = time.perf_counter()
-            gw.get_job("bench", job_id)
-            details.append(time.perf_counter() - started)
-    finally:
-        gw.http.close()
-        ledger.close()
-    return {"list": Stat.of(lists), "detail": Stat.of(details), "startup": Stat.of(startups)}
+    gw.recover()
+    elapsed = time.perf_counter() - started
+    gw.http.close()
+    ledger.close()
+    return elapsed
 
 
 def run(work: Path, small: int = 1_000, large: int = 100_000) -> dict[str, Stat]:
+    """Both ledgers are measured alternately, so both see the same machine."""
     config_data: dict[str, object] = {
         "limits": {"max_jobs": large * 2},
         "resources": [
@@ -124,15 +104,41 @@ def run(work: Path, small: int = 1_000, large: int = 100_000) -> dict[str, Stat]
     }
     fingerprint = parse_config(config_data).resources[0].fingerprint
     out: dict[str, Stat] = {}
-    results = {}
+    dirs: dict[int, Path] = {}
+    ids: dict[int, list[str]] = {}
     for count in (small, large):
-        data_dir = work / f"ledger-{count}"
+        dirs[count] = work / f"ledger-{count}"
         started = time.perf_counter()
-        ids = _fill(data_dir, count, fingerprint)
+        ids[count] = _fill(dirs[count], count, fingerprint)
         out[f"fill_{count}"] = Stat.of([time.perf_counter() - started])
-        results[count] = _measure(data_dir, ids, config_data)
+    timings: dict[tuple[str, int], list[float]] = {
+        (k, n): [] for k in ("list", "detail", "startup") for n in (small, large)
+    }
+    for _ in range(7):
+        for count in (small, large):
+            timings[("startup", count)].append(_startup(dirs[count], config_data))
+    gateways = {}
+    for count in (small, large):
+        config = parse_config({**config_data, "server": {"data_dir": str(dirs[count])}})
+        gateways[count] = Gateway(config=config, ledger=Ledger.open(dirs[count]), http=RemoteHTTP())
+    rng = random.Random(7)
+    try:
+        for _ in range(300):
+            for count, gw in gateways.items():
+                started = time.perf_counter()
+                rows = gw.list_jobs("bench", "agent-1")
+                timings[("list", count)].append(time.perf_counter() - started)
+                assert len(rows) == min(100, count // 4)
+                job_id = rng.choice(ids[count])
+                started = time.perf_counter()
+                gw.get_job("bench", job_id)
+                timings[("detail", count)].append(time.perf_counter() - started)
+    finally:
+        for gw in gateways.values():
+            gw.http.close()
+            gw.ledger.close()
     for key in ("list", "detail", "startup"):
-        out[f"{key}_small"] = results[small][key]
-        out[f"{key}_large"] = results[large][key]
-        out[f"{key}_ratio"] = ratio(results[large][key], results[small][key])
+        out[f"{key}_small"] = Stat.of(timings[(key, small)])
+        out[f"{key}_large"] = Stat.of(timings[(key, large)])
+        out[f"{key}_ratio"] = paired_ratio(timings[(key, large)], timings[(key, small)])
     return out

@@ -72,8 +72,7 @@ def visible(text: str) -> str:
     zero-width marks) shown as ``⟨U+XXXX⟩``: a reviewer sees the exact characters, and
     no character can reorder or hide what is on the page. Tabs and newlines stay."""
     return "".join(
-        ch if ch in "\t\n" or ch == " " or ch.isprintable() else f"⟨U+{ord(ch):04X}⟩"
-        for ch in text
+        ch if ch in "\t\n" or ch == " " or ch.isprintable() else f"⟨U+{ord(ch):04X}⟩" for ch in text
     )
 
 
