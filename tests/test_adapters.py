@@ -55,3 +55,30 @@ def test_reads_that_cannot_be_trusted_are_contract_breaches(
             adapter.snapshot_from(resource, _response(**headers))
     finally:
         http.close()
+
+
+@pytest.mark.parametrize(
+    ("media_type", "ok"),
+    [
+        (b"application/json", True),
+        (b"Application/JSON; charset=UTF-8", True),
+        (b'application/json; charset="utf-8"', True),
+        (b"application/json; charset=latin-1", False),
+        (b"application/json; charset=utf-8; charset=utf-8", False),
+        (b"application/json; version=2", False),
+        (b"application/problem+json", False),
+        (b"text/json", False),
+    ],
+)
+def test_records_accept_only_json_with_no_charset_but_utf8(media_type: bytes, ok: bool) -> None:
+    http = RemoteHTTP()
+    try:
+        adapter = JsonRecordAdapter(http=http, limits=Limits())
+        response = _response(**{"content-type": media_type})
+        if ok:
+            assert adapter.snapshot_from(CONFIG.resources[0], response).fields == {"status": "a"}
+        else:
+            with pytest.raises(RemoteContractBreach, match="media type"):
+                adapter.snapshot_from(CONFIG.resources[0], response)
+    finally:
+        http.close()

@@ -25,6 +25,29 @@ from ..jsonvalue import JsonObject
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
 
 
+def media_type_is(value: str, allowed: frozenset[str]) -> bool:
+    """``value`` is one of ``allowed`` with no parameter or only ``charset=utf-8``.
+
+    Type and parameter names compare case-insensitively; the charset value may be quoted
+    and must be utf-8 (SPEC §6: the bytes are strict UTF-8, whatever else is claimed).
+    """
+    main, *params = value.split(";")
+    if main.strip().lower() not in allowed:
+        return False
+    seen_charset = False
+    for param in params:
+        name, sep, val = param.partition("=")
+        if not sep or name.strip().lower() != "charset" or seen_charset:
+            return False
+        val = val.strip()
+        if len(val) >= 2 and val[0] == val[-1] == '"':
+            val = val[1:-1]
+        if val.lower() != "utf-8":
+            return False
+        seen_charset = True
+    return True
+
+
 class Side(StrEnum):
     BEFORE = "before"
     AFTER = "after"

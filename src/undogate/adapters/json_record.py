@@ -17,22 +17,10 @@ from ..jsonvalue import (
     loads_object,
     resolve_record,
 )
-from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
+from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot, media_type_is
 
 PATCH_MEDIA_TYPE = "application/json-patch+json"
-
-
-def _is_json_media_type(value: str) -> bool:
-    main, _, params = value.partition(";")
-    if main.strip().lower() != "application/json":
-        return False
-    for param in params.split(";"):
-        if not param.strip():
-            continue
-        name, _, val = param.partition("=")
-        if name.strip().lower() != "charset" or val.strip().strip('"').lower() != "utf-8":
-            return False
-    return True
+JSON_MEDIA_TYPES = frozenset({"application/json"})
 
 
 @dataclass
@@ -43,7 +31,7 @@ class JsonRecordAdapter(Adapter):
     def parse(
         self, resource: Resource, media_type: str, body: bytes
     ) -> tuple[JsonObject | None, str | None]:
-        if not _is_json_media_type(media_type):
+        if not media_type_is(media_type, JSON_MEDIA_TYPES):
             raise RemoteContractBreach(
                 f"{resource.id} answered with media type {media_type[:60]!r}, not application/json",
                 resource=resource.id,

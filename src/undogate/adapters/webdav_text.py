@@ -16,33 +16,14 @@ from ..errors import InvalidRequest, RemoteContractBreach
 from ..etag import parse_etag
 from ..jobs import Change, ChangeRequest, ResourceKind
 from ..jsonvalue import JsonObject
-from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
+from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot, media_type_is
 
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
 
 
 def is_text_media_type(value: str) -> bool:
-    """``text/plain`` or ``text/markdown``, with no parameter or only ``charset=utf-8``.
-
-    Type and parameter names compare case-insensitively; the charset value must be
-    ``utf-8`` (any case, optionally quoted) and nothing else: not ``utf8``, not
-    ``us-ascii``, not a second parameter.
-    """
-    main, *params = value.split(";")
-    if main.strip().lower() not in TEXT_MEDIA_TYPES:
-        return False
-    seen_charset = False
-    for param in params:
-        name, sep, val = param.partition("=")
-        if not sep or name.strip().lower() != "charset" or seen_charset:
-            return False
-        val = val.strip()
-        if len(val) >= 2 and val[0] == val[-1] == '"':
-            val = val[1:-1]
-        if val.lower() != "utf-8":
-            return False
-        seen_charset = True
-    return True
+    """``text/plain`` or ``text/markdown``, with no parameter or only ``charset=utf-8``."""
+    return media_type_is(value, TEXT_MEDIA_TYPES)
 
 
 @dataclass
