@@ -179,3 +179,22 @@ def test_receipt_views_mark_absent_fields_and_diff_text_by_line() -> None:
         ("-", "b"),
         ("+", "c"),
     ]
+
+
+def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: Any) -> None:
+    from undogate.auth import WRITE
+
+    write_only = api_world.keyring.create_operator(label="write only", scopes=(WRITE,))
+    client = TestClient(api_world.app)
+    made = prepare(
+        client,
+        api_world,
+        '{"summary": "s", "changes": [{"resource": "customer", "set": {"status": "x"}}]}',
+    )
+    job_id = made.json()["job_id"]
+    headers = {"Authorization": f"Bearer {write_only.key}"}
+    preview = client.post(
+        f"/api/v1/jobs/{job_id}/previews", headers=headers, json={"operation": "apply"}
+    )
+    assert preview.status_code == 403
+    assert '"x"' not in preview.text

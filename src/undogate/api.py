@@ -385,6 +385,12 @@ def _reader(principal: Principal, scope: str) -> None:
     require_scope(principal, scope)
 
 
+def _reviewer(principal: Principal) -> None:
+    """Previewing, confirming and rejecting show a job's values: write needs read too."""
+    require_scope(principal, WRITE)
+    require_scope(principal, READ)
+
+
 async def _visible_job(request: Request, principal: Principal, job_id: str) -> Job:
     job = await call(services(request).gateway.get_job, principal.owner_id, job_id)
     if not principal.sees_agent(job.agent_id):
@@ -425,7 +431,7 @@ async def job_events(request: Request) -> Response:
 @endpoint
 async def preview_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, WRITE)
+    _reviewer(principal)
     body = await json_body(request)
     _only(body, ("operation",))
     name = _str(body, "operation", required=True, max_len=40)
@@ -444,7 +450,7 @@ async def preview_job(request: Request) -> Response:
 @endpoint
 async def confirm_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, WRITE)
+    _reviewer(principal)
     body = await json_body(request)
     _only(body, ("preview_token", "dry_run"))
     token = _str(body, "preview_token", required=True, max_len=200)
@@ -473,7 +479,7 @@ async def confirm_job(request: Request) -> Response:
 @endpoint
 async def reject_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, WRITE)
+    _reviewer(principal)
     _only(await json_body(request, optional=True), ())
     job = await _visible_job(request, principal, request.path_params["job_id"])
     done = await call(services(request).gateway.reject, principal.actor("api"), job.id)
