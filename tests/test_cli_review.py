@@ -200,3 +200,15 @@ def test_reject_through_a_terminal_and_show_marks_caller_supplied_text(
     assert "summary (agent-supplied text)" in shown_job.stdout
     assert "\x1b[2J" not in shown_job.stdout
     assert server.write_count(SERVED_PATH) == 0
+
+
+def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> None:
+    result = cli(
+        "jobs",
+        "list",
+        "--agent",
+        "account-assistant",
+        env={**os.environ, "UNDOGATE_URL": "http://10.0.0.5:8080", "UNDOGATE_KEY": "ugo_x"},
+    )
+    assert result.returncode == 2
+    assert "use https" in result.stderr

@@ -283,7 +283,10 @@ def _review(url: str, key: str, fn: Any) -> None:
 
     from .server import ApiClient
 
-    client = ApiClient(url, key)
+    try:
+        client = ApiClient(url, key)
+    except UndogateError as exc:
+        _fail(exc)
     try:
         code = fn(client, Console(highlight=False))
     except UndogateError as exc:

@@ -249,7 +249,11 @@ def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
     else:
         method, path = "POST", f"/api/v1/admin/keys/{cmd.credential}/revoke"
         body = {"force": cmd.force}
-    return ApiClient(url, master).request(method, path, body)
+    client = ApiClient(url, master)
+    try:
+        return client.request(method, path, body)
+    finally:
+        client.close()
 
 
 class ApiError(UndogateError):
@@ -265,6 +269,13 @@ class ApiClient:
 
     def __init__(self, url: str, key: str, *, timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
+        parsed = httpx.URL(self.url)
+        if parsed.scheme != "https" and not _is_loopback(parsed.host):
+            # Plain http beyond this machine would carry the key in clear text.
+            raise InvalidRequest(
+                f"refusing to send a key to {parsed.scheme}://{parsed.host}: use https "
+                "(plain http is only for 127.0.0.1 or localhost)"
+            )
         self._client = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {key}"},
