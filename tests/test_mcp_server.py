@@ -574,6 +574,9 @@ def test_stdio_refuses_to_start_without_a_gateway_or_with_a_bad_token(world: Wor
     assert world.keys["revoked"] not in bad.stderr
     gone = _stdio({"UNDOGATE_URL": f"http://127.0.0.1:{free_port()}", "UNDOGATE_AGENT_TOKEN": "x"})
     assert gone.returncode == 2 and "gateway_unavailable" in gone.stderr
+    far = _stdio({"UNDOGATE_URL": "http://10.0.0.5:8080", "UNDOGATE_AGENT_TOKEN": "uga_secret"})
+    assert far.returncode == 2 and "use https" in far.stderr  # no token over plain http
+    assert "uga_secret" not in far.stderr
 
 
 # -- pieces -------------------------------------------------------------------------------------

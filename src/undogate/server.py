@@ -264,18 +264,26 @@ class ApiError(UndogateError):
         self.code = code  # type: ignore[misc]
 
 
+def require_safe_gateway_url(url: str) -> None:
+    """A key may travel to a gateway over https, or over plain http only to this machine.
+
+    Raises:
+        InvalidRequest: plain http (or another scheme) to any other host.
+    """
+    parsed = httpx.URL(url)
+    if parsed.scheme != "https" and not (parsed.scheme == "http" and _is_loopback(parsed.host)):
+        raise InvalidRequest(
+            f"refusing to send a key to {parsed.scheme}://{parsed.host}: use https "
+            "(plain http is only for 127.0.0.1 or localhost)"
+        )
+
+
 class ApiClient:
     """A small client of undogate's own API (the CLI's only way to a running server)."""
 
     def __init__(self, url: str, key: str, *, timeout: float = 60.0) -> None:
         self.url = url.rstrip("/")
-        parsed = httpx.URL(self.url)
-        if parsed.scheme != "https" and not _is_loopback(parsed.host):
-            # Plain http beyond this machine would carry the key in clear text.
-            raise InvalidRequest(
-                f"refusing to send a key to {parsed.scheme}://{parsed.host}: use https "
-                "(plain http is only for 127.0.0.1 or localhost)"
-            )
+        require_safe_gateway_url(self.url)
         self._client = httpx.Client(
             base_url=self.url,
             headers={"Authorization": f"Bearer {key}"},
