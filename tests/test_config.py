@@ -206,3 +206,71 @@ def test_numeric_host_spellings_and_missing_ca_bundle_are_config_problems(tmp_pa
         "resources[2].url",
     ):
         assert expected in paths
+
+
+def _copy_config(*extra: dict[str, object]) -> dict[str, object]:
+    base = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x", "y"]}
+    return {
+        "agents": [{"id": "a"}],
+        "resources": [
+            {**base, "id": "prod", "url": "https://h.example/r/1"},
+            {**base, "id": "copy", "url": "https://h.example/r/2", "test_copy_of": "prod"},
+            *extra,
+        ],
+    }
+
+
+def test_a_test_copy_names_another_resource_of_the_same_shape() -> None:
+    cfg = parse_config(_copy_config())
+    copy, prod = cfg.resource("copy"), cfg.resource("prod")
+    assert copy is not None and prod is not None
+    assert copy.test_copy_of == "prod" and prod.test_copy_of is None
+    # Not identity: the same resource without the key keeps its fingerprint.
+    plain = parse_config(
+        {
+            "agents": [{"id": "a"}],
+            "resources": [{**copy.model_dump(exclude={"test_copy_of"}), "kind": "json_record"}],
+        }
+    ).resource("copy")
+    assert plain is not None and plain.fingerprint == copy.fingerprint
+
+
+def test_test_copy_problems_are_reported_with_their_paths() -> None:
+    base = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x", "y"]}
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            _copy_config(
+                {**base, "id": "c1", "url": "https://h.example/r/3", "test_copy_of": "nope"},
+                {**base, "id": "c2", "url": "https://h.example/r/4", "test_copy_of": "c2"},
+                {**base, "id": "c3", "url": "https://h.example/r/5", "test_copy_of": "copy"},
+                {
+                    **base,
+                    "id": "c4",
+                    "url": "https://h.example/r/6",
+                    "test_copy_of": "prod",
+                    "fields": ["x"],
+                },
+                {
+                    **base,
+                    "id": "c5",
+                    "url": "https://h.example/r/7",
+                    "test_copy_of": "prod",
+                    "record_pointer": "/data",
+                },
+                {
+                    "agent_id": "a",
+                    "name": "n",
+                    "kind": "webdav_text",
+                    "id": "c6",
+                    "url": "https://h.example/d/1",
+                    "test_copy_of": "prod",
+                },
+            )
+        )
+    problems = dict(info.value.problems)
+    assert "no resource 'nope'" in problems["resources[2].test_copy_of"]
+    assert "itself" in problems["resources[3].test_copy_of"]
+    assert "'copy' is itself a test copy" in problems["resources[4].test_copy_of"]
+    assert "fields" in problems["resources[5].test_copy_of"]
+    assert "record_pointer" in problems["resources[6].test_copy_of"]
+    assert "json_record, not a webdav_text" in problems["resources[7].test_copy_of"]

@@ -595,3 +595,18 @@ def test_malformed_seed_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text('{"a": 1, "a": 2}')
     with pytest.raises(ValueError, match=r"bad\.json"):
         ContractServer(tmp_path)
+
+
+def test_stale_write_faults_break_the_contract_on_purpose(
+    server: ContractServer, client: httpx.Client
+) -> None:
+    stale = client.get(CUSTOMER).headers["etag"]
+    server.touch(CUSTOMER)
+    op = [{"op": "replace", "path": "/status", "value": "won"}]
+    server.arm("precondition_status:409", CUSTOMER)
+    assert patch(client, CUSTOMER, op, stale).status_code == 409
+    assert server.get_record(CUSTOMER)["status"] == "lead"
+    assert patch(client, CUSTOMER, op, stale).status_code == 412  # consumed: normal again
+    server.arm("ignore_if_match", CUSTOMER)
+    assert patch(client, CUSTOMER, op, stale).status_code == 200  # the stale write lands
+    assert server.get_record(CUSTOMER)["status"] == "won"

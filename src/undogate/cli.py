@@ -178,6 +178,34 @@ def restore(config_path: Path, source: Path) -> None:
     click.echo(f"restored {source}" + (f"; the previous ledger is in {aside}" if aside else ""))
 
 
+@main.command("check-endpoint")
+@_CONFIG
+@click.argument("test_copy_id")
+def check_endpoint(config_path: Path, test_copy_id: str) -> None:
+    """Earn the conditional_writes attestation on a disposable test copy (SPEC §11).
+
+    TEST_COPY_ID must be declared with `test_copy_of: <production id>`; the check writes
+    only to it (a marker, then the undo) and only reads the production resource. It
+    opens the ledger directly, so stop the server first (while one runs, this refuses
+    with ledger_in_use). Exits 0 only when every step passed.
+    """
+    from .endpoint_check import STEP_TITLES, run_endpoint_check
+
+    try:
+        result = run_endpoint_check(config_path, test_copy_id, os.environ)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"checking {result.resource_id} on its test copy {result.test_copy_id}")
+    for step in result.steps:
+        mark = "pass" if step.passed else "FAIL"
+        click.echo(f"  [{mark}] {STEP_TITLES.get(step.name, step.name)}: {step.summary}")
+        if step.message:
+            click.echo(f"         {step.message}")
+    verdict = "verified on a test copy" if result.passed else "not verified"
+    click.echo(f"{result.resource_id}: {verdict} (check {result.check_id} in the ledger)")
+    sys.exit(0 if result.passed else 1)
+
+
 # -- keys --------------------------------------------------------------------------
 
 

@@ -75,6 +75,9 @@ class Resource(_Model):
     conditional_writes: bool = False
     allow_private_host: bool = False
     allow_loopback_http: bool = False
+    # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
+    # the fingerprint below is unchanged by it.
+    test_copy_of: str | None = Field(None, pattern=_ID_RE)
 
     @property
     def fingerprint(self) -> str:
@@ -127,7 +130,8 @@ class Config:
         return next((a for a in self.agents if a.id == agent_id), None)
 
     def resources_for(self, agent_id: str) -> list[Resource]:
-        return [r for r in self.resources if r.agent_id == agent_id]
+        """What an agent may change: its resources, never a disposable test copy."""
+        return [r for r in self.resources if r.agent_id == agent_id and r.test_copy_of is None]
 
     def agent_tools(self, agent_id: str) -> tuple[str, ...]:
         agent = self.agent(agent_id)
@@ -262,7 +266,35 @@ def _check_semantics(
                 f"{where}: conditional_writes is false; writes to {res.id!r} are refused "
                 "until the operator attests the remote contract"
             )
+    problems.extend(_test_copy_problems(resources))
     return problems, warnings
+
+
+def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str, str]]:
+    """A test copy names another declared resource of the same shape, which is itself no
+    test copy: the endpoint check writes to the copy and reads (never writes) the other."""
+    by_id = {res.id: res for _, res in resources}
+    problems: list[tuple[str, str]] = []
+    for i, res in resources:
+        if res.test_copy_of is None:
+            continue
+        where = f"resources[{i}].test_copy_of"
+        target = by_id.get(res.test_copy_of)
+        if target is None:
+            problems.append((where, f"no resource {res.test_copy_of!r} is declared"))
+        elif target.id == res.id:
+            problems.append((where, "a resource cannot be a test copy of itself"))
+        elif target.test_copy_of is not None:
+            problems.append((where, f"{target.id!r} is itself a test copy"))
+        elif target.kind is not res.kind:
+            problems.append(
+                (where, f"{target.id!r} is a {target.kind.value}, not a {res.kind.value}")
+            )
+        elif sorted(target.fields) != sorted(res.fields):
+            problems.append((where, f"the fields must be the same as {target.id!r}'s"))
+        elif target.record_pointer != res.record_pointer:
+            problems.append((where, f"the record_pointer must be the same as {target.id!r}'s"))
+    return problems
 
 
 def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str, str]]:

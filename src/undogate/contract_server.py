@@ -685,7 +685,10 @@ class ContractServer:
     def arm(self, fault: str, path: str | None = None, count: int = 1) -> None:
         """Arm ``fault`` for the next ``count`` matching requests to ``path`` (or any path).
 
-        Write faults (``apply_then_drop``, ``apply_then_500``, ``apply_then_hang``, ``hang``,
+        Stale-write faults (``ignore_if_match``: apply despite a stale If-Match;
+        ``precondition_status:NNN``: refuse it with NNN instead of 412) are consumed by a
+        write whose If-Match does not match. Write faults (``apply_then_drop``,
+        ``apply_then_500``, ``apply_then_hang``, ``hang``,
         ``ok_without_apply``, ``status:NNN``) are consumed by writes that pass validation
         and ``If-Match``; read faults (``weak_etag``, ``duplicate_keys``, ``no_etag``) by
         GETs.
@@ -850,7 +853,21 @@ class ContractServer:
         if if_match is None:
             return _problem(428, "precondition_required", "send If-Match with the current ETag")
         if not if_match_satisfied(if_match, resource.etag):
+            fault = self._precondition_fault(request.path)
+            if fault is not None:
+                # A server that breaks the contract on a stale write, on purpose.
+                self._consume(fault)
+                if fault.name == "ignore_if_match":
+                    return None
+                status = int(fault.name.partition(":")[2])
+                return _problem(status, "injected_fault", fault.name)
             return _problem(412, "precondition_failed", "If-Match does not match the ETag")
+        return None
+
+    def _precondition_fault(self, path: str) -> _Fault | None:
+        for fault in self._faults:
+            if _is_precondition_fault(fault.name) and fault.matches(path):
+                return fault
         return None
 
     def _fire_write_fault(self, fault: _Fault, resource: _Resource, *, ok_status: int) -> _Reply:
@@ -887,7 +904,11 @@ class ContractServer:
 
     def _peek_write_fault(self, path: str) -> _Fault | None:
         for fault in self._faults:
-            if fault.name not in READ_FAULTS and fault.matches(path):
+            if (
+                fault.name not in READ_FAULTS
+                and not _is_precondition_fault(fault.name)
+                and fault.matches(path)
+            ):
                 return fault
         return None
 
@@ -1029,11 +1050,17 @@ class ContractServer:
         _atomic_write(self.data_dir / STATE_FILE, data)
 
 
+def _is_precondition_fault(name: str) -> bool:
+    """Faults consumed by a write whose If-Match is stale (all others need it to pass)."""
+    return name == "ignore_if_match" or name.startswith("precondition_status:")
+
+
 def _valid_fault(name: str) -> bool:
-    if name in READ_FAULTS or name in WRITE_FAULTS:
+    if name in READ_FAULTS or name in WRITE_FAULTS or name == "ignore_if_match":
         return True
     prefix, sep, code = name.partition(":")
-    return prefix == "status" and bool(sep) and code.isdigit() and 200 <= int(code) <= 599
+    valid_code = bool(sep) and code.isdigit() and 200 <= int(code) <= 599
+    return prefix in ("status", "precondition_status") and valid_code
 
 
 def _json_reply(status: int, payload: Mapping[str, Any]) -> _Reply:

@@ -241,7 +241,7 @@ class Gateway:
         resources: list[Resource] = []
         for change in request.changes:
             res = self.config.resource(change.resource_id)
-            if res is None or res.agent_id != agent_id:
+            if res is None or res.agent_id != agent_id or res.test_copy_of is not None:
                 # Same answer for unknown and foreign: an agent learns nothing of others.
                 raise NotFound(
                     f"unknown resource {change.resource_id!r}", resource=change.resource_id

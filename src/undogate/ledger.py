@@ -202,6 +202,25 @@ _MIGRATIONS: list[str] = [
     """
     ALTER TABLE previews ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0;
     """,
+    # 5: endpoint checks on a test copy (SPEC §11): evidence only (digests, counts,
+    # statuses, outcomes; never values), append-only like events.
+    """
+    CREATE TABLE endpoint_checks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        resource_id TEXT NOT NULL,
+        test_copy_id TEXT NOT NULL,
+        production_fingerprint TEXT NOT NULL,
+        test_copy_fingerprint TEXT NOT NULL,
+        at REAL NOT NULL,
+        passed INTEGER NOT NULL,
+        evidence TEXT NOT NULL
+    );
+    CREATE INDEX endpoint_checks_by_resource ON endpoint_checks(resource_id, id DESC);
+    CREATE TRIGGER endpoint_checks_append_only_update BEFORE UPDATE ON endpoint_checks
+        BEGIN SELECT RAISE(ABORT, 'endpoint checks are append-only'); END;
+    CREATE TRIGGER endpoint_checks_append_only_delete BEFORE DELETE ON endpoint_checks
+        BEGIN SELECT RAISE(ABORT, 'endpoint checks are append-only'); END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

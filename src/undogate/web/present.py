@@ -6,6 +6,7 @@ templates as JSON text or plain strings; Jinja2 autoescaping makes them inert th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -150,14 +151,26 @@ def text_hunks(before: str | None, after: str | None) -> list[Hunk]:
     return diff_hunks(before or "", after or "")
 
 
-def job_page(job: Job) -> dict[str, Any]:
-    """The job receipt with the words the job page adds."""
+VERIFIED = "verified on a test copy"
+ATTESTED = "attested only"
+
+
+def trust_words(resource_id: Any, verified: Mapping[str, bool]) -> str:
+    """How far the endpoint is trusted: a passing check on a test copy (SPEC §11) under
+    the resource's current identity, or only the operator's ``conditional_writes``."""
+    return VERIFIED if verified.get(str(resource_id)) else ATTESTED
+
+
+def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, Any]:
+    """The job receipt with the words the job page adds (``verified``: resource id →
+    the latest endpoint check under its current identity passed)."""
     receipt = receipts.job_receipt(job)
     changes: list[dict[str, Any]] = []
     for raw in receipt["changes"]:  # type: ignore[union-attr]
         change = dict(raw)  # type: ignore[arg-type]
         change["reversibility"] = reversibility(change)
         change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
+        change["trust_words"] = trust_words(change["resource"], verified or {})
         if change["kind"] == ResourceKind.WEBDAV_TEXT:
             change["hunks"] = text_hunks(change.get("before_text"), change.get("after_text"))
         changes.append(change)
@@ -169,13 +182,16 @@ def job_page(job: Job) -> dict[str, Any]:
     return {"receipt": receipt, "changes": changes, "actions": actions, "notes": job_notes(job)}
 
 
-def preview_page(preview: Preview, job: Job, now: float) -> dict[str, Any]:
+def preview_page(
+    preview: Preview, job: Job, now: float, verified: Mapping[str, bool] | None = None
+) -> dict[str, Any]:
     """The preview's JSON view with diffs, observation sentences and the time left."""
     view = receipts.preview_view(preview, job, now)
     changes: list[dict[str, Any]] = []
     for raw in view["changes"]:  # type: ignore[union-attr]
         change = dict(raw)  # type: ignore[arg-type]
         change["hunks"] = None
+        change["trust_words"] = trust_words(change["resource"], verified or {})
         if change["kind"] == ResourceKind.WEBDAV_TEXT and change.get("planned_text") is not None:
             change["hunks"] = text_hunks(change.get("current_text"), change.get("planned_text"))
         observation = change.get("observation")
@@ -204,5 +220,6 @@ __all__ = [
     "json_text",
     "preview_page",
     "state_words",
+    "trust_words",
     "when",
 ]

@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 from .. import receipts
 from ..api import STATUS_BY_CODE
 from ..auth import READ, WRITE, Keyring, Principal, require_scope
+from ..endpoint_check import latest_verification
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
 from ..jobs import Job, Operation
@@ -289,6 +290,15 @@ class WebUI:
             raise NotFound(f"no job {job_id!r}", job=job_id)
         return job
 
+    def _verified(self, job: Job) -> dict[str, bool]:
+        """Per resource of the job: did its latest endpoint check pass (SPEC §11)?"""
+        out: dict[str, bool] = {}
+        for change in job.changes:
+            res = self.gateway.config.resource(change.resource_id)
+            if res is not None and change.resource_id not in out:
+                out[res.id] = latest_verification(self.gateway.ledger, res)
+        return out
+
     # -- sign-in ---------------------------------------------------------------------
 
     async def home(self, request: Request) -> Response:
@@ -418,7 +428,7 @@ class WebUI:
             "job.html",
             session,
             job=job,
-            page=present.job_page(job),
+            page=present.job_page(job, self._verified(job)),
             events=[dict(e) for e in present_events(job.id, events)],
             buttons=present.buttons(job, WRITE in session.principal.scopes),
         )
@@ -443,7 +453,7 @@ class WebUI:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
             )
-        page = present.preview_page(held.preview, job, self.gateway.clock())
+        page = present.preview_page(held.preview, job, self.gateway.clock(), self._verified(job))
         return self.render(
             "preview.html",
             session,
@@ -484,7 +494,9 @@ class WebUI:
 
     async def receipt(self, request: Request, session: Session, form: Form) -> Response:
         job = await self._job(session.principal, str(request.path_params["job_id"]))
-        return self.render("receipt.html", session, job=job, page=present.job_page(job))
+        return self.render(
+            "receipt.html", session, job=job, page=present.job_page(job, self._verified(job))
+        )
 
     async def reject(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
