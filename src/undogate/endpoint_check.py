@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .adapters import Adapter, JsonRecordAdapter, Side, Snapshot, WebDavTextAdapter
+from .adapters import Adapter, Side, Snapshot, build_adapters
 from .config import Config, Resource, load_config
 from .errors import InvalidRequest, NotFound, UndogateError
 from .etag import parse_etag
@@ -79,14 +79,6 @@ class _StepFailed(Exception):
         self.step = step
 
 
-def _adapter_for(
-    kind: ResourceKind, http: RemoteHTTP, config: Config, env: Mapping[str, str]
-) -> Adapter:
-    if kind is ResourceKind.JSON_RECORD:
-        return JsonRecordAdapter(http=http, limits=config.limits, environ=env)
-    return WebDavTextAdapter(http=http, limits=config.limits, environ=env)
-
-
 def _error_step(name: str, exc: UndogateError | TransportFailure) -> Step:
     if isinstance(exc, TransportFailure):
         return Step(name, False, "no HTTP answer", {"error": "transport"}, exc.reason)
@@ -106,21 +98,7 @@ def _synthetic_change(adapter: Adapter, copy: Resource, start: Snapshot, marker:
         text = start.text or ""
         sep = "" if not text or text.endswith("\n") else "\n"
         request = ChangeRequest(resource_id=copy.id, text=f"{text}{sep}{marker}\n")
-    plan = adapter.plan(copy, request, start)
-    return Change(
-        index=0,
-        resource_id=copy.id,
-        kind=copy.kind,
-        fingerprint=copy.fingerprint,
-        fields=plan.fields,
-        before=plan.before,
-        after=plan.after,
-        before_text=plan.before_text,
-        after_text=plan.after_text,
-        media_type=plan.media_type,
-        prepared_etag=start.etag.header,
-        assertion_kind=None,
-    )
+    return adapter.plan(copy, request, start).change(0, copy, start)
 
 
 def _same(a: Snapshot, b: Snapshot) -> bool:
@@ -154,7 +132,7 @@ def check_endpoint(
             "writes, so it runs only against a disposable test copy",
             resource=copy.id,
         )
-    adapter = _adapter_for(copy.kind, http, config, environ)
+    adapter = build_adapters(http, config.limits, environ)[copy.kind]
     timeout = config.server.operation_timeout_s
 
     def deadline() -> float:

@@ -20,13 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .adapters import (
-    Adapter,
-    JsonRecordAdapter,
-    Side,
-    Snapshot,
-    WebDavTextAdapter,
-)
+from .adapters import Adapter, Side, Snapshot, build_adapters
 from .config import Config, Resource
 from .diffs import unified_diff
 from .dispatch import Dispatch, PlannedWrite, change_diff
@@ -163,14 +157,7 @@ class Gateway:
     adapters: dict[ResourceKind, Adapter] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.adapters = {
-            ResourceKind.JSON_RECORD: JsonRecordAdapter(
-                http=self.http, limits=self.config.limits, environ=self.environ
-            ),
-            ResourceKind.WEBDAV_TEXT: WebDavTextAdapter(
-                http=self.http, limits=self.config.limits, environ=self.environ
-            ),
-        }
+        self.adapters = build_adapters(self.http, self.config.limits, self.environ)
 
     # -- lookups ---------------------------------------------------------------
 
@@ -268,22 +255,7 @@ class Gateway:
             if change.expected_version is not None:
                 _check_expected_version(res, change.expected_version, snap)
             plan = adapter.plan(res, change, snap)
-            changes.append(
-                Change(
-                    index=index,
-                    resource_id=res.id,
-                    kind=res.kind,
-                    fingerprint=res.fingerprint,
-                    fields=plan.fields,
-                    before=plan.before,
-                    after=plan.after,
-                    before_text=plan.before_text,
-                    after_text=plan.after_text,
-                    media_type=plan.media_type,
-                    prepared_etag=snap.etag.header,
-                    assertion_kind=change.assertion_kind,
-                )
-            )
+            changes.append(plan.change(index, res, snap, change.assertion_kind))
         payload = _payload_size(summary, changes)
         if payload > limits.max_job_bytes:
             raise LimitReached(

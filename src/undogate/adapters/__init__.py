@@ -1,8 +1,24 @@
 """Protocol adapters: one per resource kind, all behind ``Adapter``."""
 
+from collections.abc import Mapping
+
+from ..config import Limits
+from ..jobs import ResourceKind
+from ..net import RemoteHTTP
 from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
 from .json_record import JsonRecordAdapter
 from .webdav_text import WebDavTextAdapter
+
+
+def build_adapters(
+    http: RemoteHTTP, limits: Limits, environ: Mapping[str, str]
+) -> dict[ResourceKind, Adapter]:
+    """One adapter per resource kind, sharing one client, limits and environment."""
+    return {
+        ResourceKind.JSON_RECORD: JsonRecordAdapter(http=http, limits=limits, environ=environ),
+        ResourceKind.WEBDAV_TEXT: WebDavTextAdapter(http=http, limits=limits, environ=environ),
+    }
+
 
 __all__ = [
     "Adapter",
@@ -12,4 +28,5 @@ __all__ = [
     "Side",
     "Snapshot",
     "WebDavTextAdapter",
+    "build_adapters",
 ]

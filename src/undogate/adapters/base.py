@@ -20,7 +20,7 @@ from typing import Any
 from ..config import Limits, Resource
 from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
 from ..etag import ETag, parse_etag
-from ..jobs import Change, ChangeRequest, ResourceKind
+from ..jobs import AssertionKind, Change, ChangeRequest, ResourceKind
 from ..jsonvalue import JsonObject
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
 
@@ -76,6 +76,29 @@ class Plan:
     before_text: str | None
     after_text: str | None
     media_type: str
+
+    def change(
+        self,
+        index: int,
+        resource: Resource,
+        read: Snapshot,
+        assertion_kind: AssertionKind | None = None,
+    ) -> Change:
+        """The planned change as a job records it, against the read it was planned on."""
+        return Change(
+            index=index,
+            resource_id=resource.id,
+            kind=resource.kind,
+            fingerprint=resource.fingerprint,
+            fields=self.fields,
+            before=self.before,
+            after=self.after,
+            before_text=self.before_text,
+            after_text=self.after_text,
+            media_type=self.media_type,
+            prepared_etag=read.etag.header,
+            assertion_kind=assertion_kind,
+        )
 
 
 @dataclass(frozen=True)
