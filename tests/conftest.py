@@ -54,6 +54,35 @@ def make_config(
     )
 
 
+TICKET = "/records/wrapped-7"
+
+
+def two_record_job(
+    server: ContractServer, data_dir: Path, open_gateway: Any
+) -> tuple[Gateway, str]:
+    """A gateway over the customer record and the wrapped ticket, and a prepared job that
+    changes both (customer first, then ticket)."""
+    from undogate.engine import PrepareRequest
+    from undogate.jobs import ChangeRequest
+
+    gw: Gateway = open_gateway(
+        make_config(
+            server,
+            data_dir,
+            resource(server, "customer", "/records/customer-123"),
+            resource(server, "ticket", TICKET, record_pointer="/data", fields=["status"]),
+        )
+    )
+    req = PrepareRequest(
+        summary="two records",
+        changes=(
+            ChangeRequest(resource_id="customer", set={"status": "customer"}),
+            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
+        ),
+    )
+    return gw, gw.prepare(AGENT, "account-assistant", req).job.id
+
+
 @pytest.fixture
 def data_dir(tmp_path: Path) -> Path:
     return tmp_path / "data"

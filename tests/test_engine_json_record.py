@@ -22,7 +22,7 @@ from undogate.errors import (
 from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Operation
 from undogate.jsonvalue import JsonNumber, JsonValue, loads
 
-from .conftest import AGENT, OWNER, make_config, resource
+from .conftest import AGENT, OWNER, make_config, resource, two_record_job
 
 PATH = "/records/customer-123"
 
@@ -350,21 +350,7 @@ def test_conflict_when_undo_guard_broken_at_confirm(
 def test_two_record_job_undoes_in_reverse_order(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
 ) -> None:
-    cfg = make_config(
-        server,
-        data_dir,
-        resource(server, "customer", PATH),
-        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
-    )
-    gw = open_gateway(cfg)
-    req = PrepareRequest(
-        summary="two records",
-        changes=(
-            ChangeRequest(resource_id="customer", set={"status": "customer"}),
-            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
-        ),
-    )
-    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    gw, job_id = two_record_job(server, data_dir, open_gateway)
     assert apply(gw, job_id) is JobState.APPLIED
     token = gw.preview(OWNER, job_id, Operation.UNDO).token
     assert token

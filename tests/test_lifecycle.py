@@ -26,7 +26,7 @@ from undogate.errors import (
 from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Observation, Operation
 from undogate.jsonvalue import JsonValue
 
-from .conftest import AGENT, OWNER, make_config, resource
+from .conftest import AGENT, OWNER, make_config, resource, two_record_job
 
 PATH = "/records/customer-123"
 
@@ -254,21 +254,7 @@ def test_job_size_and_confirm_attempt_limits(
 def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
 ) -> None:
-    cfg = make_config(
-        server,
-        data_dir,
-        resource(server, "customer", PATH),
-        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
-    )
-    gw = open_gateway(cfg)
-    req = PrepareRequest(
-        summary="two",
-        changes=(
-            ChangeRequest(resource_id="customer", set={"status": "customer"}),
-            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
-        ),
-    )
-    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    gw, job_id = two_record_job(server, data_dir, open_gateway)
     server.arm("status:403", "/records/wrapped-7")
     assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
     job = gw.get_job(OWNER.owner_id, job_id)
@@ -283,21 +269,7 @@ def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
 def test_reviewer_rechecked_before_each_dispatch(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
 ) -> None:
-    cfg = make_config(
-        server,
-        data_dir,
-        resource(server, "customer", PATH),
-        resource(server, "ticket", "/records/wrapped-7", record_pointer="/data", fields=["status"]),
-    )
-    gw = open_gateway(cfg)
-    req = PrepareRequest(
-        summary="two",
-        changes=(
-            ChangeRequest(resource_id="customer", set={"status": "customer"}),
-            ChangeRequest(resource_id="ticket", set={"status": "closed"}),
-        ),
-    )
-    job_id = gw.prepare(AGENT, "account-assistant", req).job.id
+    gw, job_id = two_record_job(server, data_dir, open_gateway)
     calls = []
 
     def revoked_after_first() -> None:
