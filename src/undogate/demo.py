@@ -25,6 +25,7 @@ from rich.table import Table
 from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
+from .diffs import unified_diff
 from .engine import Actor, Gateway, Preview
 from .jobs import Job, Operation
 from .jsonvalue import dumps
@@ -152,9 +153,10 @@ def _show_preview(console: Console, preview: Preview) -> None:
     table.add_column("current (exact JSON)", overflow="fold")
     table.add_column("planned (exact JSON)", overflow="fold")
     for view in preview.changes:
-        if view.diff is not None:
+        if view.planned_text is not None:
+            diff = unified_diff(view.current_text or "", view.planned_text, view.resource_id)
             console.print(f"[bold]{view.resource_id}[/] (line diff, current → planned):")
-            console.print(view.diff, markup=False, highlight=False)
+            console.print(diff, markup=False, highlight=False)
             continue
         current = view.current or {}
         planned = view.planned or {}

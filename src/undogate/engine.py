@@ -22,7 +22,6 @@ from typing import Any
 
 from .adapters import Adapter, Side, Snapshot, build_adapters
 from .config import Config, Resource
-from .diffs import unified_diff
 from .dispatch import Dispatch, PlannedWrite, change_diff
 from .errors import (
     ChangedSincePreview,
@@ -119,7 +118,6 @@ class ChangeView:
     reversible: bool
     note: str | None = None
     observation: Observation | None = None
-    diff: str | None = None  # documents: unified line diff, current → planned
 
 
 @dataclass(frozen=True)
@@ -551,9 +549,6 @@ class Gateway:
                 "the resource changed after this job applied it; undo would overwrite "
                 "newer work, so it is refused: prepare a new reviewed change instead"
             )
-        diff = None
-        if change.kind is ResourceKind.WEBDAV_TEXT and planned_text is not None:
-            diff = unified_diff(current_text or "", planned_text, change.resource_id)
         return ChangeView(
             **base,  # type: ignore[arg-type]
             planned=planned,
@@ -561,7 +556,6 @@ class Gateway:
             moved_since_prepare=blocked,
             reversible=not (operation is Operation.UNDO and blocked),
             note=note if blocked else None,
-            diff=diff,
         )
 
     def _observe(self, adapter: Adapter, job: Job, change: Change, snap: Snapshot) -> Observation:
