@@ -13,12 +13,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
+import httpcore
 import pytest
 import trustme
 
 from undogate.errors import BlockedAddress
-from undogate.net import NetworkFlags, RemoteHTTP, TransportFailure
+from undogate.net import NetworkFlags, RemoteHTTP, TransportFailure, check_url, system_resolver
 
 LOOPBACK = NetworkFlags(allow_loopback_http=True)
 DEFAULT = NetworkFlags()
@@ -181,9 +181,33 @@ def test_a_request_may_not_set_its_own_host_header(client: RemoteHTTP) -> None:
     assert server.seen == []
 
 
-def test_an_unpinned_request_never_leaves_the_router(client: RemoteHTTP) -> None:
-    with http_server() as server, pytest.raises(httpx.UnsupportedProtocol):
-        client._client.get(url(server))
+def test_a_pinned_pool_connects_to_its_checked_address_only(client: RemoteHTTP) -> None:
+    with http_server() as checked, http_server() as other:
+        target = check_url(url(checked), LOOPBACK, system_resolver)
+        pool = client._pools.for_target(target)
+        with pytest.raises(httpcore.ConnectError):
+            pool.handle_request(httpcore.Request("GET", url(other), headers=[("Host", "x")]))
+    assert other.seen == []
+
+
+def test_a_request_carries_the_headers_http_1_1_needs(client: RemoteHTTP) -> None:
+    with http_server() as server:
+        client.send("GET", url(server, "/r?q=1"), headers={"Accept": "text/plain"}, flags=LOOPBACK)
+        client.send("PUT", url(server), headers={}, content=b"abc", flags=LOOPBACK)
+    read, write = server.seen
+    assert read.path == "/r?q=1"
+    assert read.headers["host"] == f"127.0.0.1:{server.port}"
+    assert read.headers["accept"] == "text/plain"
+    assert read.headers["accept-encoding"] == "identity"
+    assert read.headers["user-agent"].startswith("undogate/")
+    assert "content-length" not in read.headers
+    assert write.headers["content-length"] == "3"
+
+
+def test_a_header_that_is_not_ascii_is_certainly_not_sent(client: RemoteHTTP) -> None:
+    with http_server() as server, pytest.raises(TransportFailure) as failure:
+        client.send("GET", url(server), headers={"X-Label": "caf\u00e9"}, flags=LOOPBACK)
+    assert failure.value.sent is False
     assert server.seen == []
 
 

@@ -8,7 +8,7 @@
 2. resolves the host **once** and checks **every** address with the address policy
    (``address_verdict``); one refused address refuses the name;
 3. connects only to the checked addresses through a network backend that ignores
-   the name it is handed (``_PinnedBackend``), while ``httpx`` keeps the original
+   the name it is handed (``_PinnedBackend``), while the request keeps the original
    ``Host`` header and TLS server name, so certificates are verified for the
    configured name and DNS rebinding never gets a second answer in.
 
@@ -27,7 +27,7 @@ import ssl
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +36,7 @@ from typing import Any, TypeAlias
 import httpcore
 import httpx
 
+from . import __version__
 from .errors import BlockedAddress
 
 IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -417,9 +418,6 @@ def check_url(
 
 # -- the pinned transport ----------------------------------------------------------------
 
-_PIN = "undogate.pin"
-_FRESH = "undogate.fresh"
-
 
 class _PinnedBackend(httpcore.NetworkBackend):
     """Connects to the checked addresses only, whatever name httpcore hands it."""
@@ -461,80 +459,40 @@ class _PinnedBackend(httpcore.NetworkBackend):
         self._inner.sleep(seconds)
 
 
-class _PinnedHTTPTransport(httpx.HTTPTransport):
-    """httpx's own transport (request mapping, error translation) on a pinned pool."""
-
-    def __init__(self, target: PinnedTarget, ssl_context: ssl.SSLContext) -> None:
-        super().__init__(verify=ssl_context, trust_env=False, retries=0)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=ssl_context,
-            max_connections=10,
-            max_keepalive_connections=5,
-            keepalive_expiry=5.0,
-            http1=True,
-            http2=False,
-            retries=0,
-            network_backend=_PinnedBackend(target),
-        )
-
-
-class _ClosingStream(httpx.SyncByteStream):
-    """A response stream that closes its one-off transport when the response closes."""
-
-    def __init__(self, inner: httpx.SyncByteStream, transport: httpx.BaseTransport) -> None:
-        self._inner = inner
-        self._transport = transport
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self._inner
-
-    def close(self) -> None:
-        try:
-            self._inner.close()
-        finally:
-            self._transport.close()
+def _pinned_pool(target: PinnedTarget, ssl_context: ssl.SSLContext) -> httpcore.ConnectionPool:
+    """An httpcore pool whose every connection goes to ``target``'s checked addresses."""
+    return httpcore.ConnectionPool(
+        ssl_context=ssl_context,
+        max_connections=10,
+        max_keepalive_connections=5,
+        keepalive_expiry=5.0,
+        http1=True,
+        http2=False,
+        retries=0,
+        network_backend=_PinnedBackend(target),
+    )
 
 
 _PoolKey: TypeAlias = tuple[str, str, int, tuple[str, ...]]
 
 
-class _PinnedRouter(httpx.BaseTransport):
-    """Routes each request to a pool pinned to its checked addresses; refuses the unpinned."""
+class _PinnedPools:
+    """One keep-alive pool per checked (origin, addresses); the least recently used go."""
 
     max_pools = 32
 
     def __init__(self, ssl_context: ssl.SSLContext) -> None:
-        self._ssl_context = ssl_context
-        self._pools: OrderedDict[_PoolKey, _PinnedHTTPTransport] = OrderedDict()
+        self.ssl_context = ssl_context
+        self._pools: OrderedDict[_PoolKey, httpcore.ConnectionPool] = OrderedDict()
         self._lock = threading.Lock()
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        target = request.extensions.get(_PIN)
-        if not isinstance(target, PinnedTarget) or not _same_origin(request.url, target):
-            raise httpx.UnsupportedProtocol("refused: the request was not checked and pinned")
-        if request.extensions.get(_FRESH):
-            transport = _PinnedHTTPTransport(target, self._ssl_context)
-            try:
-                response = transport.handle_request(request)
-            except BaseException:
-                transport.close()
-                raise
-            assert isinstance(response.stream, httpx.SyncByteStream)
-            return httpx.Response(
-                status_code=response.status_code,
-                headers=response.headers,
-                stream=_ClosingStream(response.stream, transport),
-                extensions=response.extensions,
-            )
-        return self._pool_for(target).handle_request(request)
-
-    def _pool_for(self, target: PinnedTarget) -> _PinnedHTTPTransport:
+    def for_target(self, target: PinnedTarget) -> httpcore.ConnectionPool:
         key = (target.scheme, target.host, target.port, target.addresses)
-        evicted: list[_PinnedHTTPTransport] = []
+        evicted: list[httpcore.ConnectionPool] = []
         with self._lock:
             pool = self._pools.get(key)
             if pool is None:
-                pool = self._pools[key] = _PinnedHTTPTransport(target, self._ssl_context)
+                pool = self._pools[key] = _pinned_pool(target, self.ssl_context)
             self._pools.move_to_end(key)
             while len(self._pools) > self.max_pools:
                 evicted.append(self._pools.popitem(last=False)[1])
@@ -550,28 +508,22 @@ class _PinnedRouter(httpx.BaseTransport):
             pool.close()
 
 
-def _same_origin(url: httpx.URL, target: PinnedTarget) -> bool:
-    port = _DEFAULT_PORTS.get(url.scheme) if url.port is None else url.port
-    host = url.raw_host.decode("ascii").lower()
-    return url.scheme == target.scheme and host == target.host and port == target.port
-
-
 def _ssl_context(ca_bundle: Path | None) -> ssl.SSLContext:
     if ca_bundle is None:
         return httpx.create_ssl_context(verify=True, trust_env=False)
     return ssl.create_default_context(cafile=str(ca_bundle))
 
 
-def _connect_reason(exc: httpx.HTTPError) -> str:
+def _connect_reason(exc: Exception) -> str:
     text = str(exc)
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         return "could not connect: the TLS certificate was not trusted or did not match"
-    if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
+    if isinstance(exc, httpcore.ConnectTimeout | httpcore.PoolTimeout):
         return f"could not connect: timed out ({type(exc).__name__})"
     return f"could not connect: {type(exc).__name__}"
 
 
-def _peer_address(response: httpx.Response, target: PinnedTarget) -> str | None:
+def _peer_address(response: httpcore.Response, target: PinnedTarget) -> str | None:
     """The address the connection actually reached (one of the checked ones)."""
     stream = response.extensions.get("network_stream")
     try:
@@ -584,6 +536,60 @@ def _peer_address(response: httpx.Response, target: PinnedTarget) -> str | None:
         except ValueError:
             pass
     return target.addresses[0] if len(target.addresses) == 1 else None
+
+
+_HTTPCORE_ERRORS = (
+    httpcore.NetworkError,
+    httpcore.ProtocolError,
+    httpcore.ProxyError,
+    httpcore.UnsupportedProtocol,
+    httpcore.TimeoutException,
+)
+_USER_AGENT = f"undogate/{__version__}".encode("ascii")
+
+
+def _request(
+    method: str,
+    target: PinnedTarget,
+    headers: dict[str, str],
+    content: bytes | None,
+    timeout: float,
+) -> httpcore.Request:
+    """The request for ``target``, with the headers an HTTP/1.1 client must send.
+
+    ``Host`` is the checked name (with its port when not the default); httpcore adds no
+    header of its own. Header text must be ASCII.
+
+    Raises:
+        UnicodeEncodeError: a header name or value is not ASCII.
+    """
+    url = target.url
+    lines: list[tuple[bytes, bytes]] = [
+        (b"Host", url.netloc),
+        (b"User-Agent", _USER_AGENT),
+        (b"Accept", b"*/*"),
+        # identity: the ETag is of the representation we read; no decompression bomb
+        (b"Accept-Encoding", b"identity"),
+    ]
+    given = {name.lower() for name in headers}
+    lines = [(name, value) for name, value in lines if name.decode().lower() not in given]
+    lines += [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
+    if content is not None:
+        lines.append((b"Content-Length", str(len(content)).encode("ascii")))
+    return httpcore.Request(
+        method.encode("ascii"),
+        httpcore.URL(
+            scheme=target.scheme.encode("ascii"),
+            host=target.host.encode("ascii"),
+            port=target.port,
+            target=url.raw_path,
+        ),
+        headers=lines,
+        content=content,
+        extensions={
+            "timeout": {"connect": timeout, "read": timeout, "write": timeout, "pool": timeout}
+        },
+    )
 
 
 class RemoteHTTP:
@@ -607,17 +613,11 @@ class RemoteHTTP:
         self.request_timeout_s = request_timeout_s
         self._resolver = resolver or system_resolver
         self._extra_allowed = _parse_networks(extra_allowed)
-        self._router = _PinnedRouter(_ssl_context(ca_bundle))
+        self._pools = _PinnedPools(_ssl_context(ca_bundle))
         self._literal_targets: dict[tuple[str, NetworkFlags], PinnedTarget] = {}
-        self._client = httpx.Client(
-            transport=self._router,
-            trust_env=False,
-            follow_redirects=False,
-            timeout=request_timeout_s,
-        )
 
     def close(self) -> None:
-        self._client.close()
+        self._pools.close()
 
     def _budget(self, started: float, deadline: float | None) -> float:
         now = time.monotonic()
@@ -691,49 +691,53 @@ class RemoteHTTP:
         budget = self._budget(started, deadline)
         ends_at = time.monotonic() + budget
         try:
-            request = self._client.build_request(
-                method,
-                target.url,
-                # identity: the ETag is of the representation we read; no decompression bomb
-                headers={"Accept-Encoding": "identity", **headers},
-                content=content,
-                timeout=budget,
-                extensions={_PIN: target, _FRESH: fresh_connection},
-            )
-        except (UnicodeError, ValueError, httpx.HTTPError) as exc:
+            request = _request(method, target, headers, content, budget)
+        except (UnicodeError, ValueError, TypeError) as exc:
             raise TransportFailure(f"not sent: {type(exc).__name__}", sent=False) from None
+        # Straight to httpcore: no cookie jar (a Set-Cookie from one resource must never
+        # ride along on the next request to that host), no auth flow, no redirects, no
+        # decompression; and far less CPU per request than an httpx client.
+        pool = (
+            _pinned_pool(target, self._pools.ssl_context)
+            if fresh_connection
+            else self._pools.for_target(target)
+        )
         try:
-            # Straight to the transport: no cookie jar (a Set-Cookie from one resource must
-            # never ride along on the next request to that host), no auth flow, no
-            # redirect loop; and far less CPU per request than Client.send.
-            response = self._router.handle_request(request)
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
-            raise TransportFailure(_connect_reason(exc), sent=False) from None
-        except httpx.UnsupportedProtocol as exc:
-            raise TransportFailure(f"not sent: {exc}", sent=False) from None
-        except httpx.TimeoutException as exc:
-            raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
-        except httpx.HTTPError as exc:
-            raise TransportFailure(f"transport error: {type(exc).__name__}", sent=True) from None
-        address = _peer_address(response, target)
-        try:
-            body = bytearray()
-            # Raw bytes: never decompress (a gzip body is refused by the adapter instead).
-            for chunk in response.iter_raw():
-                body.extend(chunk)
-                if len(body) > max_body:
-                    raise TransportFailure("response body over the size limit", sent=True)
-                if time.monotonic() > ends_at:
-                    raise TransportFailure("timed out reading the response body", sent=True)
-        except httpx.TimeoutException as exc:
-            raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
-        except httpx.HTTPError as exc:
-            raise TransportFailure(f"transport error: {type(exc).__name__}", sent=True) from None
+            try:
+                response = pool.handle_request(request)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout, httpcore.PoolTimeout) as exc:
+                raise TransportFailure(_connect_reason(exc), sent=False) from None
+            except httpcore.UnsupportedProtocol as exc:
+                raise TransportFailure(f"not sent: {exc}", sent=False) from None
+            except httpcore.TimeoutException as exc:
+                raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
+            except _HTTPCORE_ERRORS as exc:
+                raise TransportFailure(
+                    f"transport error: {type(exc).__name__}", sent=True
+                ) from None
+            address = _peer_address(response, target)
+            try:
+                body = bytearray()
+                for chunk in response.iter_stream():
+                    body.extend(chunk)
+                    if len(body) > max_body:
+                        raise TransportFailure("response body over the size limit", sent=True)
+                    if time.monotonic() > ends_at:
+                        raise TransportFailure("timed out reading the response body", sent=True)
+            except httpcore.TimeoutException as exc:
+                raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
+            except _HTTPCORE_ERRORS as exc:
+                raise TransportFailure(
+                    f"transport error: {type(exc).__name__}", sent=True
+                ) from None
+            finally:
+                response.close()
         finally:
-            response.close()
+            if fresh_connection:
+                pool.close()
         return RemoteResponse(
-            status=response.status_code,
-            headers=response.headers,
+            status=response.status,
+            headers=httpx.Headers(response.headers),
             body=bytes(body),
             address=address,
         )
