@@ -52,6 +52,48 @@ def test_authenticate_answers_the_same_for_unknown_malformed_and_revoked(
     assert master.kind == "master" and master.owner_id == "master"
 
 
+def test_a_verified_key_is_refused_at_once_when_it_or_its_owner_is_revoked(
+    api_world: Any,
+) -> None:
+    keyring: Keyring = api_world.keyring
+    owner = keyring.create_operator(label="frank")
+    agent = keyring.create_agent_token(
+        owner_id=owner.credential.id, agent_id="account-assistant", label="a"
+    )
+    assert keyring.verified(owner.key) is None  # never looked up yet
+    for key in (owner.key, agent.key):
+        principal = keyring.authenticate(key)
+        assert keyring.verified(key) == principal
+    assert keyring.verified("nonsense") is None
+    assert keyring.verified(MASTER_KEY) == keyring.authenticate(MASTER_KEY)
+
+    keyring.revoke(owner.credential.id)  # cascades to the agent token it issued
+    for key in (owner.key, agent.key):
+        assert keyring.verified(key) is None
+        with pytest.raises(Unauthorized):
+            keyring.authenticate(key)
+
+
+def test_a_token_revoked_over_the_api_stops_working_on_the_next_request(api_world: Any) -> None:
+    from starlette.testclient import TestClient
+
+    keyring: Keyring = api_world.keyring
+    token = keyring.create_agent_token(
+        owner_id=api_world.owner_id, agent_id="account-assistant", label="soon revoked"
+    )
+    agent = {"Authorization": f"Bearer {token.key}"}
+    with TestClient(api_world.app) as client:
+        assert client.get("/api/v1/agent", headers=agent).status_code == 200
+        revoked = client.post(
+            f"/api/v1/admin/keys/{token.credential.id}/revoke",
+            headers={"Authorization": f"Bearer {MASTER_KEY}"},
+        )
+        assert revoked.status_code == 200, revoked.text
+        refused = client.get("/api/v1/agent", headers=agent)
+    assert refused.status_code == 401
+    assert refused.json()["error"]["code"] == "unauthorized"
+
+
 def test_scopes_are_never_widened_in_place(api_world: Any) -> None:
     keyring: Keyring = api_world.keyring
     reader = keyring.create_operator(label="ro", scopes=(READ,))

@@ -19,6 +19,7 @@ import hashlib
 import hmac
 import secrets
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -187,6 +188,13 @@ class Keyring:
         self._master_hash = hash_key(master_key) if master_key else None
         self._known_agents = known_agents
         self._clock = clock
+        # Keys this process has verified against the ledger, by hash. Only this process
+        # writes the ledger (it holds its lock) and every revocation goes through
+        # ``revoke``, which empties the memo; the generation stops a lookup that raced a
+        # revocation from putting its stale answer back.
+        self._verified: dict[str, Principal] = {}
+        self._generation = 0
+        self._memo_lock = threading.Lock()
 
     @classmethod
     def from_environ(
@@ -203,6 +211,15 @@ class Keyring:
 
     # -- authenticate --------------------------------------------------------------
 
+    def verified(self, presented: str) -> Principal | None:
+        """The principal for a key already verified and not revoked since, without
+        touching the ledger (cheap enough for an event loop); None: call ``authenticate``.
+        """
+        presented_hash = hash_key(presented)
+        if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
+            return _MASTER
+        return self._verified.get(presented_hash)
+
     def authenticate(self, presented: str) -> Principal:
         """The principal for a presented key.
 
@@ -211,7 +228,9 @@ class Keyring:
         """
         presented_hash = hash_key(presented)
         if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
-            return Principal("master", "master", owner_id="master")
+            return _MASTER
+        with self._memo_lock:
+            generation = self._generation
         cred_id = _credential_id(presented)
         row = None
         if cred_id is not None:
@@ -225,7 +244,13 @@ class Keyring:
         matches = hmac.compare_digest(presented_hash, stored)
         if row is None or not matches or row[8] is not None:
             raise Unauthorized("the credential is missing, unknown or revoked")
-        return self._principal(_info(tuple(row[:9])))
+        principal = self._principal(_info(tuple(row[:9])))
+        with self._memo_lock:
+            if self._generation == generation:
+                if len(self._verified) >= _MAX_VERIFIED:
+                    self._verified.clear()
+                self._verified[presented_hash] = principal
+        return principal
 
     def recheck(self, principal: Principal) -> Principal:
         """The same credential, re-read now (for the check before each dispatch).
@@ -447,8 +472,17 @@ class Keyring:
                 )
             return tuple(cascade)
 
-        cascade = self.ledger.write(commit)
+        try:
+            cascade = self.ledger.write(commit)
+        finally:
+            with self._memo_lock:
+                self._generation += 1
+                self._verified.clear()
         return Revocation(self.get(cred_id), cascade, unresolved)
+
+
+_MASTER = Principal("master", "master", owner_id="master")
+_MAX_VERIFIED = 10_000
 
 
 def _check_label(label: str) -> str:

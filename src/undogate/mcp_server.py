@@ -504,7 +504,9 @@ class McpApp:
             if scheme.lower() != "bearer" or not key or len(key) > 512:
                 raise Refusal("unauthorized", "send the agent token as 'Authorization: Bearer'", {})
             try:
-                principal = await anyio.to_thread.run_sync(self.keyring.authenticate, key)
+                principal = self.keyring.verified(key)
+                if principal is None:
+                    principal = await anyio.to_thread.run_sync(self.keyring.authenticate, key)
             except UndogateError as exc:
                 raise Refusal.of(exc) from None
             if principal.kind != "agent" or principal.agent_id is None:
