@@ -123,3 +123,30 @@ def test_etag_parsing_and_strong_comparison() -> None:
     assert not if_match_satisfied('W/"abc"', strong)
     assert if_match_satisfied("*", strong) and not if_match_satisfied("*", None)
     assert not if_match_satisfied("garbage", strong)
+
+
+@given(
+    json_values,
+    st.booleans(),
+    st.sampled_from([None, 0, 2]),
+    st.sampled_from([(",", ":"), (", ", ": ")]),
+)
+def test_the_canonical_form_is_never_longer_than_its_source(
+    value: object, ascii_only: bool, indent: int | None, separators: tuple[str, str]
+) -> None:
+    # The record adapter measures a document only when its body is over the size limit.
+    raw = json.dumps(value, ensure_ascii=ascii_only, indent=indent, separators=separators)
+    source = raw.encode("utf-8", "surrogatepass")
+    try:
+        parsed = loads(source)
+    except JsonError:
+        return  # lone surrogates are refused by design
+    assert len(canonical_bytes(parsed)) <= len(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [b'"\\/"', b'"\\u0041\\u00e9\\ud83d\\ude00"', b'"\\b\\f\\n\\r\\t\\u0001\\u001f"', b'"\x7f"'],
+)
+def test_escapes_never_grow_in_the_canonical_form(source: bytes) -> None:
+    assert len(canonical_bytes(loads(source))) <= len(source)

@@ -38,7 +38,10 @@ class JsonRecordAdapter(Adapter):
             )
         try:
             document = loads_object(body)
-            if canonical_size(document) > self.limits.max_document_bytes:
+            # The canonical form is never longer than the text it was parsed from, so
+            # only a body over the limit needs measuring.
+            limit = self.limits.max_document_bytes
+            if len(body) > limit and canonical_size(document) > limit:
                 raise RemoteContractBreach(
                     f"{resource.id} is over the {self.limits.max_document_bytes}-byte limit",
                     resource=resource.id,
