@@ -41,6 +41,26 @@ def _machine() -> list[str]:
     ]
 
 
+def _throughput_section(client: str, runs: list[dict[str, float]]) -> list[str]:
+    rate = Stat.of([r["throughput"] for r in runs])
+    floor_rate = Stat.of([r["floor_throughput"] for r in runs])
+    return [
+        f"**{client}**",
+        "",
+        f"- undogate: {rate.median:.0f} jobs/s (min {rate.low:.0f}, max {rate.high:.0f})",
+        f"- floor: {floor_rate.median:.0f} ops/s (min {floor_rate.low:.0f}, "
+        f"max {floor_rate.high:.0f})",
+        f"- ratio: {_runs([r['ratio'] for r in runs])}",
+        "- latency p50 / p99 per run: "
+        + "; ".join(f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" for r in runs)
+        + " (floor: "
+        + "; ".join(f"{r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} ms" for r in runs)
+        + ")",
+        "- gateway CPU per prepare: " + ", ".join(f"{r['server_cpu_ms']:.2f} ms" for r in runs),
+        "",
+    ]
+
+
 def _x(stat: Stat) -> str:
     """A ratio: the median of paired samples and their interquartile range."""
     return f"**{stat.median:.2f}×** (IQR {stat.low:.2f}–{stat.high:.2f})"
@@ -72,16 +92,19 @@ def main() -> int:
         work = Path(tmp)
         print("1/4 confirm overhead ...", flush=True)
         confirm = confirm_overhead.run(work / "confirm", trials=15)
-        print("2/4 prepare throughput (3 runs) ...", flush=True)
-        runs = [throughput.run(work / f"throughput-{i}") for i in range(3)]
+        print("2/4 prepare throughput (3 runs on each client) ...", flush=True)
+        runs: list[dict[str, float]] = []
+        httpx_runs: list[dict[str, float]] = []
+        for i in range(3):
+            runs.append(throughput.run(work / f"throughput-{i}", "http.client"))
+            httpx_runs.append(throughput.run(work / f"throughput-httpx-{i}", "httpx"))
         print("3/4 ledger scale (1,000 vs 100,000 jobs) ...", flush=True)
         scale = ledger_scale.run(work / "scale")
         print("4/4 fsyncs per applied action ...", flush=True)
         durability = fsyncs.run(work / "fsyncs")
 
     tp_runs = [r["ratio"] for r in runs]
-    rate = Stat.of([r["throughput"] for r in runs])
-    floor_rate = Stat.of([r["floor_throughput"] for r in runs])
+    httpx_tp_runs = [r["ratio"] for r in httpx_runs]
     lines += [
         "## Summary",
         "",
@@ -91,6 +114,8 @@ def main() -> int:
         f"{_met(confirm['ratio'].median <= 1.3)} |",
         f"| prepare throughput, 16 agents / floor | {_runs(tp_runs)} | ≥ 0.5× | "
         f"{_met(statistics.median(tp_runs) >= 0.5)} |",
+        f"| the same, agents and floor on httpx | {_runs(httpx_tp_runs)} | ≥ 0.5× | "
+        f"{_met(statistics.median(httpx_tp_runs) >= 0.5)} |",
         f"| job list, 100k / 1k jobs | {_x(scale['list_ratio'])} | ≤ 1.5× | "
         f"{_met(scale['list_ratio'].median <= 1.5)} |",
         f"| job detail, 100k / 1k jobs | {_x(scale['detail_ratio'])} | ≤ 1.5× | "
@@ -101,7 +126,7 @@ def main() -> int:
         + (f"**{durability['per_action']:.2f}** (minimum 2)" if durability else "strace missing")
         + " | report | |",
         f"| peak RSS of `undogate serve` (throughput run) | "
-        f"{max(r['peak_rss_mib'] for r in runs):.1f} MiB | report | |",
+        f"{max(r['peak_rss_mib'] for r in runs + httpx_runs):.1f} MiB | report | |",
         "",
         "## 1. Confirm overhead",
         "",
@@ -123,23 +148,27 @@ def main() -> int:
         "## 2. Prepare throughput",
         "",
         "16 agents, each with its own token and resource, each sending 40 single-change "
-        "prepares in sequence to `POST /api/v1/jobs` on a running `undogate serve`; 3 runs. "
-        "Floor: the same number of raw GETs to the contract server plus one fsync'd commit "
-        "each (serialised, as a single ledger must), 16 threads.",
+        "prepares in sequence over one keep-alive connection to `POST /api/v1/jobs` on a "
+        "running `undogate serve`. Floor: the same number of raw GETs to the contract "
+        "server, each followed by one fsync'd commit (serialised, as a single ledger must), "
+        "from 16 threads on the same client. 3 runs per client, interleaved.",
         "",
-        f"- undogate: {rate.median:.0f} jobs/s (min {rate.low:.0f}, max {rate.high:.0f})",
-        f"- floor: {floor_rate.median:.0f} ops/s (min {floor_rate.low:.0f}, max "
-        f"{floor_rate.high:.0f})",
-        f"- ratio: {_runs(tp_runs)}",
-        "- latency p50 / p99 per run: "
-        + "; ".join(f"{r['p50_ms']:.1f} / {r['p99_ms']:.1f} ms" for r in runs)
-        + " (floor: "
-        + "; ".join(f"{r['floor_p50_ms']:.1f} / {r['floor_p99_ms']:.1f} ms" for r in runs)
-        + ")",
+        "The headline uses `http.client`, the lightest Python client, on both sides: the "
+        "load generator shares the 2 cores with the gateway and the contract server, and a "
+        "heavier client mostly measures itself. With httpx on both sides the floor is less "
+        "than half as fast, so the same gateway scores a much better ratio; both are shown.",
         "",
-        "Bounded by: one fsync'd commit per prepare on the single writer (as the floor), "
-        "the remote read, and Python request handling (authentication hash, lossless parse, "
-        "validation) on 2 cores shared with the contract server and the load generator.",
+        *_throughput_section("http.client", runs),
+        *_throughput_section("httpx", httpx_runs),
+        "Bounded by: the gateway's CPU. `undogate serve` is one Python process, busy "
+        f"{statistics.median(r['server_busy'] for r in runs) * 100:.0f}% of one core "
+        "during the run, at "
+        f"{statistics.median(r['server_cpu_ms'] for r in runs):.2f} ms of CPU per prepare: "
+        "the agent's HTTP request in and the reply out (uvicorn, Starlette), the remote "
+        "read (httpcore and h11, pure Python), the lossless parse and plan, and one "
+        "fsync'd commit of four rows. The floor pays none of the agent-facing half and "
+        "only the client side of its GET. Keys already verified skip the ledger and the "
+        "thread hop; remote reads go straight to httpcore.",
         "",
         "## 3. Ledger scale",
         "",
@@ -176,7 +205,7 @@ def main() -> int:
         "## 5. Memory",
         "",
         "- peak RSS (VmHWM) of `undogate serve` after each throughput run: "
-        + ", ".join(f"{r['peak_rss_mib']:.1f} MiB" for r in runs),
+        + ", ".join(f"{r['peak_rss_mib']:.1f} MiB" for r in runs + httpx_runs),
         "",
     ]
     RESULTS.write_text("\n".join(lines))

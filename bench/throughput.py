@@ -4,12 +4,17 @@ concurrent agents, vs raw GETs plus one fsync'd commit each; and the server's pe
 
 from __future__ import annotations
 
+import http.client
+import json
 import os
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import yaml
@@ -78,8 +83,56 @@ def _tokens(work: Path) -> list[str]:
         ledger.close()
 
 
-def _run_threads(work_fn: list[object]) -> float:
-    threads = [threading.Thread(target=fn) for fn in work_fn]  # type: ignore[arg-type]
+class _Connection(Protocol):
+    def send(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]: ...
+
+    def close(self) -> None: ...
+
+
+class _RawConnection:
+    """The lightest HTTP/1.1 keep-alive client there is in Python: ``http.client``."""
+
+    def __init__(self, base: str) -> None:
+        url = httpx.URL(base)
+        self._conn = http.client.HTTPConnection(url.host, url.port, timeout=30)
+
+    def send(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        self._conn.request(method, path, body=body, headers=headers)
+        response = self._conn.getresponse()
+        return response.status, response.read()
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class _HttpxConnection:
+    """What most Python agents use (the MCP SDK's client is httpx)."""
+
+    def __init__(self, base: str) -> None:
+        self._client = httpx.Client(base_url=base, timeout=30, trust_env=False)
+
+    def send(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, bytes]:
+        response = self._client.request(method, path, content=body, headers=headers)
+        return response.status_code, response.content
+
+    def close(self) -> None:
+        self._client.close()
+
+
+CLIENTS: dict[str, Callable[[str], _Connection]] = {
+    "http.client": _RawConnection,
+    "httpx": _HttpxConnection,
+}
+
+
+def _run_threads(work_fn: list[Callable[[], None]]) -> float:
+    threads = [threading.Thread(target=fn) for fn in work_fn]
     started = time.perf_counter()
     for t in threads:
         t.start()
@@ -88,9 +141,31 @@ def _run_threads(work_fn: list[object]) -> float:
     return time.perf_counter() - started
 
 
-def run(work: Path, per_agent: int = 40) -> dict[str, float]:
+def _cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_healthy(gateway: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(gateway + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("undogate serve did not start")
+        time.sleep(0.05)
+
+
+def run(work: Path, client: str = "http.client", per_agent: int = 40) -> dict[str, float]:
+    """One run: 16 agents on ``client`` against ``serve``, then the floor on the same client."""
+    connect = CLIENTS[client]
     data = work / "contract"
     _seed(data)
+    lock = threading.Lock()
     with contract_server(data) as base:
         config = _config(work, base)
         tokens = _tokens(work)
@@ -113,40 +188,35 @@ def run(work: Path, per_agent: int = 40) -> dict[str, float]:
         )
         gateway = f"http://127.0.0.1:{port}"
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(gateway + "/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError("undogate serve did not start")
-                time.sleep(0.05)
+            _wait_healthy(gateway)
+            cpu_before = _cpu_seconds(server.pid)
             latencies: list[float] = []
-            lock = threading.Lock()
             errors: list[str] = []
 
             def agent(i: int) -> None:
-                with httpx.Client(
-                    base_url=gateway, headers={"Authorization": f"Bearer {tokens[i]}"}, timeout=30
-                ) as client:
+                conn = connect(gateway)
+                headers = {
+                    "Authorization": f"Bearer {tokens[i]}",
+                    "Content-Type": "application/json",
+                }
+                try:
                     for n in range(per_agent):
-                        body = {
-                            "summary": f"bench {n}",
-                            "changes": [{"resource": f"rec-{i}", "set": {"status": f"v{n}"}}],
-                        }
+                        change = {"resource": f"rec-{i}", "set": {"status": f"v{n}"}}
+                        body = json.dumps({"summary": f"bench {n}", "changes": [change]})
                         t = time.perf_counter()
-                        r = client.post("/api/v1/jobs", json=body)
+                        status, text = conn.send("POST", "/api/v1/jobs", body.encode(), headers)
                         elapsed = time.perf_counter() - t
                         with lock:
                             latencies.append(elapsed)
-                            if r.status_code != 201:
-                                errors.append(f"{r.status_code} {r.text[:200]}")
+                            if status != 201:
+                                errors.append(f"{status} {text[:200]!r}")
+                finally:
+                    conn.close()
 
-            measured = _run_threads([lambda i=i: agent(i) for i in range(AGENTS)])
+            measured = _run_threads([partial(agent, i) for i in range(AGENTS)])
             if errors:
                 raise RuntimeError(f"prepare failed: {errors[:3]}")
+            server_cpu = _cpu_seconds(server.pid) - cpu_before
             status = Path(f"/proc/{server.pid}/status").read_text()
             peak_kib = next(
                 int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")
@@ -159,18 +229,23 @@ def run(work: Path, per_agent: int = 40) -> dict[str, float]:
         floor_latencies: list[float] = []
 
         def raw(i: int) -> None:
-            with httpx.Client(base_url=base, timeout=30, trust_env=False) as client:
+            conn = connect(base)
+            try:
                 for _ in range(per_agent):
                     t = time.perf_counter()
-                    client.get(f"/records/rec-{i}").raise_for_status()
+                    status, _ = conn.send("GET", f"/records/rec-{i}", None, {})
+                    if status != 200:
+                        raise RuntimeError(f"the floor's GET answered {status}")
                     with commit_lock:
                         floor_db.commit()
                     elapsed = time.perf_counter() - t
                     with lock:
                         floor_latencies.append(elapsed)
+            finally:
+                conn.close()
 
         try:
-            floor = _run_threads([lambda i=i: raw(i) for i in range(AGENTS)])
+            floor = _run_threads([partial(raw, i) for i in range(AGENTS)])
         finally:
             floor_db.close()
     total = AGENTS * per_agent
@@ -184,4 +259,6 @@ def run(work: Path, per_agent: int = 40) -> dict[str, float]:
         "floor_p50_ms": _percentile(floor_latencies, 0.5) * 1000,
         "floor_p99_ms": _percentile(floor_latencies, 0.99) * 1000,
         "peak_rss_mib": peak_kib / 1024,
+        "server_cpu_ms": server_cpu * 1000 / total,
+        "server_busy": server_cpu / measured,
     }
