@@ -595,9 +595,9 @@ def _request(
 class RemoteHTTP:
     """The one client factory for remote traffic (SPEC §7).
 
-    ``trust_env=False`` (no proxies or certificate settings from the environment), no
-    redirects followed (a 3xx is returned as a response), no retries, certificate
-    verification against the system bundle or ``ca_bundle``. ``resolver`` and
+    No proxies or certificate settings from the environment (an explicit TLS context,
+    pools without a proxy), no redirects followed (a 3xx is returned as a response), no
+    retries, certificate verification against the system bundle or ``ca_bundle``. ``resolver`` and
     ``extra_allowed`` exist for tests: production code passes neither, and the config
     has no way to set them.
     """
