@@ -25,6 +25,7 @@ from undogate.ledger import Ledger
 from .common import DurableCommits, contract_server, free_port, private_dir
 
 AGENTS = 16
+ALONE = 200  # prepares sent by one agent alone before the concurrent run
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -189,31 +190,37 @@ def run(work: Path, client: str = "http.client", per_agent: int = 40) -> dict[st
         gateway = f"http://127.0.0.1:{port}"
         try:
             _wait_healthy(gateway)
-            cpu_before = _cpu_seconds(server.pid)
             latencies: list[float] = []
             errors: list[str] = []
 
-            def agent(i: int) -> None:
+            def agent(i: int, count: int, into: list[float]) -> None:
                 conn = connect(gateway)
                 headers = {
                     "Authorization": f"Bearer {tokens[i]}",
                     "Content-Type": "application/json",
                 }
                 try:
-                    for n in range(per_agent):
+                    for n in range(count):
                         change = {"resource": f"rec-{i}", "set": {"status": f"v{n}"}}
                         body = json.dumps({"summary": f"bench {n}", "changes": [change]})
                         t = time.perf_counter()
                         status, text = conn.send("POST", "/api/v1/jobs", body.encode(), headers)
                         elapsed = time.perf_counter() - t
                         with lock:
-                            latencies.append(elapsed)
+                            into.append(elapsed)
                             if status != 201:
                                 errors.append(f"{status} {text[:200]!r}")
                 finally:
                     conn.close()
 
-            measured = _run_threads([partial(agent, i) for i in range(AGENTS)])
+            # One agent alone first: what a prepare costs the gateway with no contention.
+            cpu_before = _cpu_seconds(server.pid)
+            agent(0, ALONE, [])
+            alone_cpu = _cpu_seconds(server.pid) - cpu_before
+            cpu_before = _cpu_seconds(server.pid)
+            measured = _run_threads(
+                [partial(agent, i, per_agent, latencies) for i in range(AGENTS)]
+            )
             if errors:
                 raise RuntimeError(f"prepare failed: {errors[:3]}")
             server_cpu = _cpu_seconds(server.pid) - cpu_before
@@ -261,4 +268,5 @@ def run(work: Path, client: str = "http.client", per_agent: int = 40) -> dict[st
         "peak_rss_mib": peak_kib / 1024,
         "server_cpu_ms": server_cpu * 1000 / total,
         "server_busy": server_cpu / measured,
+        "server_cpu_alone_ms": alone_cpu * 1000 / ALONE,
     }
