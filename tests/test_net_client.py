@@ -194,7 +194,8 @@ def test_a_request_carries_the_headers_http_1_1_needs(client: RemoteHTTP) -> Non
     with http_server() as server:
         client.send("GET", url(server, "/r?q=1"), headers={"Accept": "text/plain"}, flags=LOOPBACK)
         client.send("PUT", url(server), headers={}, content=b"abc", flags=LOOPBACK)
-    read, write = server.seen
+        client.send("PATCH", url(server), headers={}, flags=LOOPBACK)
+    read, write, empty_write = server.seen
     assert read.path == "/r?q=1"
     assert read.headers["host"] == f"127.0.0.1:{server.port}"
     assert read.headers["accept"] == "text/plain"
@@ -202,11 +203,25 @@ def test_a_request_carries_the_headers_http_1_1_needs(client: RemoteHTTP) -> Non
     assert read.headers["user-agent"].startswith("undogate/")
     assert "content-length" not in read.headers
     assert write.headers["content-length"] == "3"
+    assert empty_write.headers["content-length"] == "0"
 
 
-def test_a_header_that_is_not_ascii_is_certainly_not_sent(client: RemoteHTTP) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"X-Label": "caf\u00e9"},  # not ASCII
+        {"X-Label": "a\r\nX-Injected: 1"},  # a second header smuggled in
+        {"X-Label": "a\x00b"},
+        {"Bad Name": "x"},  # not a token
+        {"Content-Length": "0"},  # the body's framing is ours to set
+        {"Transfer-Encoding": "chunked"},
+    ],
+)
+def test_a_header_http_cannot_carry_is_certainly_not_sent(
+    client: RemoteHTTP, headers: dict[str, str]
+) -> None:
     with http_server() as server, pytest.raises(TransportFailure) as failure:
-        client.send("GET", url(server), headers={"X-Label": "caf\u00e9"}, flags=LOOPBACK)
+        client.send("PUT", url(server), headers=headers, content=b"{}", flags=LOOPBACK)
     assert failure.value.sent is False
     assert server.seen == []
 

@@ -546,6 +546,8 @@ _HTTPCORE_ERRORS = (
     httpcore.TimeoutException,
 )
 _USER_AGENT = f"undogate/{__version__}".encode("ascii")
+_TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FORBIDDEN_IN_VALUE = re.compile(r"[\x00\r\n]")
 
 
 def _request(
@@ -558,10 +560,13 @@ def _request(
     """The request for ``target``, with the headers an HTTP/1.1 client must send.
 
     ``Host`` is the checked name (with its port when not the default); httpcore adds no
-    header of its own. Header text must be ASCII.
+    header of its own. Header text must be ASCII, and is checked here so that a header
+    HTTP/1.1 cannot carry is refused before a connection is opened.
 
     Raises:
         UnicodeEncodeError: a header name or value is not ASCII.
+        ValueError: a name that is not a token, a value with CR, LF or NUL, or a
+            caller's own Content-Length or Transfer-Encoding.
     """
     url = target.url
     lines: list[tuple[bytes, bytes]] = [
@@ -572,10 +577,15 @@ def _request(
         (b"Accept-Encoding", b"identity"),
     ]
     given = {name.lower() for name in headers}
+    if given & {"content-length", "transfer-encoding"}:
+        raise ValueError("the body's framing is set here, not by the caller")
     lines = [(name, value) for name, value in lines if name.decode().lower() not in given]
-    lines += [(name.encode("ascii"), value.encode("ascii")) for name, value in headers.items()]
-    if content is not None:
-        lines.append((b"Content-Length", str(len(content)).encode("ascii")))
+    for name, value in headers.items():
+        if not _TOKEN_RE.fullmatch(name) or _FORBIDDEN_IN_VALUE.search(value):
+            raise ValueError("a header name or value that HTTP/1.1 cannot carry")
+        lines.append((name.encode("ascii"), value.encode("ascii")))
+    if content is not None or method in ("POST", "PUT", "PATCH"):
+        lines.append((b"Content-Length", str(len(content or b"")).encode("ascii")))
     return httpcore.Request(
         method.encode("ascii"),
         httpcore.URL(
