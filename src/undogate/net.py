@@ -20,6 +20,7 @@ as a certain refusal and the second as ``uncertain``. A policy refusal raises
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import re
 import socket
@@ -523,6 +524,13 @@ def _connect_reason(exc: Exception) -> str:
     return f"could not connect: {type(exc).__name__}"
 
 
+def _fate_unknown(exc: Exception) -> TransportFailure:
+    """An httpcore failure once the request may have left: whether it arrived is unknown."""
+    if isinstance(exc, httpcore.TimeoutException):
+        return TransportFailure(f"timed out: {type(exc).__name__}", sent=True)
+    return TransportFailure(f"transport error: {type(exc).__name__}", sent=True)
+
+
 def _peer_address(response: httpcore.Response, target: PinnedTarget) -> str | None:
     """The address the connection actually reached (one of the checked ones)."""
     stream = response.extensions.get("network_stream")
@@ -607,9 +615,9 @@ class RemoteHTTP:
 
     No proxies or certificate settings from the environment (an explicit TLS context,
     pools without a proxy), no redirects followed (a 3xx is returned as a response), no
-    retries, certificate verification against the system bundle or ``ca_bundle``. ``resolver`` and
-    ``extra_allowed`` exist for tests: production code passes neither, and the config
-    has no way to set them.
+    retries, certificate verification against the system bundle or ``ca_bundle``.
+    ``resolver`` and ``extra_allowed`` exist for tests: production code passes neither,
+    and the config has no way to set them.
     """
 
     def __init__(
@@ -707,24 +715,20 @@ class RemoteHTTP:
         # Straight to httpcore: no cookie jar (a Set-Cookie from one resource must never
         # ride along on the next request to that host), no auth flow, no redirects, no
         # decompression; and far less CPU per request than an httpx client.
-        pool = (
-            _pinned_pool(target, self._pools.ssl_context)
+        pool_scope = (
+            _pinned_pool(target, self._pools.ssl_context)  # closed on leaving: one use
             if fresh_connection
-            else self._pools.for_target(target)
+            else contextlib.nullcontext(self._pools.for_target(target))
         )
-        try:
+        with pool_scope as pool:
             try:
                 response = pool.handle_request(request)
             except (httpcore.ConnectError, httpcore.ConnectTimeout, httpcore.PoolTimeout) as exc:
                 raise TransportFailure(_connect_reason(exc), sent=False) from None
             except httpcore.UnsupportedProtocol as exc:
                 raise TransportFailure(f"not sent: {exc}", sent=False) from None
-            except httpcore.TimeoutException as exc:
-                raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
             except _HTTPCORE_ERRORS as exc:
-                raise TransportFailure(
-                    f"transport error: {type(exc).__name__}", sent=True
-                ) from None
+                raise _fate_unknown(exc) from None
             address = _peer_address(response, target)
             try:
                 body = bytearray()
@@ -734,17 +738,10 @@ class RemoteHTTP:
                         raise TransportFailure("response body over the size limit", sent=True)
                     if time.monotonic() > ends_at:
                         raise TransportFailure("timed out reading the response body", sent=True)
-            except httpcore.TimeoutException as exc:
-                raise TransportFailure(f"timed out: {type(exc).__name__}", sent=True) from None
             except _HTTPCORE_ERRORS as exc:
-                raise TransportFailure(
-                    f"transport error: {type(exc).__name__}", sent=True
-                ) from None
+                raise _fate_unknown(exc) from None
             finally:
                 response.close()
-        finally:
-            if fresh_connection:
-                pool.close()
         return RemoteResponse(
             status=response.status,
             headers=httpx.Headers(response.headers),
