@@ -61,7 +61,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "blocked_address": 502,
     "missing_token": 503,
     "ledger_in_use": 503,
-    "ledger_error": 500,
+    "ledger_error": 503,
     "config_invalid": 500,
     "internal_error": 500,
 }

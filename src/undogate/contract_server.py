@@ -22,6 +22,7 @@ import socket
 import stat
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -93,6 +94,21 @@ _SEED_FILES: dict[str, str] = {
 """,
     "plain.txt": "Plain text, kept byte for byte.\nSecond line.\n",
 }
+
+
+GATE_LIMIT_S = 60.0  # a held write never waits longer than this, released or not
+
+
+@dataclass
+class WriteGate:
+    """Where a held write waits: ``arrived`` once it reached the server, and it goes on
+    when ``release()`` is called."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def release(self) -> None:
+        self.released.set()
 
 
 class ContractDataError(ValueError):
@@ -371,6 +387,7 @@ class _Handler(BaseHTTPRequestHandler):
             if values:
                 headers[name.lower()] = ", ".join(v.strip() for v in values)
         request = _Request(self.command, urlsplit(self.path).path, headers, body)
+        self.contract.wait_at_gate(request)
         reply = self.contract.handle(request)
         if reply.action == "hang":
             self.contract.stopping.wait(self.contract.hang_seconds)
@@ -467,6 +484,7 @@ class ContractServer:
         self._lock = threading.RLock()
         self._resources: dict[str, _Resource] = {}
         self._faults: list[_Fault] = []
+        self._gates: dict[str, WriteGate] = {}
         self._writes: Counter[str] = Counter()
         self._attempts: Counter[str] = Counter()
         self._counter = 0
@@ -704,6 +722,26 @@ class ContractServer:
             raise ValueError("path must start with '/'")
         with self._lock:
             self._faults.append(_Fault(fault, path, count))
+
+    def hold_next_write(self, path: str) -> WriteGate:
+        """The next write to ``path`` waits, before the server looks at it, until the
+        returned gate is released: a slow write whose timing the test controls."""
+        gate = WriteGate()
+        with self._lock:
+            self._gates[path] = gate
+        return gate
+
+    def wait_at_gate(self, request: _Request) -> None:
+        if request.method in ("GET", "HEAD"):
+            return
+        with self._lock:
+            gate = self._gates.pop(request.path, None)
+        if gate is not None:
+            gate.arrived.set()
+            deadline = time.monotonic() + GATE_LIMIT_S
+            while not gate.released.wait(0.05):
+                if self.stopping.is_set() or time.monotonic() > deadline:
+                    break
 
     def clear_faults(self) -> None:
         with self._lock:

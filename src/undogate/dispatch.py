@@ -17,7 +17,7 @@ from functools import partial
 
 from .adapters import Adapter, ConditionalWrite, Side
 from .config import Resource
-from .errors import BlockedAddress, MissingToken, UndogateError
+from .errors import BlockedAddress, LedgerError, MissingToken, UndogateError
 from .etag import ETag, parse_etag
 from .jobs import (
     ActionStatus,
@@ -34,6 +34,7 @@ from .jobs import (
 from .jsonvalue import JsonObject, JsonValue
 from .ledger import Ledger
 from .net import RemoteResponse, TransportFailure
+from .overlaps import check_overlaps
 
 # SPEC §4: these answers mean the server changed nothing.
 REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
@@ -91,40 +92,52 @@ class Dispatch:
             if self.reauthorize is not None:
                 self.reauthorize()
             planned.adapter.auth_headers(planned.resource)
+            action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
+            self.started = True  # only once that first intent is committed
         except UndogateError as exc:
-            if not self.started:
-                raise  # nothing recorded, nothing sent: the token stays usable
+            if not self.started or isinstance(exc, LedgerError):
+                raise  # nothing recorded for this step, nothing sent
             self.ledger.write(partial(self._stop_rows, change=planned.change, exc=exc))
             return False
-        action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
         self.crash_point(self.operation, "after_intent")
         try:
             outcome = self._send_and_verify(planned)
         except BaseException:
             # Whatever broke, the request may have left: never leave it looking unsent.
             failed = Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch")
+            self._record_outcome(planned, action_id, failed, finish=True)
+            raise
+        stop = last or outcome.status is not ActionStatus.DONE
+        self._record_outcome(planned, action_id, outcome, finish=stop)
+        self.crash_point(self.operation, "after_outcome")
+        return not stop
+
+    def _record_outcome(
+        self, planned: PlannedWrite, action_id: int, outcome: Outcome, *, finish: bool
+    ) -> None:
+        """Raises: LedgerError naming the write whose outcome is now unknown to the ledger
+        (the action stays ``dispatching``, which holds its fields like a quarantine until
+        the gateway settles it as ``uncertain``)."""
+        try:
             self.ledger.write(
                 partial(
                     self._outcome_rows,
                     change=planned.change,
                     action_id=action_id,
-                    outcome=failed,
-                    finish=True,
+                    outcome=outcome,
+                    finish=finish,
                 )
             )
-            raise
-        stop = last or outcome.status is not ActionStatus.DONE
-        self.ledger.write(
-            partial(
-                self._outcome_rows,
-                change=planned.change,
-                action_id=action_id,
-                outcome=outcome,
-                finish=stop,
-            )
-        )
-        self.crash_point(self.operation, "after_outcome")
-        return not stop
+        except LedgerError as exc:
+            raise LedgerError(
+                f"the {planned.write.method} to {planned.change.resource_id} was sent, but the "
+                f"ledger could not record its outcome ({exc.message}). The write is treated "
+                "as uncertain: its fields stay quarantined until a reviewer reconciles it",
+                job=self.job.id,
+                resource=planned.change.resource_id,
+                action=action_id,
+                **exc.details,
+            ) from exc
 
     # -- ledger rows (each called inside Ledger.write) ----------------------------------
 
@@ -139,6 +152,9 @@ class Dispatch:
         )
 
     def _intent_rows(self, c: sqlite3.Connection, planned: PlannedWrite) -> int:
+        # Checked again here, in the transaction that records the intent: another job may
+        # have gone uncertain, started a write or applied since this confirm planned.
+        check_overlaps(c, self.job, [planned.change], self.operation)
         if not self.started:
             Ledger.consume_preview(c, self.token_hash, self.job.id, self.job.state.value)
             c.execute(
@@ -157,7 +173,6 @@ class Dispatch:
                 from_state=self.job.state.value,
                 to_state=self.running.value,
             )
-            self.started = True
         return Ledger.begin_action(
             c,
             job_id=self.job.id,

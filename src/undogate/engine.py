@@ -29,12 +29,11 @@ from .errors import (
     Forbidden,
     IdempotencyKeyReused,
     InvalidRequest,
-    LaterJobOverlaps,
+    LedgerError,
     LimitReached,
     NotFound,
     PreviewExpired,
     PreviewUsed,
-    Quarantined,
     ReconciliationBlocked,
     StaleVersion,
     TransitionNotAllowed,
@@ -55,14 +54,14 @@ from .jobs import (
     require_start,
     state_after_settling,
 )
-from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps, loads
+from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
-from .recovery import recover
+from .overlaps import check_overlaps
+from .recovery import LiveDispatches, recover
 
 log = logging.getLogger(__name__)
 
-_OPEN_FOR_OVERLAP = ("applied", "uncertain")
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
 
@@ -153,9 +152,11 @@ class Gateway:
     clock: Callable[[], float] = time.time
     crash_at: str | None = None
     adapters: dict[ResourceKind, Adapter] = field(init=False)
+    live: LiveDispatches = field(init=False)
 
     def __post_init__(self) -> None:
         self.adapters = build_adapters(self.http, self.config.limits, self.environ)
+        self.live = LiveDispatches(self.ledger)
 
     # -- lookups ---------------------------------------------------------------
 
@@ -179,7 +180,11 @@ class Gateway:
 
     def get_job(self, owner_id: str, job_id: str) -> Job:
         """The job, if ``owner_id`` owns it; otherwise ``NotFound`` (never ``Forbidden``,
-        so ids of other owners' jobs reveal nothing)."""
+        so ids of other owners' jobs reveal nothing).
+
+        Raises: NotFound; LedgerError while a write whose outcome could not be recorded
+        cannot be settled yet (nothing moves a job on a ledger that cannot record it)."""
+        self.live.settle()
         job = self.ledger.load_job(job_id)
         if job is None or job.owner_id != owner_id:
             raise NotFound(f"no job {job_id!r}", job=job_id)
@@ -382,8 +387,9 @@ class Gateway:
             if operation is Operation.ACCEPT_OBSERVED and view.observation is Observation.NEITHER:
                 blockers.append(
                     {
-                        "code": ReconciliationBlocked.code,
                         "change": change.index,
+                        "resource": change.resource_id,
+                        "code": ReconciliationBlocked.code,
                         "message": f"{change.resource_id} shows neither the before nor the "
                         "after values: investigate by hand before accepting anything",
                     }
@@ -391,8 +397,9 @@ class Gateway:
             elif operation is not Operation.ACCEPT_OBSERVED and view.moved_since_prepare:
                 blockers.append(
                     {
-                        "code": Conflict.code,
                         "change": change.index,
+                        "resource": change.resource_id,
+                        "code": Conflict.code,
                         "message": view.note or "the resource moved",
                     }
                 )
@@ -470,48 +477,8 @@ class Gateway:
                     resource=change.resource_id,
                 )
         if operation is not Operation.ACCEPT_OBSERVED:
-            self.ledger.read(lambda c: self._check_others(c, job, targets, operation))
+            self.ledger.read(lambda c: check_overlaps(c, job, targets, operation))
         return targets
-
-    def _check_others(
-        self, c: sqlite3.Connection, job: Job, targets: list[Change], operation: Operation
-    ) -> None:
-        """Quarantine (every write) and the later-job ordering guard (undo)."""
-        for change in targets:
-            # Any identity: a quarantine outlives a config change until it is reconciled.
-            rows = c.execute(
-                "SELECT ch.job_id, ch.idx, ch.kind, ch.fields, ch.state, ch.applied_seq, "
-                "ch.fingerprint FROM changes ch WHERE ch.resource_id = ? "
-                "AND ch.state IN (?, ?) AND ch.job_id != ?",
-                (change.resource_id, *_OPEN_FOR_OVERLAP, job.id),
-            ).fetchall()
-            for other_job, _idx, kind, fields_json, state, applied_seq, fingerprint in rows:
-                other_fields = set(_fields(fields_json))
-                overlap = kind == ResourceKind.WEBDAV_TEXT.value or bool(
-                    other_fields & set(change.fields)
-                )
-                if not overlap:
-                    continue
-                if state == ChangeState.UNCERTAIN.value:
-                    raise Quarantined(
-                        f"{change.resource_id} is quarantined by job {other_job}, whose "
-                        "outcome is uncertain; a reviewer must reconcile it first",
-                        blocking_job=other_job,
-                        resource=change.resource_id,
-                    )
-                if (
-                    operation is Operation.UNDO
-                    and fingerprint == change.fingerprint
-                    and change.applied_at is not None
-                    and applied_seq is not None
-                    and applied_seq > change.applied_at
-                ):
-                    raise LaterJobOverlaps(
-                        f"job {other_job} changed {change.resource_id} after this job; "
-                        "undo it first",
-                        later_job=other_job,
-                        resource=change.resource_id,
-                    )
 
     def _view(
         self, adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
@@ -620,7 +587,10 @@ class Gateway:
             )
         except UndogateError:
             if not dry_run:
-                self._count_attempt(job.id)
+                try:
+                    self._count_attempt(job.id)
+                except LedgerError:
+                    log.warning("could not count a refused confirmation of %s", job.id)
             raise
 
     def _confirm_checked(
@@ -675,18 +645,19 @@ class Gateway:
             return Confirmation(
                 job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
             )
-        Dispatch(
-            ledger=self.ledger,
-            actor_label=actor.label,
-            access_path=actor.access_path,
-            job=job,
-            operation=operation,
-            writes=writes,
-            token_hash=token_hash,
-            deadline=deadline,
-            reauthorize=reauthorize,
-            crash_point=self._crash_point,
-        ).run()
+        with self.live.running(job.id):
+            Dispatch(
+                ledger=self.ledger,
+                actor_label=actor.label,
+                access_path=actor.access_path,
+                job=job,
+                operation=operation,
+                writes=writes,
+                token_hash=token_hash,
+                deadline=deadline,
+                reauthorize=reauthorize,
+                crash_point=self._crash_point,
+            ).run()
         done = self.ledger.load_job(job.id)
         assert done is not None
         return Confirmation(job=done)
@@ -883,11 +854,6 @@ def _current_side(change: Change, snap: Snapshot) -> tuple[JsonObject | None, st
         return None, snap.text
     current = snap.fields or {}
     return {f: current[f] for f in change.fields if f in current}, None
-
-
-def _fields(fields_json: str) -> list[str]:
-    value = loads(fields_json)
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _payload_size(summary: str, changes: list[Change]) -> int:

@@ -240,6 +240,20 @@ class Event:
 
 
 @dataclass(frozen=True)
+class OpenChange:
+    """Another job's change that still holds a resource: applied, uncertain, or with a
+    write in flight right now (an intent committed, no outcome yet)."""
+
+    job_id: str
+    kind: str
+    fields: tuple[str, ...]
+    state: ChangeState
+    applied_seq: int | None
+    fingerprint: str
+    in_flight: bool
+
+
+@dataclass(frozen=True)
 class StoredPreview:
     token_hash: str
     job_id: str
@@ -249,6 +263,15 @@ class StoredPreview:
     consumed_at: float | None
     op_seq: int | None
     snapshot: JsonObject
+
+
+def _ledger_failure(doing: str, exc: sqlite3.Error) -> LedgerError:
+    """SQLite's refusal as a sentence (its message names no value and no secret)."""
+    return LedgerError(
+        f"the ledger could not {doing}: {exc}. Nothing of this step was recorded; "
+        "free disk space or restore the ledger from a backup, then try again",
+        sqlite_error=type(exc).__name__,
+    )
 
 
 def _check_private(path: Path, want: int, what: str) -> None:
@@ -407,20 +430,33 @@ class Ledger:
         with self._mutex:
             if self._in_tx:
                 return fn(self._conn)
-            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _ledger_failure("start a write", exc) from exc
             self._in_tx = True
             self._writer_thread = threading.get_ident()
             try:
                 result = fn(self._conn)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            else:
                 self._conn.execute("COMMIT")
+            except BaseException as exc:
+                self._roll_back()
+                if isinstance(exc, sqlite3.Error):
+                    raise _ledger_failure("commit", exc) from exc
+                raise
             finally:
                 self._in_tx = False
                 self._writer_thread = None
             return result
+
+    def _roll_back(self) -> None:
+        # A failed COMMIT (a full disk) may leave the transaction open, or SQLite may have
+        # rolled it back already; either way nothing of it is kept.
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.exception("the ledger could not roll back a failed write")
 
     def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn`` on one consistent snapshot of the last commit.
@@ -431,11 +467,14 @@ class Ledger:
         if self._writer_thread == threading.get_ident():
             return fn(self._conn)
         conn = self._reader()
-        conn.execute("BEGIN")
         try:
-            return fn(conn)
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                return fn(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise _ledger_failure("read", exc) from exc
 
     def _reader(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -680,6 +719,34 @@ class Ledger:
 
         return self.read(q)
 
+    @staticmethod
+    def open_changes(c: sqlite3.Connection, resource_id: str, exclude_job: str) -> list[OpenChange]:
+        """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
+        outlives a config change). Two indexed reads: changes_live and actions_in_flight."""
+        held = c.execute(
+            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0 FROM changes "
+            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
+            (resource_id, exclude_job),
+        ).fetchall()
+        flying = c.execute(
+            "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1 "
+            "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
+            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
+            (resource_id, exclude_job),
+        ).fetchall()
+        return [
+            OpenChange(
+                job_id=r[0],
+                kind=r[1],
+                fields=_fields_from_json(r[2]),
+                state=ChangeState(r[3]),
+                applied_seq=r[4],
+                fingerprint=r[5],
+                in_flight=bool(r[6]),
+            )
+            for r in (*flying, *held)
+        ]
+
     # -- actions -------------------------------------------------------------------
 
     @staticmethod
@@ -853,15 +920,19 @@ def _split_sql(script: str) -> list[str]:
     return statements
 
 
-def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
-    fields_value = loads_object('{"f":' + r[4] + "}")["f"]
+def _fields_from_json(fields_json: str) -> tuple[str, ...]:
+    fields_value = loads_object('{"f":' + fields_json + "}")["f"]
     assert isinstance(fields_value, list)
+    return tuple(str(f) for f in fields_value)
+
+
+def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
     return Change(
         index=r[0],
         resource_id=r[1],
         kind=ResourceKind(r[2]),
         fingerprint=r[3],
-        fields=tuple(str(f) for f in fields_value),
+        fields=_fields_from_json(r[4]),
         before=loads_object(r[5]) if r[5] is not None else None,
         after=loads_object(r[6]) if r[6] is not None else None,
         before_text=r[7],

@@ -9,9 +9,14 @@ through indexes of exactly those rows, never every job.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import threading
+from collections.abc import Callable, Collection, Iterator
+from contextlib import contextmanager
 
 from .config import Config
+from .errors import LedgerError, UndogateError
 from .jobs import (
     ActionStatus,
     ChangeState,
@@ -21,6 +26,8 @@ from .jobs import (
     state_after_undo,
 )
 from .ledger import Ledger
+
+log = logging.getLogger(__name__)
 
 SYSTEM_LABEL = "system:undogate"
 
@@ -32,20 +39,53 @@ IN_FLIGHT_ACTIONS = (
 RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
 
 
+# (the event's reason, the action's detail) for each way a write can be cut off.
+RESTART = (
+    "interrupted by a restart",
+    "the gateway stopped while this write was in flight; outcome unknown",
+)
+UNRECORDED = (
+    "the ledger could not record this write's outcome",
+    "the write was sent but the ledger could not record its outcome; outcome unknown",
+)
+
+
 def recover(ledger: Ledger, config: Config) -> dict[str, int]:
     """Run start-up recovery in one transaction; returns what it did, counted."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
-    ledger.write(lambda c: _recover_in(c, config, counts))
+
+    def run(c: sqlite3.Connection) -> None:
+        _settle_in(c, frozenset(), RESTART, counts)
+        _invalidate_changed(c, config, counts)
+
+    ledger.write(run)
     return counts
 
 
-def _recover_in(c: sqlite3.Connection, config: Config, counts: dict[str, int]) -> None:
+def settle_interrupted(ledger: Ledger, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+    """In a running gateway, what start-up recovery does for a restart: every write left
+    ``dispatching`` by a confirm that is no longer running (its outcome could not be
+    recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is read inside
+    the write transaction, so a confirm that recorded an intent is always seen as live.
+
+    Raises: LedgerError when the ledger still cannot record it."""
+    counts = {"uncertain": 0, "settled": 0}
+    ledger.write(lambda c: _settle_in(c, frozenset(live_jobs()), UNRECORDED, counts))
+    return counts
+
+
+def _settle_in(
+    c: sqlite3.Connection, live: frozenset[str], cause: tuple[str, str], counts: dict[str, int]
+) -> None:
+    reason, action_detail = cause
     for action_id, job_id, idx, op in c.execute(IN_FLIGHT_ACTIONS).fetchall():
+        if job_id in live:
+            continue
         Ledger.finish_action(
             c,
             action_id,
             ActionStatus.UNCERTAIN,
-            detail="the gateway stopped while this write was in flight; outcome unknown",
+            detail=action_detail,
         )
         Ledger.set_change_state(c, job_id, idx, ChangeState.UNCERTAIN)
         Ledger.add_event(
@@ -56,10 +96,12 @@ def _recover_in(c: sqlite3.Connection, config: Config, counts: dict[str, int]) -
             operation=f"{op}_uncertain",
             target=str(idx),
             to_state=ChangeState.UNCERTAIN.value,
-            detail={"reason": "interrupted by a restart"},
+            detail={"reason": reason},
         )
         counts["uncertain"] += 1
     for (job_id,) in c.execute(RUNNING_JOBS).fetchall():
+        if job_id in live:
+            continue
         job = Ledger.load_job_in(c, job_id, with_actions=False)
         assert job is not None
         states = [ch.state for ch in job.changes]
@@ -83,7 +125,6 @@ def _recover_in(c: sqlite3.Connection, config: Config, counts: dict[str, int]) -
             to_state=final.value,
         )
         counts["settled"] += 1
-    _invalidate_changed(c, config, counts)
 
 
 def _invalidate_changed(c: sqlite3.Connection, config: Config, counts: dict[str, int]) -> None:
@@ -139,3 +180,59 @@ def _invalidate_changed(c: sqlite3.Connection, config: Config, counts: dict[str,
         "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?)",
         list(current.items()),
     )
+
+
+class LiveDispatches:
+    """The confirms this process is running right now, and whether one of them ended
+    without its outcome recorded (the ledger refused the write: a full disk). Until that
+    is settled the ledger shows a write ``dispatching`` that nobody runs; it holds its
+    fields like a quarantine meanwhile, and ``settle`` turns it into ``uncertain``."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        self._lock = threading.Lock()
+        self._jobs: set[str] = set()
+        self._unsettled = False
+
+    @contextmanager
+    def running(self, job_id: str) -> Iterator[None]:
+        with self._lock:
+            self._jobs.add(job_id)
+        try:
+            yield
+        except UndogateError as exc:
+            if isinstance(exc, LedgerError):
+                self._unsettled = True
+            raise
+        except BaseException:
+            self._unsettled = True
+            raise
+        finally:
+            with self._lock:
+                self._jobs.discard(job_id)
+            if self._unsettled:
+                try:
+                    self.settle()
+                except LedgerError:
+                    log.warning("the ledger still refuses writes; interrupted work stays held")
+
+    def settle(self) -> None:
+        """Settle what a failed confirm left in flight, if anything.
+
+        Raises: LedgerError while the ledger still cannot record it (the caller's step
+        fails closed: nothing new runs on a ledger that cannot record it)."""
+        if not self._unsettled:
+            return
+        counts = settle_interrupted(self._ledger, self._live)
+        self._unsettled = False
+        if counts["uncertain"] or counts["settled"]:
+            log.warning(
+                "settled interrupted work: %d write(s) now uncertain (quarantined until a "
+                "reviewer reconciles them), %d job(s) settled",
+                counts["uncertain"],
+                counts["settled"],
+            )
+
+    def _live(self) -> frozenset[str]:
+        with self._lock:
+            return frozenset(self._jobs)

@@ -1,0 +1,105 @@
+"""Whether a job may write past the other jobs that hold the same resource.
+
+Another job's change holds a resource while it is applied, while its outcome is
+uncertain (a quarantine), and while its write is in flight (an intent committed, no
+outcome yet: until the outcome is known it is as uncertain as a quarantine). The check
+runs when a preview or a confirm plans the work, and again inside every action's intent
+transaction, so no write starts on a field that another job holds at that very moment.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import LaterJobOverlaps, Quarantined
+from .jobs import Change, ChangeState, Job, Operation, ResourceKind
+from .ledger import Ledger, OpenChange
+
+# {"change", "resource", "code", "message"} plus the job in the way (engine data: the
+# surfaces render it as JSON).
+Blocker = dict[str, Any]
+
+
+def find_blockers(
+    c: sqlite3.Connection, job: Job, targets: Sequence[Change], operation: Operation
+) -> list[Blocker]:
+    """One blocker per blocked change, in the shape every blocked preview carries:
+    ``{"change", "resource", "code", "message"}`` plus the job in the way
+    (``blocking_job`` for a quarantine, ``later_job`` for an ordering refusal)."""
+    found: list[Blocker] = []
+    for change in targets:
+        candidates = [
+            b
+            for other in Ledger.open_changes(c, change.resource_id, job.id)
+            if (b := _blocker(change, other, operation)) is not None
+        ]
+        if candidates:
+            # A quarantine is named before an ordering problem: it must be resolved first.
+            found.append(min(candidates, key=lambda b: b["code"] != Quarantined.code))
+    return found
+
+
+def check_overlaps(
+    c: sqlite3.Connection, job: Job, targets: Sequence[Change], operation: Operation
+) -> None:
+    """Raises: Quarantined or LaterJobOverlaps for the first blocked change; its details
+    list every blocked change under ``blockers``."""
+    found = find_blockers(c, job, targets, operation)
+    if not found:
+        return
+    first = found[0]
+    if first["code"] == Quarantined.code:
+        raise Quarantined(
+            str(first["message"]),
+            resource=first["resource"],
+            blocking_job=first["blocking_job"],
+            blockers=found,
+        )
+    raise LaterJobOverlaps(
+        str(first["message"]),
+        resource=first["resource"],
+        later_job=first["later_job"],
+        blockers=found,
+    )
+
+
+def _blocker(change: Change, other: OpenChange, operation: Operation) -> Blocker | None:
+    whole_document = other.kind == ResourceKind.WEBDAV_TEXT.value
+    if not whole_document and not set(other.fields) & set(change.fields):
+        return None
+    if other.in_flight:
+        message = (
+            f"{change.resource_id} is being written by job {other.job_id} right now; "
+            "until its outcome is recorded it holds the resource like a quarantine"
+        )
+    elif other.state is ChangeState.UNCERTAIN:
+        message = (
+            f"{change.resource_id} is quarantined by job {other.job_id}, whose outcome is "
+            "uncertain; a reviewer must reconcile it first"
+        )
+    elif (
+        operation is Operation.UNDO
+        and other.fingerprint == change.fingerprint
+        and change.applied_at is not None
+        and other.applied_seq is not None
+        and other.applied_seq > change.applied_at
+    ):
+        return {
+            "change": change.index,
+            "resource": change.resource_id,
+            "code": LaterJobOverlaps.code,
+            "message": f"job {other.job_id} changed {change.resource_id} after this job; "
+            "undo it first",
+            "later_job": other.job_id,
+        }
+    else:
+        return None
+    return {
+        "change": change.index,
+        "resource": change.resource_id,
+        "code": Quarantined.code,
+        "message": message,
+        "blocking_job": other.job_id,
+    }
