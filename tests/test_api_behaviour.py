@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from starlette.testclient import TestClient
@@ -198,3 +199,52 @@ def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: Any) ->
     )
     assert preview.status_code == 403
     assert '"x"' not in preview.text
+
+
+def test_every_blocked_preview_is_a_409_with_what_blocks_each_change(api_world: Any) -> None:
+    """A guard that blocks a preview answers one shape whatever the guard (SPEC §9): 409,
+    its code, and per blocked change what blocks it, never a 200 without a token."""
+    owner = auth(api_world, "owner")
+    with TestClient(api_world.app) as client:
+
+        def job(status: str) -> str:
+            change = {"resource": "customer", "set": {"status": status}}
+            body = json.dumps({"summary": "s", "changes": [change]})
+            return str(prepare(client, api_world, body).json()["job_id"])
+
+        def preview(job_id: str, operation: str) -> Any:
+            return client.post(
+                f"/api/v1/jobs/{job_id}/previews", json={"operation": operation}, headers=owner
+            )
+
+        def apply(job_id: str) -> None:
+            token = preview(job_id, "apply").json()["preview_token"]
+            done = client.post(
+                f"/api/v1/jobs/{job_id}/confirm", json={"preview_token": token}, headers=owner
+            )
+            assert done.json()["job"]["state"] == "applied", done.text
+
+        edited = job("customer")
+        apply(edited)
+        api_world.server.set_field(PATH, "/status", "edited by someone else")
+        conflict = preview(edited, "undo")
+        api_world.server.arm("apply_then_500", PATH)
+        uncertain = job("gold")
+        token = preview(uncertain, "apply").json()["preview_token"]
+        client.post(
+            f"/api/v1/jobs/{uncertain}/confirm", json={"preview_token": token}, headers=owner
+        )
+        quarantined = preview(job("silver"), "apply")
+
+    for answer, code in ((conflict, "conflict"), (quarantined, "quarantined")):
+        assert answer.status_code == 409, answer.text
+        assert answer.headers["cache-control"] == "no-store"
+        error = answer.json()["error"]
+        assert error["code"] == code
+        (blocker,) = error["details"]["blockers"]
+        assert blocker["change"] == 0 and blocker["resource"] == "customer"
+        assert blocker["code"] == code and blocker["message"] == error["message"]
+    # The reviewer still sees what the undo would have written over what.
+    (change,) = conflict.json()["error"]["details"]["preview"]["changes"]
+    assert change["current"]["status"] == "edited by someone else"
+    assert change["planned"]["status"] == "lead"

@@ -212,3 +212,21 @@ def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> 
     )
     assert result.returncode == 2
     assert "use https" in result.stderr
+
+
+def test_a_blocked_undo_shows_what_blocks_it_and_writes_nothing(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    job = prepare(served, JOB)
+    reviewer = {"Authorization": f"Bearer {served['operator']}"}
+    base = f"{served['url']}/api/v1/jobs/{job}"
+    token = httpx.post(f"{base}/previews", json={"operation": "apply"}, headers=reviewer).json()
+    httpx.post(f"{base}/confirm", json={"preview_token": token["preview_token"]}, headers=reviewer)
+    server.set_field(SERVED_PATH, "/status", "edited later")
+    writes = server.write_count(SERVED_PATH)
+    term = Terminal(["undo", job], reviewer_env(served))
+    term.read_until("nothing can be confirmed: undo is blocked")
+    assert term.finish() == 1
+    assert '"edited later"' in term.text  # the current value the undo would overwrite
+    assert "blocked: the resource changed after this job applied it" in term.text
+    assert server.write_count(SERVED_PATH) == writes

@@ -448,7 +448,16 @@ async def preview_job(request: Request) -> Response:
     job = await _visible_job(request, principal, request.path_params["job_id"])
     gw = services(request).gateway
     preview = await call(gw.preview, principal.actor("api"), job.id, operation)
-    return JSONResponse(receipts.preview_view(preview, job, gw.clock()), headers=NO_STORE)
+    view = receipts.preview_view(preview, job, gw.clock())
+    if preview.blockers:
+        # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
+        # first blocked change, and per change what blocks it, as a raised guard gives.
+        first = preview.blockers[0]
+        details: JsonObject = {"job": job.id, "blockers": view["blockers"], "preview": view}
+        response = error_response(str(first["code"]), str(first["message"]), details)
+        response.headers.update(NO_STORE)
+        return response
+    return JSONResponse(view, headers=NO_STORE)
 
 
 @endpoint

@@ -232,9 +232,9 @@ SCHEMAS: S = {
         {
             "job_id": _STR,
             "operation": _STR,
-            "preview_token": _nullable("string"),
-            "expires_at": _nullable("number"),
-            "expires_in_s": _nullable("number"),
+            "preview_token": _STR,  # a blocked preview is a 409 error instead
+            "expires_at": _NUM,
+            "expires_in_s": _NUM,
             "changes": {
                 "type": "array",
                 "items": _obj(

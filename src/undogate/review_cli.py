@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .jsonvalue import JsonNumber, JsonValue, dumps
-from .server import ApiClient
+from .server import ApiClient, ApiError
 
 Ask = Callable[[str], str]
 SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
@@ -206,13 +206,20 @@ def confirm_operation(
         )
         return 2
     base = f"/api/v1/jobs/{job_id}"
-    preview = _obj(client.request("POST", f"{base}/previews", {"operation": operation}))
     console.print(Text(f"{verb} preview of {job_id}", style="bold"))
-    _render_preview(console, preview)
-    token = preview.get("preview_token")
-    if not isinstance(token, str):
+    try:
+        preview = _obj(client.request("POST", f"{base}/previews", {"operation": operation}))
+    except ApiError as exc:
+        if "blockers" not in exc.details:
+            raise
+        # A blocked preview (409): what the reviewer would have seen, then what blocks it.
+        shown = _obj(exc.details.get("preview") or {"operation": operation})
+        _render_preview(console, {**shown, "blockers": exc.details["blockers"]})
         console.print(f"\nnothing can be confirmed: {verb} is blocked", style="bold red")
         return 1
+    _render_preview(console, preview)
+    token = preview.get("preview_token")
+    assert isinstance(token, str)  # an unblocked preview always carries its token
     requests: list[Any] = []
     if operation != "accept_observed":
         dry = _obj(
