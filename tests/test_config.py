@@ -180,7 +180,7 @@ def test_cli_reports_problems_without_a_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert "resources[0].url" in result.stderr
+    assert "\n  resources[0].url: " in result.stderr  # one problem a line
 
 
 def test_numeric_host_spellings_and_missing_ca_bundle_are_config_problems(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from .invisibles import visible
 
 def _fail(exc: UndogateError) -> None:
     # A message may quote what an agent or a remote server wrote: shown, never obeyed.
-    click.echo(visible(f"error [{exc.code}]: {exc.message}", keep_newlines=False), err=True)
+    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
     sys.exit(2)
 
 
