@@ -202,18 +202,6 @@ def test_reject_through_a_terminal_and_show_marks_caller_supplied_text(
     assert server.write_count(SERVED_PATH) == 0
 
 
-def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> None:
-    result = cli(
-        "jobs",
-        "list",
-        "--agent",
-        "account-assistant",
-        env={**os.environ, "UNDOGATE_URL": "http://10.0.0.5:8080", "UNDOGATE_KEY": "ugo_x"},
-    )
-    assert result.returncode == 2
-    assert "use https" in result.stderr
-
-
 def test_the_cli_marks_invisible_and_blank_looking_characters(served: dict[str, Any]) -> None:
     blanks = "\\u3164\\u115f\\u1160\\uffa0\\u2800\\u034f\\ufe0f"
     job = prepare(
@@ -229,3 +217,15 @@ def test_the_cli_marks_invisible_and_blank_looking_characters(served: dict[str, 
     assert f"hand to lee{marked}" in shown.stdout  # the agent's summary
     assert f"crm{marked}" in shown.stdout  # the caller-supplied label
     assert f'"lee{marked}"' in shown.stdout  # the value, as JSON text
+
+
+def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> None:
+    result = cli(
+        "jobs",
+        "list",
+        "--agent",
+        "account-assistant",
+        env={**os.environ, "UNDOGATE_URL": "http://10.0.0.5:8080", "UNDOGATE_KEY": "ugo_x"},
+    )
+    assert result.returncode == 2
+    assert "use https" in result.stderr

@@ -401,13 +401,6 @@ def test_bidi_overrides_and_control_characters_are_shown_not_obeyed(world: WebWo
             assert "⟨U+202E⟩" in html
 
 
-def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
-    from undogate.review_cli import value_text
-
-    shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
-    assert all(ch.isprintable() for ch in shown), shown
-
-
 # Printable to str.isprintable() yet drawn as nothing, or as a space: Hangul fillers,
 # the Braille blank, the combining grapheme joiner, a variation selector, a tag letter.
 BLANKS = "\u3164\u115f\u1160\uffa0\u2800\u034f\ufe0f\U000e0041"
@@ -440,3 +433,10 @@ def test_invisible_and_blank_looking_characters_are_marked_on_every_page(
             assert f"lee{shown}" in html, name
     # the job page shows the agent's words, the record value and the document line
     assert pages["job"].count("⟨U+3164⟩") >= 4
+
+
+def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
+    from undogate.review_cli import value_text
+
+    shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
+    assert all(ch.isprintable() for ch in shown), shown
