@@ -202,6 +202,23 @@ def test_reject_through_a_terminal_and_show_marks_caller_supplied_text(
     assert server.write_count(SERVED_PATH) == 0
 
 
+def test_the_cli_marks_invisible_and_blank_looking_characters(served: dict[str, Any]) -> None:
+    blanks = "\\u3164\\u115f\\u1160\\uffa0\\u2800\\u034f\\ufe0f"
+    job = prepare(
+        served,
+        f'{{"summary": "hand to lee{blanks}", "attribution_label": "crm{blanks}",'
+        f' "changes": [{{"resource": "customer", "set": {{"owner": "lee{blanks}"}}}}]}}',
+    )
+    shown = cli("jobs", "show", job, env={**reviewer_env(served), "COLUMNS": "300"})
+    assert shown.returncode == 0, shown.stderr
+    marked = "⟨U+3164⟩⟨U+115F⟩⟨U+1160⟩⟨U+FFA0⟩⟨U+2800⟩⟨U+034F⟩⟨U+FE0F⟩"
+    for ch in "\u3164\u115f\u1160\uffa0\u2800\u034f\ufe0f":
+        assert ch not in shown.stdout, f"U+{ord(ch):04X}"
+    assert f"hand to lee{marked}" in shown.stdout  # the agent's summary
+    assert f"crm{marked}" in shown.stdout  # the caller-supplied label
+    assert f'"lee{marked}"' in shown.stdout  # the value, as JSON text
+
+
 def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> None:
     result = cli(
         "jobs",

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from undogate.config import load_config, parse_config
 from undogate.errors import ConfigError
@@ -128,6 +129,116 @@ def test_duplicate_urls_and_loopback_rules() -> None:
     assert "allow_loopback_http" in problems["resources[3].url"]
 
 
+_RECORD = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x"]}
+
+
+def url_problems_of(*urls: str, **extra: object) -> dict[str, list[str]]:
+    """The problems of one config that maps each URL as a resource, by YAML path."""
+    resources = [{**_RECORD, "id": f"r{i}", "url": url, **extra} for i, url in enumerate(urls)]
+    with pytest.raises(ConfigError) as info:
+        parse_config({"agents": [{"id": "a"}], "resources": resources})
+    found: dict[str, list[str]] = {}
+    for path, message in info.value.problems:
+        found.setdefault(path, []).append(message)
+    return found
+
+
+def test_dot_segments_are_refused_with_their_path() -> None:
+    # The issue's aliasing forms: three spellings of one record.
+    base = "https://records.example.com/records"
+    problems = url_problems_of(f"{base}/r1", f"{base}/./r1", f"{base}/x/../r1")
+    assert "resources[0].url" not in problems
+    for where, segment in (("resources[1].url", "'.'"), ("resources[2].url", "'..'")):
+        [dots] = [m for m in problems[where] if "dot segment" in m]
+        assert segment in dots and "exactly what is written" in dots
+        [same] = [m for m in problems[where] if "already mapped" in m]
+        assert "resources[0]" in same and f"{base}/r1" in same
+
+
+@pytest.mark.parametrize(
+    "path", ["/%2e/r1", "/x/%2E%2E/r1", "/x/.%2e/r1", "/r1/.", "/r1/..", "/x/..;v=1/r1"]
+)
+def test_percent_encoded_and_parameter_dot_segments_are_refused(path: str) -> None:
+    problems = url_problems_of(f"https://records.example.com/records{path}")
+    assert ["dot segment" in m for m in problems["resources[0].url"]] == [True]
+
+
+@pytest.mark.parametrize(
+    ("first", "alias"),
+    [
+        ("https://records.example.com/records/r1", "HTTPS://Records.Example.COM/records/r1"),
+        ("https://records.example.com/records/r1", "https://records.example.com:443/records/r1"),
+        ("https://records.example.com/records/r1", "https://records.example.com/%72ecords/r%31"),
+        ("https://records.example.com/records/r%2Fa", "https://records.example.com/records/r%2fa"),
+        ("https://records.example.com/records/~r1", "https://records.example.com/records/%7Er1"),
+    ],
+)
+def test_spellings_of_one_url_are_caught_as_duplicates(first: str, alias: str) -> None:
+    problems = url_problems_of(first, alias)
+    assert list(problems) == ["resources[1].url"]
+    [same] = problems["resources[1].url"]
+    assert "already mapped by resources[0]" in same
+
+
+def test_a_loopback_port_spelling_is_a_duplicate_too() -> None:
+    problems = url_problems_of(
+        "http://127.0.0.1:80/r/1", "http://127.0.0.1/r/1", allow_loopback_http=True
+    )
+    assert "already mapped by resources[0]" in problems["resources[1].url"][0]
+
+
+def test_a_test_copy_that_spells_its_production_url_differently_is_refused() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {
+                "agents": [{"id": "a"}],
+                "resources": [
+                    {**_RECORD, "id": "prod", "url": "https://records.example.com/r/1"},
+                    {
+                        **_RECORD,
+                        "id": "copy",
+                        "url": "https://Records.example.com/r/%31",
+                        "test_copy_of": "prod",
+                    },
+                ],
+            }
+        )
+    assert "already mapped by resources[0]" in dict(info.value.problems)["resources[1].url"]
+
+
+def test_different_objects_on_one_host_still_load() -> None:
+    urls = [
+        "https://records.example.com/records/r1",
+        "https://records.example.com/records/R1",
+        "https://records.example.com/records/r1/",
+        "https://records.example.com/records/..r1",
+        "https://records.example.com/records%2Fr1",
+        "https://records.example.com:8443/records/r1",
+    ]
+    cfg = parse_config(
+        {
+            "agents": [{"id": "a"}],
+            "resources": [{**_RECORD, "id": f"r{i}", "url": u} for i, u in enumerate(urls)],
+        }
+    )
+    assert [r.url for r in cfg.resources] == urls  # kept exactly as written
+
+
+def test_an_ordinary_url_keeps_its_fingerprint() -> None:
+    # Recorded before URL normalisation existed: every job of an existing config is
+    # bound to it, so a change here would invalidate them all at the next start.
+    cfg = parse_config(yaml.safe_load(GOOD))
+    customer = cfg.resource("customer")
+    assert customer is not None
+    expected = "sha256:a92d95df98b6fb5d7a4922ae85218c14fa58233b0603f634a7bd4c9e557fd434"
+    assert customer.fingerprint == expected
+
+
+def test_a_url_that_does_not_parse_is_a_problem_not_a_traceback() -> None:
+    problems = url_problems_of("https://[::1/records/r1")
+    assert problems == {"resources[0].url": ["is not a valid URL"]}
+
+
 def test_fingerprint_tracks_identity_not_token_value() -> None:
     def fp(**over: object) -> str:
         res = {
@@ -180,7 +291,7 @@ def test_cli_reports_problems_without_a_traceback(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert "resources[0].url" in result.stderr
+    assert "\n  resources[0].url: " in result.stderr  # one problem a line
 
 
 def test_numeric_host_spellings_and_missing_ca_bundle_are_config_problems(tmp_path: Path) -> None:

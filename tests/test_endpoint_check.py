@@ -162,6 +162,22 @@ def test_it_never_runs_against_a_resource_that_is_not_a_test_copy(
     assert evidence_rows(ledger) == []
 
 
+def test_it_never_runs_against_a_test_copy_that_is_its_production_spelled_again(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
+) -> None:
+    # The config refuses this pair; a Config built without it must not write either:
+    # ".../records/./customer-123" is sent as the production record itself.
+    checked = record_config(server, data_dir)
+    production = checked.resource("customer")
+    assert production is not None
+    alias = production.url.replace("/records/", "/records/./")
+    copy = production.model_copy(update={"id": "alias", "url": alias, "test_copy_of": "customer"})
+    config = Config(checked.server, checked.limits, (production, copy), checked.agents)
+    with pytest.raises(InvalidRequest, match="not declared a test copy"):
+        check_endpoint(config, ledger, http, "alias", {})
+    assert server.attempt_count(PROD) == 0 and http.writes == 0
+
+
 def test_a_server_that_ignores_a_stale_if_match_fails_and_the_copy_is_put_back(
     server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
 ) -> None:

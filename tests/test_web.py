@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
@@ -20,7 +21,7 @@ from undogate.engine import Gateway
 from undogate.web import CSP, SESSION_COOKIE, WebSettings
 from undogate.web.refusals import known_codes, refusal_for_code
 
-from .browser import RECORD, WebWorld, prepare_body, prepare_via_api, web_world
+from .browser import RECORD, WebWorld, prepare_body, prepare_via_api, served, web_world
 
 CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -398,6 +399,40 @@ def test_bidi_overrides_and_control_characters_are_shown_not_obeyed(world: WebWo
             for hidden in ("\u202e", "\u200b", "\u009b"):
                 assert hidden not in html, (path, hidden)
             assert "⟨U+202E⟩" in html
+
+
+# Printable to str.isprintable() yet drawn as nothing, or as a space: Hangul fillers,
+# the Braille blank, the combining grapheme joiner, a variation selector, a tag letter.
+BLANKS = "\u3164\u115f\u1160\uffa0\u2800\u034f\ufe0f\U000e0041"
+
+
+def test_invisible_and_blank_looking_characters_are_marked_on_every_page(
+    world: WebWorld,
+) -> None:
+    body = prepare_body(summary=f"Hand to lee{BLANKS}", attribution_label=f"crm{BLANKS}")
+    body["changes"][0]["set"]["owner"] = f"lee{BLANKS}"
+    body["changes"].append({"resource": "notes", "text": f"# Notes\n\nowner: lee{BLANKS}\n"})
+    with (
+        served(world.app) as site,
+        httpx.Client(base_url=site.url, follow_redirects=True) as client,
+    ):
+        assert sign_in(client, world.keys["alice"]).status_code == 200
+        job_id = prepare_via_api(client, world.keys["agent"], body)
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        preview = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        assert preview.status_code == 200 and "/previews/" in preview.url.path
+        pages = {
+            "job": client.get(f"/jobs/{job_id}").text,
+            "jobs": client.get("/agents/account-assistant").text,
+            "preview": preview.text,
+        }
+    for name, html in pages.items():
+        for ch in BLANKS:
+            assert ch not in html, (name, f"U+{ord(ch):04X}")
+        for shown in ("⟨U+3164⟩⟨U+115F⟩⟨U+1160⟩⟨U+FFA0⟩⟨U+2800⟩⟨U+034F⟩⟨U+FE0F⟩⟨U+E0041⟩",):
+            assert f"lee{shown}" in html, name
+    # the job page shows the agent's words, the record value and the document line
+    assert pages["job"].count("⟨U+3164⟩") >= 4
 
 
 def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:

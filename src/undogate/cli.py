@@ -13,10 +13,12 @@ import click
 
 from . import __version__
 from .errors import UndogateError
+from .invisibles import visible
 
 
 def _fail(exc: UndogateError) -> None:
-    click.echo(f"error [{exc.code}]: {exc.message}", err=True)
+    # A message may quote what an agent or a remote server wrote: shown, never obeyed.
+    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
     sys.exit(2)
 
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import ConfigError
 from .jobs import ResourceKind
 from .net import host_spelling_problem
+from .urls import dot_segment, normalised_url
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -164,12 +165,16 @@ def _is_loopback_literal(host: str) -> bool:
 
 
 def url_problems(resource: Resource) -> list[str]:
-    """The static URL rules of SPEC §2 (no DNS): scheme, user-info, query, fragment."""
+    """The static URL rules of SPEC §2 (no DNS): scheme, user-info, query, fragment,
+    dot segments."""
     url = resource.url
     problems: list[str] = []
     if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
         return ["must not contain spaces or control characters"]
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed "[" of an IPv6 host
+        return ["is not a valid URL"]
     scheme = parts.scheme.lower()
     if scheme not in ("https", "http"):
         problems.append(f"scheme must be https (got {parts.scheme or 'none'!r})")
@@ -199,15 +204,13 @@ def url_problems(resource: Resource) -> list[str]:
         problems.append("allow_loopback_http applies only to http:// loopback URLs")
     if not parts.path or parts.path == "/":
         problems.append("must name one object (a path), not a whole site")
+    if segment := dot_segment(parts.path):
+        problems.append(
+            f"must not contain the dot segment {segment!r}: servers resolve it to another "
+            "path, and the gateway requests exactly what is written (write the path without "
+            "'.' or '..' segments)"
+        )
     return problems
-
-
-def _normalised_url(url: str) -> str:
-    parts = urlsplit(url)
-    host = (parts.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{parts.scheme.lower()}://{host}:{_effective_port(url)}{parts.path}"
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -254,10 +257,14 @@ def _check_semantics(
             problems.append((f"{where}.agent_id", f"no agent {res.agent_id!r} is declared"))
         for msg in url_problems(res):
             problems.append((f"{where}.url", msg))
-        norm = _normalised_url(res.url)
+        norm = normalised_url(res.url)
         if norm in seen_urls:
             problems.append(
-                (f"{where}.url", f"the same URL is already mapped by resources[{seen_urls[norm]}]")
+                (
+                    f"{where}.url",
+                    f"the same URL is already mapped by resources[{seen_urls[norm]}] "
+                    f"(both name {norm})",
+                )
             )
         seen_urls.setdefault(norm, i)
         problems.extend(_kind_problems(res, where, limits))

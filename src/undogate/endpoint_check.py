@@ -35,6 +35,7 @@ from .jsonvalue import JsonValue, dumps, from_python
 from .ledger import Ledger
 from .net import RemoteHTTP, RemoteResponse, TransportFailure
 from .redact import install_redaction, uninstall_redaction
+from .urls import normalised_url
 
 MARKER_PREFIX = "undogate-check-"
 _WRITE_OK = (200, 204)
@@ -126,7 +127,11 @@ def check_endpoint(
     if copy is None:
         raise NotFound(f"unknown resource {test_copy_id!r}", resource=test_copy_id)
     production = config.resource(copy.test_copy_of) if copy.test_copy_of else None
-    if production is None or production.id == copy.id or production.url == copy.url:
+    if (
+        production is None
+        or production.id == copy.id
+        or normalised_url(production.url) == normalised_url(copy.url)
+    ):
         raise InvalidRequest(
             f"{copy.id!r} is not declared a test copy (test_copy_of); the endpoint check "
             "writes, so it runs only against a disposable test copy",

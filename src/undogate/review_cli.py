@@ -1,8 +1,9 @@
 """The reviewer's terminal: list, show, apply, undo, reconcile and reject over the API.
 
-Every value is rendered as inert text: JSON values as their exact JSON text (control
-characters escaped), documents line by line with control characters made visible,
-and nothing goes through Rich markup. Confirming verbs preview first, show exactly
+Every value is rendered as inert text: JSON values as their exact JSON text, documents
+line by line, each with every invisible, blank-looking or control character shown as
+``⟨U+XXXX⟩`` (the rule of ``invisibles``, as in the web UI), and nothing goes through
+Rich markup. Confirming verbs preview first, show exactly
 what will be sent and what is not reversible, and need an interactive terminal and a
 typed answer.
 """
@@ -16,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .invisibles import visible
 from .jsonvalue import JsonNumber, JsonValue, dumps
 from .server import ApiClient, ApiError
 
@@ -25,12 +27,9 @@ _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 
 
 def inert(text: str) -> Text:
-    """Text with every control character (but tab) shown as an escape, never obeyed."""
-    clean = "".join(
-        ch if ch == "\t" or (ch.isprintable() and ch not in "\x1b") else f"\\x{ord(ch):02x}"
-        for ch in text
-    )
-    return Text(clean)
+    """One line of text as the reviewer must see it: every invisible, blank-looking or
+    control character (newline too; tab aside) shown as ``⟨U+XXXX⟩``, never obeyed."""
+    return Text(visible(text, keep_newlines=False))
 
 
 def s(value: Any) -> str:

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from markupsafe import Markup
+
 from .. import receipts
 from ..diffs import Hunk, diff_hunks
 from ..engine import Preview
+from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, ResourceKind, can_start
 from ..jsonvalue import JsonValue, dumps
 
@@ -68,18 +71,19 @@ def when(ts: Any) -> str:
     return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def visible(text: str) -> str:
-    """``text`` with every invisible or control character (bidi overrides, C1 controls,
-    zero-width marks) shown as ``⟨U+XXXX⟩``: a reviewer sees the exact characters, and
-    no character can reorder or hide what is on the page. Tabs and newlines stay."""
-    return "".join(
-        ch if ch in "\t\n" or ch == " " or ch.isprintable() else f"⟨U+{ord(ch):04X}⟩" for ch in text
-    )
+def shown(value: Any) -> Any:
+    """Jinja's ``finalize``: every ``{{ ... }}`` on every page passes through the one rule
+    of ``invisibles``, so each invisible or blank-looking character is shown as
+    ``⟨U+XXXX⟩`` wherever a template puts text. Markup (a macro's output, already shown)
+    stays markup; the markers hold no character that needs escaping."""
+    if hasattr(value, "__html__"):
+        return Markup(visible(value.__html__()))  # noqa: S704 - markup already; see above
+    return visible(str(value))
 
 
 def json_text(value: JsonValue) -> str:
-    """A value as exact JSON text (numbers keep their digits), invisibles shown."""
-    return visible(dumps(value, sort_keys=False))
+    """A value as exact JSON text (numbers keep their digits)."""
+    return dumps(value, sort_keys=False)
 
 
 def state_words(state: str) -> str:
@@ -219,6 +223,7 @@ __all__ = [
     "job_page",
     "json_text",
     "preview_page",
+    "shown",
     "state_words",
     "trust_words",
     "when",

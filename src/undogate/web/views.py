@@ -81,9 +81,9 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        finalize=present.shown,
     )
     env.filters["json"] = present.json_text
-    env.filters["visible"] = present.visible
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
