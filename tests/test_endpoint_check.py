@@ -339,6 +339,29 @@ def test_a_copy_that_cannot_be_put_back_says_exactly_what_to_restore_by_hand(
     assert server.url(path) not in evidence  # the message is shown, never recorded
 
 
+def test_an_outside_edit_of_another_field_fails_the_undo_and_is_never_overwritten(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
+) -> None:
+    """Exactly the start covers every allow-listed field; the check writes back only
+    over its own marker, so someone else's edit is left for a person, named exactly."""
+    config = record_config(server, data_dir)
+    http.after[1] = lambda: server.set_field(COPY, "/owner", "someone-else")
+
+    result = check_endpoint(config, ledger, http, "customer-copy", {})
+
+    assert [(s.name, s.passed) for s in result.steps[-3:]] == [
+        ("undo_restores", False),
+        ("restore_test_copy", False),
+        ("production_unchanged", True),
+    ]
+    restore = step(result, "restore_test_copy")
+    assert restore.summary == "the test copy shows neither its start nor the check's write"
+    assert restore.message is not None
+    assert f"at {server.url(COPY)}, set 'owner' to \"sam\" (its version" in restore.message
+    assert server.get_record(COPY)["owner"] == "someone-else"
+    assert server.get_record(COPY)["status"] == "lead"
+
+
 @pytest.mark.parametrize(
     ("fault", "restored_by_hand"),
     [("ok_without_apply", False), ("status:409", False), ("weak_read_back", True)],
