@@ -28,7 +28,7 @@ from .davservers import free_port
 KINTO_REQUIREMENT = "kinto==26.5.*"
 VENV = Path(__file__).resolve().parents[1] / ".venv-kinto"
 STAMP = VENV / ".undogate-installed"
-INSTALL_TIMEOUT_S = 600
+INSTALL_TIMEOUT_S = 240  # under pytest-timeout's 300 s, so the pip output is shown
 READY_TIMEOUT_S = 30.0
 USER, PASSWORD = "undogate-test", "not-a-secret-0123"
 

@@ -141,13 +141,15 @@ class CopyProbe:
         return not self._differing_fields(now)
 
     def _differing_fields(self, now: Snapshot | None) -> list[str]:
-        before, current = self._start().fields or {}, (now.fields or {}) if now else None
+        """The allow-listed fields not as at the start (all of them when unknown)."""
+        before = self._start().fields or {}
+        if now is None:
+            return list(self.copy.fields)
+        current = now.fields or {}
         return [
             f
             for f in self.copy.fields
-            if current is None
-            or (f in before) != (f in current)
-            or (f in before and before[f] != current[f])
+            if (f in before) != (f in current) or (f in before and before[f] != current[f])
         ]
 
     def shows_ours(self, now: Snapshot) -> bool:
@@ -163,12 +165,11 @@ class CopyProbe:
         then put the start value back (or remove a field that did not exist)."""
         start = self._start()
         if self.copy.kind is ResourceKind.JSON_RECORD:
-            name_ = self.copy.fields[0]
-            fields = start.fields or {}
+            touched, fields = self.copy.fields[0], start.fields or {}
             request = (
-                ChangeRequest(resource_id=self.copy.id, set={name_: fields[name_]})
-                if name_ in fields
-                else ChangeRequest(resource_id=self.copy.id, remove=(name_,))
+                ChangeRequest(resource_id=self.copy.id, set={touched: fields[touched]})
+                if touched in fields
+                else ChangeRequest(resource_id=self.copy.id, remove=(touched,))
             )
         else:
             request = ChangeRequest(resource_id=self.copy.id, text=start.text)
