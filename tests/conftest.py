@@ -206,6 +206,7 @@ import httpx  # noqa: E402
 import yaml  # noqa: E402
 
 SERVED_PATH = "/records/customer-123"
+SERVED_COPY_PATH = "/records/customer-copy"  # a test copy of it, for the endpoint check
 SERVE = (sys.executable, "-m", "undogate.cli", "serve")
 
 
@@ -243,11 +244,15 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -
 @pytest.fixture
 def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]]:
     config = tmp_path / "undogate.yaml"
+    server.set_record(SERVED_COPY_PATH, server.get_record(SERVED_PATH))
     config.write_text(
         yaml.safe_dump(
             {
                 "server": {"data_dir": str(tmp_path / "data")},
-                "resources": [resource(server, "customer", SERVED_PATH)],
+                "resources": [
+                    resource(server, "customer", SERVED_PATH),
+                    resource(server, "customer-copy", SERVED_COPY_PATH, test_copy_of="customer"),
+                ],
                 "agents": [
                     {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
                 ],

@@ -130,6 +130,16 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
         row(401, 401, 403, 403, 200, 404, 403, 403),
     ),
     (
+        # Every caller that may run a check reaches the check itself, which refuses a
+        # resource that is not a test copy (the happy path: test_endpoint_check.py).
+        "endpoint_check",
+        "POST",
+        "/api/v1/endpoint-checks",
+        {"resource": "customer"},
+        None,
+        row(401, 401, 403, 403, 400, 400, 403, 403),
+    ),
+    (
         "admin_list",
         "GET",
         "/api/v1/admin/keys",

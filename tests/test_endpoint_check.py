@@ -7,18 +7,25 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.endpoint_check import MARKER_PREFIX, CheckResult, check_endpoint, latest_verification
+from undogate.endpoint_check import (
+    MARKER_PREFIX,
+    CheckResult,
+    Step,
+    check_endpoint,
+    latest_verification,
+)
 from undogate.engine import Gateway
-from undogate.errors import InvalidRequest
+from undogate.errors import Conflict, InvalidRequest
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP, RemoteResponse
 
-from .conftest import cli, make_config, resource
+from .conftest import SERVED_COPY_PATH, SERVED_PATH, cli, make_config, resource
 
 PROD = "/records/customer-123"
 COPY = "/records/copy-1"
@@ -35,6 +42,7 @@ class ScriptedHTTP(RemoteHTTP):
         self.writes = 0
         self.after: dict[int, Callable[[], object]] = {}
         self.bodies: list[bytes] = []
+        self.sent: list[tuple[str, str, str]] = []  # method, URL, If-Match of each write
 
     def send(
         self, method: str, url: str, *, headers: dict[str, str], **kwargs: Any
@@ -43,6 +51,7 @@ class ScriptedHTTP(RemoteHTTP):
             return super().send(method, url, headers=headers, **kwargs)
         self.writes += 1
         self.bodies.append(kwargs.get("content") or b"")
+        self.sent.append((method, url, headers.get("If-Match", "")))
         response = super().send(method, url, headers=headers, **kwargs)
         if self.writes in self.after:
             self.after[self.writes]()
@@ -97,11 +106,21 @@ def outcomes(result: CheckResult) -> list[tuple[str, bool]]:
 ALL_PASSED = [
     ("production_read", True),
     ("strong_etag", True),
-    ("stale_write_refused", True),
     ("good_write", True),
+    ("stale_write_refused", True),
+    ("weak_if_match_refused", True),
+    ("missing_not_created", True),
     ("undo_restores", True),
     ("production_unchanged", True),
 ]
+
+
+def with_outcome(name: str, passed: bool) -> list[tuple[str, bool]]:
+    return [(n, passed if n == name else p) for n, p in ALL_PASSED]
+
+
+def step(result: CheckResult, name: str) -> Step:
+    return next(s for s in result.steps if s.name == name)
 
 
 def test_a_json_record_test_copy_passes_and_is_restored(
@@ -116,15 +135,25 @@ def test_a_json_record_test_copy_passes_and_is_restored(
     prod = config.resource("customer")
     assert prod is not None and not latest_verification(ledger, prod)
 
+    paths, start_etag = server.paths(), server.etag(COPY)
+    issued: list[str] = []
+    http.after[1] = lambda: issued.append(server.etag(COPY))  # the tag after the good write
+
     result = check_endpoint(config, ledger, http, "customer-copy", {})
 
     assert result.passed and outcomes(result) == ALL_PASSED
     assert server.get_record(COPY) == start
     assert server.raw_bytes(PROD) == prod_bytes and server.etag(PROD) == prod_etag
-    assert server.attempt_count(PROD) == 0
-    assert server.attempt_count(COPY) == 3 and server.write_count(COPY) == 2
+    assert server.attempt_count(PROD) == 0 and server.paths() == paths
+    # good write, stale, weak, undo: two of them changed the copy
+    assert server.attempt_count(COPY) == 4 and server.write_count(COPY) == 2
     marker = next(b for b in http.bodies if MARKER_PREFIX.encode() in b)
     assert b'"path":"/status"' in marker  # the first allow-listed field carried it
+    (_, _, good), (_, _, stale), (_, _, weak), (_, missing_url, missing), _ = http.sent
+    # Only tags the endpoint issued: the stale one is the copy's tag before the good write.
+    assert good == stale == start_etag and "undogate-stale" not in str(http.sent)
+    assert weak == "W/" + issued[0] and missing == issued[0]
+    assert missing_url.startswith(server.url(COPY) + "-undogate-absent-")
     [(rid, copy_id, passed, evidence)] = evidence_rows(ledger)
     assert (rid, copy_id, passed) == ("customer", "customer-copy", 1)
     assert MARKER_PREFIX not in evidence and "undogate-stale" not in evidence
@@ -192,15 +221,11 @@ def test_a_server_that_ignores_a_stale_if_match_fails_and_the_copy_is_put_back(
     result = check_endpoint(config, ledger, http, "customer-copy", {})
 
     assert not result.passed
-    assert outcomes(result) == [
-        ("production_read", True),
-        ("strong_etag", True),
-        ("stale_write_refused", False),
-        ("restore_test_copy", True),
-        ("production_unchanged", True),
-    ]
-    assert result.steps[2].evidence == {"status": 200, "unchanged": False}
-    assert server.get_record(COPY) == start
+    assert outcomes(result) == with_outcome("stale_write_refused", False)
+    stale = step(result, "stale_write_refused")
+    assert stale.evidence == {"status": 200, "unchanged": False}
+    assert "the write landed: the endpoint does not compare If-Match" in stale.summary
+    assert server.get_record(COPY) == start  # the undo wrote back over the probe's write
     assert not latest_verification(ledger, prod)  # the latest check counts, not the best
 
 
@@ -216,10 +241,141 @@ def test_a_stale_write_refused_with_409_is_not_enough(
     result = check_endpoint(config, ledger, http, "customer-copy", {})
 
     assert not result.passed
-    assert result.steps[2].name == "stale_write_refused" and not result.steps[2].passed
-    assert result.steps[2].evidence == {"status": 409, "unchanged": True}
-    assert [s.name for s in result.steps[3:]] == ["restore_test_copy", "production_unchanged"]
-    assert result.steps[3].evidence == {"needed": False}
+    assert outcomes(result) == with_outcome("stale_write_refused", False)
+    assert step(result, "stale_write_refused").evidence == {"status": 409, "unchanged": True}
+
+
+@pytest.mark.parametrize("kind", ["json_record", "webdav_text"])
+def test_a_server_that_matches_a_weak_if_match_fails_the_check(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
+) -> None:
+    """RFC 9110: If-Match compares strongly, so W/"tag" never matches (WsgiDAV's flaw)."""
+    if kind == "json_record":
+        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
+    else:
+        config = text_config(server, data_dir, b"one line\n")
+        copy_id, path = "notes-copy", COPY_TEXT
+    start = server.raw_bytes(path)
+    server.arm("weak_if_match", path)
+
+    result = check_endpoint(config, ledger, http, copy_id, {})
+
+    assert not result.passed
+    assert outcomes(result) == with_outcome("weak_if_match_refused", False)
+    weak = step(result, "weak_if_match_refused")
+    assert weak.evidence == {"status": 200 if kind == "json_record" else 204, "unchanged": False}
+    assert "matches a weak tag (RFC 9110: If-Match compares strongly)" in weak.summary
+    assert server.raw_bytes(path) == start
+
+
+@pytest.mark.parametrize("kind", ["json_record", "webdav_text"])
+def test_a_server_that_creates_under_if_match_fails_and_the_probe_is_deleted(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
+) -> None:
+    if kind == "json_record":
+        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
+    else:
+        config = text_config(server, data_dir, b"one line\n")
+        copy_id, path = "notes-copy", COPY_TEXT
+    paths, start = server.paths(), server.raw_bytes(path)
+    server.arm("create_under_if_match")
+
+    result = check_endpoint(config, ledger, http, copy_id, {})
+
+    assert not result.passed
+    assert outcomes(result) == with_outcome("missing_not_created", False)
+    missing = step(result, "missing_not_created")
+    assert missing.evidence == {
+        "status": 201,
+        "absent_after": False,
+        "created": True,
+        "deleted": True,
+    }
+    assert "CREATED a resource under If-Match" in missing.summary
+    created_url = http.sent[3][1]
+    assert missing.message == f"the probe created {created_url}; the check deleted it again"
+    assert server.paths() == paths and server.raw_bytes(path) == start
+    if kind == "webdav_text":  # a random file name beside the document, same extension
+        assert created_url.startswith(server.url("/docs/undogate-absent-"))
+        assert created_url.endswith(".md")
+
+
+def test_a_probe_that_cannot_be_deleted_says_what_to_delete_by_hand(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
+) -> None:
+    config = record_config(server, data_dir)
+    server.arm("create_under_if_match")
+    http.after[4] = lambda: server.arm("status:500")  # the probe's DELETE fails
+
+    result = check_endpoint(config, ledger, http, "customer-copy", {})
+
+    missing = step(result, "missing_not_created")
+    assert not missing.passed and missing.evidence["deleted"] is False
+    created_url = http.sent[3][1]
+    assert missing.message is not None
+    assert missing.message.endswith(f"delete {created_url} by hand")
+    assert created_url.removeprefix(server.base_url) in server.paths()
+
+
+@pytest.mark.parametrize("kind", ["json_record", "webdav_text"])
+def test_a_copy_that_cannot_be_put_back_says_exactly_what_to_restore_by_hand(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
+) -> None:
+    """After the good write every write that passes If-Match answers 503: the refusal
+    probes still pass (their If-Match fails first), the undo and the restore fail."""
+    original = "# Copy\r\nno final newline ✓".encode()
+    if kind == "json_record":
+        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
+    else:
+        config, copy_id, path = text_config(server, data_dir, original), "notes-copy", COPY_TEXT
+    http.after[1] = lambda: server.arm("status:503", path, count=10)
+
+    result = check_endpoint(config, ledger, http, copy_id, {})
+
+    assert not result.passed
+    assert [(s.name, s.passed) for s in result.steps[-3:]] == [
+        ("undo_restores", False),
+        ("restore_test_copy", False),
+        ("production_unchanged", True),
+    ]
+    restore = step(result, "restore_test_copy")
+    assert restore.evidence == {"needed": True, "restored": False, "status": 503}
+    assert restore.message is not None and server.url(path) in restore.message
+    if kind == "json_record":
+        # The original value, exactly (the start was "lead"), and where it lives.
+        assert server.get_record(PROD)["status"] == "lead"
+        assert f"at {server.url(path)}, set 'status' to \"lead\"" in restore.message
+    else:
+        saved = Path(restore.message.rpartition("the exact bytes are saved in ")[2])
+        assert saved.read_bytes() == original and saved.parent.parent == data_dir
+        assert saved.stat().st_mode & 0o777 == 0o600
+        assert f"{len(original)} bytes, text/markdown" in restore.message
+    [(_, _, passed, evidence)] = evidence_rows(ledger)
+    assert passed == 0 and "lead" not in evidence and "Copy" not in evidence
+    assert server.url(path) not in evidence  # the message is shown, never recorded
+
+
+def test_an_outside_edit_of_another_field_fails_the_undo_and_is_never_overwritten(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
+) -> None:
+    """Exactly the start covers every allow-listed field; the check writes back only
+    over its own marker, so someone else's edit is left for a person, named exactly."""
+    config = record_config(server, data_dir)
+    http.after[1] = lambda: server.set_field(COPY, "/owner", "someone-else")
+
+    result = check_endpoint(config, ledger, http, "customer-copy", {})
+
+    assert [(s.name, s.passed) for s in result.steps[-3:]] == [
+        ("undo_restores", False),
+        ("restore_test_copy", False),
+        ("production_unchanged", True),
+    ]
+    restore = step(result, "restore_test_copy")
+    assert restore.summary == "the test copy shows neither its start nor the check's write"
+    assert restore.message is not None
+    assert f"at {server.url(COPY)}, set 'owner' to \"sam\" (its version" in restore.message
+    assert server.get_record(COPY)["owner"] == "someone-else"
+    assert server.get_record(COPY)["status"] == "lead"
 
 
 @pytest.mark.parametrize(
@@ -237,22 +393,41 @@ def test_a_good_write_that_does_not_show_fails_the_check(
     config = record_config(server, data_dir)
     start = server.get_record(COPY)
     if fault == "weak_read_back":
-        http.after[2] = lambda: server.arm("weak_etag", COPY)
+        http.after[1] = lambda: server.arm("weak_etag", COPY)
     else:
         server.arm(fault, COPY)
 
     result = check_endpoint(config, ledger, http, "customer-copy", {})
 
     assert not result.passed
-    good = result.steps[3]
-    assert (good.name, good.passed) == ("good_write", False)
-    restore = result.steps[4]
-    assert restore.name == "restore_test_copy" and restore.passed
-    assert restore.evidence["needed"] is restored_by_hand
-    assert result.steps[5] == result.steps[-1] and result.steps[5].passed
+    assert outcomes(result) == [
+        ("production_read", True),
+        ("strong_etag", True),
+        ("good_write", False),
+        ("restore_test_copy", True),
+        ("production_unchanged", True),
+    ]
+    assert step(result, "restore_test_copy").evidence["needed"] is restored_by_hand
     assert server.get_record(COPY) == start
     [(_, _, passed, _)] = evidence_rows(ledger)
     assert passed == 0
+
+
+def test_a_second_check_of_the_same_copy_at_once_is_refused(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
+) -> None:
+    config = record_config(server, data_dir)
+    second: list[BaseException] = []
+
+    def check_again() -> None:
+        try:
+            check_endpoint(config, ledger, http, "customer-copy", {})
+        except Conflict as exc:
+            second.append(exc)
+
+    http.after[1] = check_again  # while the first check has its marker on the copy
+    assert check_endpoint(config, ledger, http, "customer-copy", {}).passed
+    assert [e.code for e in second] == ["conflict"]  # type: ignore[attr-defined]
 
 
 def test_evidence_is_append_only(
@@ -284,16 +459,63 @@ def test_the_cli_exits_0_when_verified_1_when_not_and_2_when_refused(
     )
     ok = cli("check-endpoint", "customer-copy", "--config", str(path))
     assert ok.returncode == 0, ok.stderr
-    assert "[pass] a stale If-Match write is refused with 412" in ok.stdout
+    assert "(directly on the ledger)" in ok.stderr
+    assert (
+        "[pass] If-Match with a tag the endpoint issued earlier (now stale) is refused "
+        "with 412 and no effect: HTTP 412, nothing changed" in ok.stdout
+    )
+    assert '[pass] the weak form of the current tag (W/"...") is refused' in ok.stdout
+    assert "[pass] If-Match on a resource that does not exist creates nothing" in ok.stdout
     assert "customer: verified on a test copy" in ok.stdout
     server.arm("status:500", COPY)
     failed = cli("check-endpoint", "customer-copy", "--config", str(path))
     assert failed.returncode == 1, failed.stderr
     assert "[FAIL] a good conditional write" in failed.stdout
+    assert "[ -- ] the undo write restores the start exactly: not run" in failed.stdout
     refused = cli("check-endpoint", "customer", "--config", str(path))
     assert refused.returncode == 2
     assert "not declared a test copy" in refused.stderr and "Traceback" not in refused.stderr
     assert server.attempt_count(PROD) == 0
+
+
+def test_the_check_runs_through_a_serving_gateway(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    """`undogate serve` owns the ledger: the CLI goes through POST /api/v1/endpoint-checks
+    with the operator's key, and the evidence lands in the server's ledger."""
+    config, env = str(served["config"]), dict(served["env"])
+    start = server.get_record(SERVED_COPY_PATH)
+    without_key = cli("check-endpoint", "customer-copy", "--config", config, env=env)
+    assert without_key.returncode == 2
+    assert "ledger_in_use" not in without_key.stderr  # the code is invalid_request ...
+    assert "set UNDOGATE_URL and UNDOGATE_KEY" in without_key.stderr  # ... with what to do
+
+    done = cli(
+        "check-endpoint", "customer-copy", "--config", config,
+        env={**env, "UNDOGATE_KEY": str(served["operator"])},
+    )  # fmt: skip
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(through the API)" in done.stderr
+    assert "customer: verified on a test copy (check 1 in the ledger)" in done.stdout
+    assert server.get_record(SERVED_COPY_PATH) == start
+    assert server.attempt_count(SERVED_PATH) == 0
+    with httpx.Client(base_url=str(served["url"]), timeout=30) as client:
+        agent = client.post(
+            "/api/v1/endpoint-checks",
+            json={"resource": "customer-copy"},
+            headers={"Authorization": f"Bearer {served['agent']}"},
+        )
+        assert agent.status_code == 403
+        again = client.post(
+            "/api/v1/endpoint-checks",
+            json={"resource": "customer-copy"},
+            headers={"Authorization": f"Bearer {served['operator']}"},
+        )
+    assert again.status_code == 200 and again.headers["cache-control"] == "no-store"
+    view = again.json()
+    assert (view["check_id"], view["passed"], view["resource"]) == (2, True, "customer")
+    assert [s["name"] for s in view["steps"]] == [n for n, _ in ALL_PASSED]
 
 
 def test_the_job_page_says_attested_only_until_a_check_passes(

@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from undogate.endpoint_check import check_endpoint
 from undogate.engine import Gateway
 from undogate.errors import RemoteContractBreach
 from undogate.jobs import ActionStatus, JobState, Operation
@@ -200,7 +201,8 @@ def test_wsgidav_identical_bytes_rewritten_later_is_a_conflict(
 
 def test_wsgidav_accepts_a_weak_if_match_and_creates_on_if_match(dav: DavServer, doc: str) -> None:
     """Two RFC 9110 departures the gateway never triggers (it sends only strong tags,
-    only to existing documents), recorded so nobody relies on them."""
+    only to existing documents), recorded so nobody relies on them; the endpoint check
+    refuses WsgiDAV for them (below)."""
     etag = dav.get(doc).headers["etag"]
     weak = httpx.put(
         dav.url(doc),
@@ -216,6 +218,43 @@ def test_wsgidav_accepts_a_weak_if_match_and_creates_on_if_match(dav: DavServer,
         trust_env=False,
     )
     assert missing.status_code == 201
+
+
+def test_the_endpoint_check_refuses_wsgidav(dav: DavServer, data_dir: Path) -> None:
+    """The endpoint check (SPEC §11) catches both departures above, with a line each,
+    puts the test copy back exactly and deletes the file its probe made."""
+    dav.seed("prod-notes.txt", START.encode())
+    dav.seed("copy-notes.txt", START.encode())
+    files = sorted(p.name for p in dav.root.iterdir())
+    copy = {**text_resource("notes-copy", dav.url("copy-notes.txt")), "test_copy_of": "notes"}
+    with dav_gateway(data_dir, text_resource("notes", dav.url("prod-notes.txt")), copy) as (
+        gateway,
+        http,
+    ):
+        result = check_endpoint(gateway.config, gateway.ledger, http, "notes-copy", {})
+
+    assert not result.passed
+    assert {s.name: s.passed for s in result.steps} == {
+        "production_read": True,
+        "strong_etag": True,
+        "good_write": True,
+        "stale_write_refused": True,
+        "weak_if_match_refused": False,
+        "missing_not_created": False,
+        "undo_restores": True,
+        "production_unchanged": True,
+    }
+    weak, missing = result.steps[4], result.steps[5]
+    assert weak.evidence == {"status": 204, "unchanged": False}
+    assert missing.evidence == {
+        "status": 201,
+        "absent_after": False,
+        "created": True,
+        "deleted": True,
+    }
+    assert missing.message is not None and "the check deleted it again" in missing.message
+    assert dav.disk("copy-notes.txt") == START.encode()
+    assert sorted(p.name for p in dav.root.iterdir()) == files
 
 
 def test_wsgidav_html_or_other_media_types_are_refused(dav: DavServer, data_dir: Path) -> None:

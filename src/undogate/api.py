@@ -23,7 +23,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import receipts
+from . import endpoint_check, receipts
 from .auth import READ, WRITE, Keyring, Principal, require_scope
 from .engine import Gateway, PrepareRequest
 from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized, UndogateError
@@ -500,6 +500,33 @@ async def reject_job(request: Request) -> Response:
 
 
 @endpoint
+async def check_test_copy(request: Request) -> Response:
+    """Run the endpoint check (SPEC §11) on a test copy while serving."""
+    principal = await authenticate(request)
+    _reviewer(principal)
+    body = await json_body(request)
+    _only(body, ("resource",))
+    copy_id = _str(body, "resource", required=True, max_len=64)
+    assert copy_id is not None
+    gw = services(request).gateway
+    copy = gw.config.resource(copy_id)
+    if copy is not None and not principal.sees_agent(copy.agent_id):
+        raise Forbidden(f"this key has no access to agent {copy.agent_id!r}", agent=copy.agent_id)
+    actor = principal.actor("api")
+    result = await call(
+        endpoint_check.check_endpoint,
+        gw.config,
+        gw.ledger,
+        gw.http,
+        copy_id,
+        gw.environ,
+        actor=actor.label,
+        access_path=actor.access_path,
+    )
+    return JSONResponse(endpoint_check.result_view(result), headers=NO_STORE)
+
+
+@endpoint
 async def admin_list_keys(request: Request) -> Response:
     _master(await authenticate(request))
     creds = await call(services(request).keyring.list)
@@ -573,6 +600,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/jobs/{job_id}/confirm", confirm_job, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/reject", reject_job, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/events", job_events, methods=["GET"]),
+        Route("/api/v1/endpoint-checks", check_test_copy, methods=["POST"]),
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),

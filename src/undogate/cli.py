@@ -187,25 +187,21 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     """Earn the conditional_writes attestation on a disposable test copy (SPEC §11).
 
     TEST_COPY_ID must be declared with `test_copy_of: <production id>`; the check writes
-    only to it (a marker, then the undo) and only reads the production resource. It
-    opens the ledger directly, so stop the server first (while one runs, this refuses
-    with ledger_in_use). Exits 0 only when every step passed.
+    only to it (and tries one write beside it, where nothing exists) and only reads the
+    production resource. Directly on the ledger when no server owns it; through the API
+    (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
+    Exits 0 only when every step passed.
     """
-    from .endpoint_check import STEP_TITLES, run_endpoint_check
+    from .endpoint_check import report_lines, run_endpoint_check
 
     try:
-        result = run_endpoint_check(config_path, test_copy_id, os.environ)
+        view, path = run_endpoint_check(config_path, test_copy_id, os.environ)
     except UndogateError as exc:
         _fail(exc)
-    click.echo(f"checking {result.resource_id} on its test copy {result.test_copy_id}")
-    for step in result.steps:
-        mark = "pass" if step.passed else "FAIL"
-        click.echo(f"  [{mark}] {STEP_TITLES.get(step.name, step.name)}: {step.summary}")
-        if step.message:
-            click.echo(f"         {step.message}")
-    verdict = "verified on a test copy" if result.passed else "not verified"
-    click.echo(f"{result.resource_id}: {verdict} (check {result.check_id} in the ledger)")
-    sys.exit(0 if result.passed else 1)
+    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
+    for line in report_lines(view):
+        click.echo(line)
+    sys.exit(0 if view.get("passed") is True else 1)
 
 
 # -- keys --------------------------------------------------------------------------

@@ -35,6 +35,13 @@ from urllib.parse import urlsplit
 import jsonpatch
 import jsonpointer
 
+from undogate.contract_faults import (
+    CREATE_UNDER_IF_MATCH,
+    IF_MATCH_FAULTS,
+    WEAK_IF_MATCH,
+    created_by,
+    weakly_matches,
+)
 from undogate.etag import ETag, if_match_satisfied
 from undogate.jsonvalue import (
     JsonError,
@@ -48,6 +55,7 @@ from undogate.jsonvalue import (
 )
 
 __all__ = [
+    "IF_MATCH_FAULTS",
     "MAX_BODY_BYTES",
     "READ_FAULTS",
     "WRITE_FAULTS",
@@ -485,6 +493,7 @@ class ContractServer:
         self._resources: dict[str, _Resource] = {}
         self._faults: list[_Fault] = []
         self._gates: dict[str, WriteGate] = {}
+        self._created_by_fault: set[str] = set()  # deletable again (create_under_if_match)
         self._writes: Counter[str] = Counter()
         self._attempts: Counter[str] = Counter()
         self._counter = 0
@@ -578,6 +587,7 @@ class ContractServer:
         """Back to the seed data (with new ETags), no faults, zero counts."""
         with self._lock:
             self._faults.clear()
+            self._created_by_fault.clear()
             self._writes.clear()
             self._attempts.clear()
             for path, resource in list(self._resources.items()):
@@ -709,7 +719,8 @@ class ContractServer:
         ``apply_then_500``, ``apply_then_hang``, ``hang``,
         ``ok_without_apply``, ``status:NNN``) are consumed by writes that pass validation
         and ``If-Match``; read faults (``weak_etag``, ``duplicate_keys``, ``no_etag``) by
-        GETs.
+        GETs. ``weak_if_match`` (a ``W/`` tag matches) and ``create_under_if_match`` (a
+        conditional write to a missing path creates it): see ``contract_faults``.
 
         Raises:
             ValueError: unknown fault, bad count or path.
@@ -763,7 +774,10 @@ class ContractServer:
         with self._lock:
             resource = self._resources.get(request.path)
             if resource is None:
-                return _problem(404, "not_found", f"no resource at {request.path}")
+                created = self._create_under_if_match(request)
+                return created or _problem(404, "not_found", f"no resource at {request.path}")
+            if request.method == "DELETE" and request.path in self._created_by_fault:
+                return self._delete_created(request.path, resource)
             allowed = "GET, HEAD, PATCH" if resource.kind == "record" else "GET, HEAD, PUT"
             if request.method in ("GET", "HEAD"):
                 return self._read(request.path, resource, head=request.method == "HEAD")
@@ -774,6 +788,31 @@ class ContractServer:
         reply = _problem(405, "method_not_allowed", f"{request.method} is not allowed here")
         reply.headers.append(("Allow", allowed))
         return reply
+
+    def _create_under_if_match(self, request: _Request) -> _Reply | None:
+        fault = self._fault_named(CREATE_UNDER_IF_MATCH, request.path)
+        if fault is None or "if-match" not in request.headers:
+            return None
+        made = created_by(request.method, request.headers.get("content-type", ""), request.body)
+        if made is None:
+            return None
+        self._consume(fault)
+        self._attempts[request.path] += 1
+        res = self._commit(request.path, made.kind, made.body, made.media_type, made.document, None)
+        self._writes[request.path] += 1
+        self._created_by_fault.add(request.path)
+        return _Reply(201, [("ETag", res.etag.header)])
+
+    def _delete_created(self, path: str, resource: _Resource) -> _Reply:
+        fault = self._peek_write_fault(path)
+        if fault is not None and fault.name not in _APPLYING_FAULTS:
+            return self._fire_write_fault(fault, resource, ok_status=204)
+        del self._resources[path]
+        self._created_by_fault.discard(path)
+        return _Reply(204)
+
+    def _fault_named(self, name: str, path: str) -> _Fault | None:
+        return next((f for f in self._faults if f.name == name and f.matches(path)), None)
 
     def _authorized(self, header: str | None) -> bool:
         if self.token is None:
@@ -891,6 +930,10 @@ class ContractServer:
         if if_match is None:
             return _problem(428, "precondition_required", "send If-Match with the current ETag")
         if not if_match_satisfied(if_match, resource.etag):
+            weak = self._fault_named(WEAK_IF_MATCH, request.path)
+            if weak is not None and weakly_matches(if_match, resource.etag):
+                self._consume(weak)
+                return None
             fault = self._precondition_fault(request.path)
             if fault is not None:
                 # A server that breaks the contract on a stale write, on purpose.
@@ -944,6 +987,7 @@ class ContractServer:
         for fault in self._faults:
             if (
                 fault.name not in READ_FAULTS
+                and fault.name not in IF_MATCH_FAULTS
                 and not _is_precondition_fault(fault.name)
                 and fault.matches(path)
             ):
@@ -1094,7 +1138,9 @@ def _is_precondition_fault(name: str) -> bool:
 
 
 def _valid_fault(name: str) -> bool:
-    if name in READ_FAULTS or name in WRITE_FAULTS or name == "ignore_if_match":
+    if name in READ_FAULTS or name in WRITE_FAULTS or name in IF_MATCH_FAULTS:
+        return True
+    if name == "ignore_if_match":
         return True
     prefix, sep, code = name.partition(":")
     valid_code = bool(sep) and code.isdigit() and 200 <= int(code) <= 599

@@ -2,56 +2,77 @@
 
 ``conditional_writes: true`` is the operator's word that an endpoint honours the remote
 contract (§6). ``check_endpoint`` tests that word against a resource declared as a test
-copy (``test_copy_of``) of a production resource:
+copy (``test_copy_of``) of a production resource, one probe per step
+(``endpoint_probes``):
 
-1. the test copy's GET carries one strong ETag;
-2. a write with a stale ``If-Match`` is refused with 412 and changes nothing;
+1. the production resource is read (never written);
+2. the test copy's GET carries one strong ETag and valid data;
 3. a good conditional write answers 200/204 and a read-back shows a new strong ETag and
    the desired values;
-4. the undo write restores the start (records: the touched fields; text: the bytes);
-5. the production resource is unchanged (read before and after; never written).
+4. a write with the tag from before that write (one the endpoint itself issued, now
+   stale) is refused with 412 and changes nothing;
+5. a write with the weak form of the current tag is refused and changes nothing;
+6. a conditional write to a URL beside the copy, where nothing exists, creates nothing;
+7. the undo write restores the start exactly (records: every allow-listed field; text:
+   the bytes and media type);
+8. the production resource is unchanged.
 
-It stops at the first failed write step, but always tries to put the test copy back when
-a write may have landed. Evidence (statuses, digests, counts, outcomes; never values) goes
-to the ledger, one append-only row and one event per check.
+A refusal probe that fails does not stop the others; a failure that leaves the copy's
+state unknown does. Whenever the copy may not be at its start, the check puts it back
+(only over one of its own writes) or says exactly what to restore by hand. Evidence
+(statuses, digests, counts, outcomes; never values) goes to the ledger, one append-only
+row and one event per check.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import secrets
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from .adapters import Adapter, Side, Snapshot, build_adapters
+from .adapters import build_adapters
 from .config import Config, Resource, load_config
-from .errors import InvalidRequest, NotFound, UndogateError
-from .etag import parse_etag
-from .jobs import Change, ChangeRequest, ResourceKind
-from .jsonvalue import JsonValue, dumps, from_python
+from .endpoint_probes import MARKER_PREFIX, CopyProbe, Evidence, Step, StepFailed, same_version
+from .errors import Conflict, InvalidRequest, LedgerInUse, NotFound
+from .jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from .ledger import Ledger
-from .net import RemoteHTTP, RemoteResponse, TransportFailure
+from .net import RemoteHTTP
 from .redact import install_redaction, uninstall_redaction
 from .urls import normalised_url
 
-MARKER_PREFIX = "undogate-check-"
-_WRITE_OK = (200, 204)
+__all__ = [
+    "MARKER_PREFIX",
+    "STEP_TITLES",
+    "CheckResult",
+    "Step",
+    "check_endpoint",
+    "latest_verification",
+    "report_lines",
+    "result_view",
+    "run_endpoint_check",
+]
 
-Evidence = dict[str, bool | int | str]
+API_PATH = "/api/v1/endpoint-checks"
+API_TIMEOUT_S = 300.0  # a whole check: about a dozen requests, each bounded on its own
 
-
-@dataclass(frozen=True)
-class Step:
-    """One step's outcome. ``evidence`` goes to the ledger; ``message`` is only shown."""
-
-    name: str
-    passed: bool
-    summary: str
-    evidence: Evidence = field(default_factory=dict)
-    message: str | None = None
+STEP_TITLES: dict[str, str] = {
+    "production_read": "read the production resource (never written)",
+    "strong_etag": "GET of the test copy has one strong ETag and valid data",
+    "good_write": "a good conditional write gives a new strong ETag and the desired values",
+    "stale_write_refused": "If-Match with a tag the endpoint issued earlier (now stale) "
+    "is refused with 412 and no effect",
+    "weak_if_match_refused": 'the weak form of the current tag (W/"...") is refused with no effect',
+    "missing_not_created": "If-Match on a resource that does not exist creates nothing",
+    "undo_restores": "the undo write restores the start exactly",
+    "restore_test_copy": "put the test copy back after a failure",
+    "production_unchanged": "the production resource is unchanged",
+}
+# Every step a passing check has, in order (restore_test_copy only follows a failure).
+REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
 
 
 @dataclass(frozen=True)
@@ -63,47 +84,22 @@ class CheckResult:
     steps: tuple[Step, ...]
 
 
-STEP_TITLES: dict[str, str] = {
-    "production_read": "read the production resource (never written)",
-    "strong_etag": "GET of the test copy has one strong ETag",
-    "stale_write_refused": "a stale If-Match write is refused with 412 and no effect",
-    "good_write": "a good conditional write gives a new strong ETag and the desired values",
-    "undo_restores": "the undo write restores the start",
-    "restore_test_copy": "put the test copy back after a failure",
-    "production_unchanged": "the production resource is unchanged",
-}
+_running: set[str] = set()
+_running_lock = threading.Lock()
 
 
-class _StepFailed(Exception):
-    def __init__(self, step: Step) -> None:
-        super().__init__(step.name)
-        self.step = step
-
-
-def _error_step(name: str, exc: UndogateError | TransportFailure) -> Step:
-    if isinstance(exc, TransportFailure):
-        return Step(name, False, "no HTTP answer", {"error": "transport"}, exc.reason)
-    evidence: Evidence = {"error": exc.code}
-    status = exc.details.get("status")
-    if isinstance(status, int):
-        evidence["status"] = status
-    return Step(name, False, f"refused: {exc.code}", evidence, exc.message)
-
-
-def _synthetic_change(adapter: Adapter, copy: Resource, start: Snapshot, marker: str) -> Change:
-    """A change that only the check would make: a marker in the first allow-listed field
-    (records) or a marker line appended (text)."""
-    if copy.kind is ResourceKind.JSON_RECORD:
-        request = ChangeRequest(resource_id=copy.id, set={copy.fields[0]: marker})
-    else:
-        text = start.text or ""
-        sep = "" if not text or text.endswith("\n") else "\n"
-        request = ChangeRequest(resource_id=copy.id, text=f"{text}{sep}{marker}\n")
-    return adapter.plan(copy, request, start).change(0, copy, start)
-
-
-def _same(a: Snapshot, b: Snapshot) -> bool:
-    return a.etag.strong_equals(b.etag) and a.digest == b.digest
+@contextmanager
+def _only_check_of(copy_id: str) -> Iterator[None]:
+    """Two checks of one copy at once would fail each other: refuse the second."""
+    with _running_lock:
+        if copy_id in _running:
+            raise Conflict(f"an endpoint check of {copy_id!r} is already running")
+        _running.add(copy_id)
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _running.discard(copy_id)
 
 
 def check_endpoint(
@@ -121,6 +117,7 @@ def check_endpoint(
     Raises:
         NotFound: no such resource.
         InvalidRequest: the resource is not declared a test copy (nothing is sent).
+        Conflict: a check of this test copy is already running in this process.
         LedgerError: the evidence could not be recorded.
     """
     copy = config.resource(test_copy_id)
@@ -138,221 +135,59 @@ def check_endpoint(
             resource=copy.id,
         )
     adapter = build_adapters(http, config.limits, environ)[copy.kind]
-    timeout = config.server.operation_timeout_s
-
-    def deadline() -> float:
-        return time.monotonic() + timeout
-
-    def read(res: Resource, name: str) -> Snapshot:
-        try:
-            return adapter.read(res, deadline())
-        except UndogateError as exc:
-            raise _StepFailed(_error_step(name, exc)) from None
-
-    def send(write_side: Side, change: Change, snap: Snapshot, name: str) -> RemoteResponse:
-        try:
-            return adapter.send_write(
-                copy, adapter.build_write(copy, change, snap, write_side), deadline()
-            )
-        except (UndogateError, TransportFailure) as exc:
-            raise _StepFailed(_error_step(name, exc)) from None
-
-    ledger.write(
-        lambda c: Ledger.add_event(
-            c,
-            job_id=None,
-            actor=actor,
-            access_path=access_path,
-            operation="endpoint_check_started",
-            target=production.id,
-            detail={"test_copy": copy.id},
-        )
-    )
-    steps: list[Step] = []
-    prod_before: Snapshot | None = None
-    start: Snapshot | None = None
-    change: Change | None = None
-    may_have_landed = False
-    restored = False
-    try:
-        prod_before = read(production, "production_read")
-        steps.append(
-            Step(
-                "production_read",
-                True,
-                "read",
-                {"digest": prod_before.digest, "bytes": prod_before.size},
+    probe = CopyProbe(adapter, copy, config.server.operation_timeout_s, config.server.data_dir)
+    with _only_check_of(copy.id):
+        ledger.write(
+            lambda c: Ledger.add_event(
+                c,
+                job_id=None,
+                actor=actor,
+                access_path=access_path,
+                operation="endpoint_check_started",
+                target=production.id,
+                detail={"test_copy": copy.id},
             )
         )
-        start = read(copy, "strong_etag")
-        steps.append(
-            Step(
-                "strong_etag",
-                True,
-                "one strong ETag",
-                {"digest": start.digest, "bytes": start.size},
-            )
-        )
-        try:
-            change = _synthetic_change(adapter, copy, start, MARKER_PREFIX + secrets.token_hex(8))
-        except UndogateError as exc:  # e.g. a document at the size limit has no room
-            raise _StepFailed(_error_step("stale_write_refused", exc)) from None
-
-        stale = parse_etag(f'"undogate-stale-{secrets.token_hex(12)}"')
-        may_have_landed = True
-        answer = send(
-            Side.AFTER, change, dataclasses.replace(start, etag=stale), "stale_write_refused"
-        )
-        after_stale = read(copy, "stale_write_refused")
-        unchanged = _same(after_stale, start)
-        evidence: Evidence = {"status": answer.status, "unchanged": unchanged}
-        if answer.status != 412 or not unchanged:
-            why = f"answered HTTP {answer.status}" + (
-                "" if unchanged else "; the test copy changed"
-            )
-            raise _StepFailed(Step("stale_write_refused", False, why, evidence))
-        may_have_landed = False
-        steps.append(Step("stale_write_refused", True, "HTTP 412, nothing changed", evidence))
-
-        may_have_landed = True
-        answer = send(Side.AFTER, change, start, "good_write")
-        if answer.status not in _WRITE_OK:
-            raise _StepFailed(
-                Step(
-                    "good_write", False, f"answered HTTP {answer.status}", {"status": answer.status}
-                )
-            )
-        after = read(copy, "good_write")
-        new_etag = not after.etag.strong_equals(start.etag)
-        desired = adapter.shows(change, after, Side.AFTER)
-        evidence = {
-            "status": answer.status,
-            "new_etag": new_etag,
-            "desired_values": desired,
-            "digest": after.digest,
-        }
-        if not (new_etag and desired):
-            why = "the read-back shows " + (
-                "the same ETag" if not new_etag else "other values than written"
-            )
-            raise _StepFailed(Step("good_write", False, why, evidence))
-        steps.append(
-            Step(
-                "good_write",
-                True,
-                f"HTTP {answer.status}, new strong ETag, values in place",
-                evidence,
-            )
-        )
-
-        answer = send(Side.BEFORE, change, after, "undo_restores")
-        if answer.status not in _WRITE_OK:
-            raise _StepFailed(
-                Step(
-                    "undo_restores",
-                    False,
-                    f"answered HTTP {answer.status}",
-                    {"status": answer.status},
-                )
-            )
-        back = read(copy, "undo_restores")
-        steps.append(_undo_step(adapter, change, start, back, answer.status))
-        if not steps[-1].passed:
-            raise _StepFailed(steps.pop())
-        restored = True
-    except _StepFailed as failed:
-        steps.append(failed.step)
-    if may_have_landed and not restored and start is not None and change is not None:
-        steps.append(_restore(adapter, copy, change, start, read, send))
-    if prod_before is not None:
-        try:
-            prod_after = read(production, "production_unchanged")
-            same = _same(prod_after, prod_before)
-            steps.append(
-                Step(
-                    "production_unchanged",
-                    same,
-                    "same ETag and bytes"
-                    if same
-                    else "the production resource changed during the check",
-                    {"unchanged": same, "digest": prod_after.digest},
-                )
-            )
-        except _StepFailed as failed:
-            steps.append(failed.step)
-    passed = len(steps) == 6 and all(s.passed for s in steps)
+        steps = _run(probe, production)
+    names = tuple(s.name for s in steps)
+    passed = names == REQUIRED_STEPS and all(s.passed for s in steps)
     return _record(ledger, production, copy, passed, steps, actor, access_path)
 
 
-def _undo_step(
-    adapter: Adapter, change: Change, start: Snapshot, back: Snapshot, status: int
-) -> Step:
-    if change.kind is ResourceKind.JSON_RECORD:
-        ok = adapter.shows(change, back, Side.BEFORE)
-        untouched = {k: v for k, v in (back.fields or {}).items() if k not in change.fields}
-        others = untouched == {
-            k: v for k, v in (start.fields or {}).items() if k not in change.fields
-        }
-        evidence: Evidence = {
-            "status": status,
-            "fields_restored": ok,
-            "fields_checked": len(change.fields),
-            "other_fields_unchanged": others,
-            "new_etag": not back.etag.strong_equals(start.etag),
-        }
-        summary = (
-            "the touched field is back to its start value"
-            if ok
-            else "the touched field was not restored"
-        )
-    else:
-        ok = back.digest == start.digest and back.media_type == start.media_type
-        evidence = {
-            "status": status,
-            "bytes_restored": ok,
-            "digest": back.digest,
-            "bytes": back.size,
-        }
-        summary = "the bytes are exactly the start" if ok else "the bytes differ from the start"
-    return Step("undo_restores", ok, f"HTTP {status}, {summary}", evidence)
-
-
-def _restore(
-    adapter: Adapter,
-    copy: Resource,
-    change: Change,
-    start: Snapshot,
-    read: Callable[[Resource, str], Snapshot],
-    send: Callable[[Side, Change, Snapshot, str], RemoteResponse],
-) -> Step:
-    """After a failure: if the test copy shows the check's write, write the start back."""
-    name = "restore_test_copy"
+def _run(probe: CopyProbe, production: Resource) -> list[Step]:
+    steps: list[Step] = []
+    prod_before = None
+    wrote = restored = False
     try:
-        now = read(copy, name)
-        if adapter.shows(change, now, Side.BEFORE) and (
-            change.kind is ResourceKind.JSON_RECORD or now.digest == start.digest
-        ):
-            return Step(name, True, "the test copy is at its start", {"needed": False})
-        if not adapter.shows(change, now, Side.AFTER):
-            return Step(
-                name,
-                False,
-                "the test copy shows neither the start nor the check's write: restore it by hand",
-                {"needed": True, "restored": False},
-            )
-        answer = send(Side.BEFORE, change, now, name)
-        back = read(copy, name)
-    except _StepFailed as failed:
-        return failed.step
-    ok = answer.status in _WRITE_OK and adapter.shows(change, back, Side.BEFORE)
-    if change.kind is ResourceKind.WEBDAV_TEXT:
-        ok = ok and back.digest == start.digest
-    return Step(
-        name,
-        ok,
-        "restored" if ok else "not restored: restore the test copy by hand",
-        {"needed": True, "restored": ok, "status": answer.status},
-    )
+        prod_before = probe.read(production, "production_read")
+        read: Evidence = {"digest": prod_before.digest, "bytes": prod_before.size}
+        steps.append(Step("production_read", True, "read", read))
+        steps.append(probe.begin())
+        wrote = True
+        step, current = probe.good_write()
+        steps.append(step)
+        step, current = probe.stale_write(current)
+        steps.append(step)
+        step, current = probe.weak_write(current)
+        steps.append(step)
+        steps.append(probe.missing_resource(current))
+        steps.append(probe.undo(current))
+        restored = True
+    except StepFailed as failed:
+        steps.append(failed.step)
+    if wrote and not restored:
+        steps.append(probe.restore())
+    if prod_before is not None:
+        try:
+            prod_after = probe.read(production, "production_unchanged")
+        except StepFailed as failed:
+            steps.append(failed.step)
+        else:
+            same = same_version(prod_after, prod_before)
+            why = "same ETag and bytes" if same else "the production resource changed"
+            evidence: Evidence = {"unchanged": same, "digest": prod_after.digest}
+            steps.append(Step("production_unchanged", same, why, evidence))
+    return steps
 
 
 def _record(
@@ -414,9 +249,86 @@ def latest_verification(ledger: Ledger, resource: Resource) -> bool:
     return ledger.read(q)
 
 
+def result_view(result: CheckResult) -> JsonObject:
+    """The check as the API answers it and the CLI prints it (messages included: they
+    are for the operator, never for the ledger)."""
+    return {
+        "check_id": from_python(result.check_id),
+        "resource": result.resource_id,
+        "test_copy": result.test_copy_id,
+        "passed": result.passed,
+        "steps": [
+            {
+                "name": s.name,
+                "title": STEP_TITLES.get(s.name, s.name),
+                "passed": s.passed,
+                "summary": s.summary,
+                "evidence": from_python(s.evidence),
+                "message": s.message,
+            }
+            for s in result.steps
+        ],
+    }
+
+
+def report_lines(view: JsonObject) -> list[str]:
+    """A check (``result_view``) as lines: one pass/FAIL line per step with its reason,
+    the message that goes with it, the probes that did not run, and the verdict."""
+    listed = view.get("steps")
+    steps = [s for s in listed if isinstance(s, dict)] if isinstance(listed, list) else []
+    lines = [f"checking {view.get('resource')} on its test copy {view.get('test_copy')}"]
+    for step in steps:
+        mark = "pass" if step.get("passed") is True else "FAIL"
+        lines.append(f"  [{mark}] {step.get('title')}: {step.get('summary')}")
+        if isinstance(step.get("message"), str):
+            lines.append(f"         {step.get('message')}")
+    ran = {step.get("name") for step in steps}
+    lines.extend(
+        f"  [ -- ] {STEP_TITLES[name]}: not run (an earlier step failed)"
+        for name in REQUIRED_STEPS
+        if name not in ran
+    )
+    verdict = "verified on a test copy" if view.get("passed") is True else "not verified"
+    check_id = view.get("check_id")
+    number = check_id.text if isinstance(check_id, JsonNumber) else check_id
+    lines.append(f"{view.get('resource')}: {verdict} (check {number} in the ledger)")
+    return lines
+
+
 def run_endpoint_check(
     config_path: Path, test_copy_id: str, environ: Mapping[str, str]
-) -> CheckResult:
+) -> tuple[JsonObject, str]:
+    """Run the check directly on the ledger when no server owns it, or through the
+    server's API (``UNDOGATE_URL`` + ``UNDOGATE_KEY``, an operator key with
+    agents:write) when one does. Returns the ``result_view`` and the path taken
+    (``direct`` or ``api``).
+
+    Raises:
+        ConfigError, LedgerError, InvalidRequest (a server owns the ledger and no URL
+        or key is set), ApiError (the server refused), and what ``check_endpoint`` raises.
+    """
+    try:
+        return result_view(_run_directly(config_path, test_copy_id, environ)), "direct"
+    except LedgerInUse as exc:
+        url, key = environ.get("UNDOGATE_URL"), environ.get("UNDOGATE_KEY")
+        if not url or not key:
+            raise InvalidRequest(
+                f"{exc.message}. To check while it serves, set UNDOGATE_URL and "
+                "UNDOGATE_KEY (an operator key with agents:write)"
+            ) from None
+    from .server import ApiClient
+
+    client = ApiClient(url, key, timeout=API_TIMEOUT_S)
+    try:
+        view = client.request("POST", API_PATH, {"resource": test_copy_id})
+    finally:
+        client.close()
+    if not isinstance(view, dict):
+        raise InvalidRequest(f"{url} answered the check with something other than an object")
+    return view, "api"
+
+
+def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, str]) -> CheckResult:
     """Load the config, own the ledger for the check, run it, close everything.
 
     Raises:

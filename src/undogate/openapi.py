@@ -300,6 +300,45 @@ SCHEMAS: S = {
             },
         },
     ),
+    "EndpointCheckRequest": {
+        "type": "object",
+        "required": ["resource"],
+        "additionalProperties": False,
+        "properties": {
+            "resource": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "the id of a resource declared with test_copy_of",
+            }
+        },
+    },
+    "EndpointCheck": _obj(
+        ["check_id", "resource", "test_copy", "passed", "steps"],
+        {
+            "check_id": _INT,
+            "resource": _STR,
+            "test_copy": _STR,
+            "passed": _BOOL,
+            "steps": {
+                "type": "array",
+                "items": _obj(
+                    ["name", "title", "passed", "summary", "evidence", "message"],
+                    {
+                        "name": _STR,
+                        "title": _STR,
+                        "passed": _BOOL,
+                        "summary": _STR,
+                        "evidence": _ANY_OBJ,
+                        "message": {
+                            **_nullable("string"),
+                            "description": "for the operator only (never in the ledger): "
+                            "e.g. exactly what to restore by hand",
+                        },
+                    },
+                ),
+            },
+        },
+    ),
     "Credential": _obj(
         ["id", "kind", "owner_id", "scopes", "label", "created_at", "revoked"],
         {
@@ -448,6 +487,15 @@ def openapi_document() -> S:
             },
             "/api/v1/jobs/{job_id}/events": {
                 "get": _op("the job's append-only history (operator)", "Events", params=[_JOB_ID])
+            },
+            "/api/v1/endpoint-checks": {
+                "post": _op(
+                    "run the endpoint check (SPEC §11) on a test copy while serving "
+                    "(operator, agents:write); passed says the verdict, the evidence goes "
+                    "to the ledger",
+                    "EndpointCheck",
+                    body="EndpointCheckRequest",
+                )
             },
             "/api/v1/admin/keys": {
                 "get": _op("list credentials (master key)", "CredentialList"),
