@@ -241,7 +241,11 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -
 
 
 @pytest.fixture
-def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]]:
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, server: ContractServer
+) -> Iterator[dict[str, object]]:
+    """``undogate serve`` as a subprocess. Indirect parametrisation adds config sections,
+    e.g. ``@pytest.mark.parametrize("served", [{"limits": {...}}], indirect=True)``."""
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -251,6 +255,7 @@ def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]
                 "agents": [
                     {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
                 ],
+                **getattr(request, "param", {}),
             }
         )
     )
