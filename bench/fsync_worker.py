@@ -12,6 +12,8 @@ from undogate.jobs import ChangeRequest, Operation
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 
+from .common import UNTHROTTLED
+
 OWNER = Actor(id="bench", owner_id="bench", kind="operator", access_path="bench")
 AGENT = Actor(id="a", owner_id="bench", kind="agent", access_path="bench")
 
@@ -20,6 +22,7 @@ def main(base: str, data_dir: str, count: int, confirm: bool) -> None:
     config = parse_config(
         {
             "server": {"data_dir": data_dir},
+            "limits": UNTHROTTLED,
             "resources": [
                 {
                     "id": "r",

@@ -22,7 +22,7 @@ import yaml
 from undogate.auth import Keyring
 from undogate.ledger import Ledger
 
-from .common import DurableCommits, contract_server, free_port, private_dir
+from .common import UNTHROTTLED, DurableCommits, contract_server, free_port, private_dir
 
 AGENTS = 16
 ALONE = 200  # prepares sent by one agent alone before the concurrent run
@@ -45,7 +45,7 @@ def _config(work: Path, base: str) -> Path:
         yaml.safe_dump(
             {
                 "server": {"data_dir": str(private_dir(work / "ledger"))},
-                "limits": {"max_jobs": 1_000_000},
+                "limits": {"max_jobs": 1_000_000, **UNTHROTTLED},
                 "resources": [
                     {
                         "id": f"rec-{i}",

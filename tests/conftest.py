@@ -242,7 +242,11 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -
 
 
 @pytest.fixture
-def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]]:
+def served(
+    request: pytest.FixtureRequest, tmp_path: Path, server: ContractServer
+) -> Iterator[dict[str, object]]:
+    """``undogate serve`` as a subprocess. Indirect parametrisation adds config sections,
+    e.g. ``@pytest.mark.parametrize("served", [{"limits": {...}}], indirect=True)``."""
     config = tmp_path / "undogate.yaml"
     server.set_record(SERVED_COPY_PATH, server.get_record(SERVED_PATH))
     config.write_text(
@@ -256,6 +260,7 @@ def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, object]
                 "agents": [
                     {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
                 ],
+                **getattr(request, "param", {}),
             }
         )
     )

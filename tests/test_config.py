@@ -385,3 +385,53 @@ def test_test_copy_problems_are_reported_with_their_paths() -> None:
     assert "fields" in problems["resources[5].test_copy_of"]
     assert "record_pointer" in problems["resources[6].test_copy_of"]
     assert "json_record, not a webdav_text" in problems["resources[7].test_copy_of"]
+
+
+FAIR_SHARES = (
+    "max_unresolved_jobs_per_agent",
+    "max_unresolved_jobs_per_owner",
+    "max_prepares_per_minute",
+    "prepare_burst",
+)
+
+
+def test_fair_share_settings_default_as_documented() -> None:
+    limits = parse_config({}).limits
+    assert (
+        limits.max_unresolved_jobs_per_agent,
+        limits.max_unresolved_jobs_per_owner,
+        limits.max_prepares_per_minute,
+        limits.prepare_burst,
+    ) == (100, 500, 60, 30)
+    assert parse_config({"limits": {"prepare_burst": 1, "max_prepares_per_minute": 1}})
+
+
+@pytest.mark.parametrize("setting", FAIR_SHARES)
+@pytest.mark.parametrize("bad", [0, -3, 10**9 + 1, 1.5, True, "10", None, [5]])
+def test_a_bad_fair_share_setting_is_one_clear_problem(setting: str, bad: object) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"limits": {setting: bad}})
+    assert len(info.value.problems) == 1, info.value.problems
+    path, message = info.value.problems[0]
+    assert path == f"limits.{setting}"
+    assert message in (
+        "Input should be greater than or equal to 1",
+        "Input should be less than or equal to 1000000000",
+        "Input should be a valid integer",
+    )
+
+
+def test_an_agent_quota_above_its_owners_is_one_clear_problem() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(
+            {"limits": {"max_unresolved_jobs_per_agent": 10, "max_unresolved_jobs_per_owner": 5}}
+        )
+    assert info.value.problems == [
+        (
+            "limits.max_unresolved_jobs_per_agent",
+            "must not exceed limits.max_unresolved_jobs_per_owner (5): an owner's agent can "
+            "never hold more unresolved jobs than the owner",
+        )
+    ]
+    equal = {"max_unresolved_jobs_per_agent": 5, "max_unresolved_jobs_per_owner": 5}
+    assert parse_config({"limits": equal}).limits.max_unresolved_jobs_per_owner == 5

@@ -26,7 +26,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from . import endpoint_check, receipts
 from .auth import READ, WRITE, Keyring, Principal, require_scope
 from .engine import Gateway, PrepareRequest
-from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized, UndogateError
+from .errors import (
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    RateLimited,
+    Unauthorized,
+    UndogateError,
+)
 from .jobs import AssertionKind, ChangeRequest, Job, Operation
 from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
 from .openapi import openapi_document
@@ -56,6 +63,8 @@ STATUS_BY_CODE: dict[str, int] = {
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "limit_reached": 422,
+    "quota_exceeded": 429,
+    "rate_limited": 429,
     "remote_contract_breach": 502,
     "remote_unavailable": 502,
     "blocked_address": 502,
@@ -99,8 +108,12 @@ async def _undogate_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UndogateError)
     if getattr(request.state, "agent_facing", False):
         message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
-        return error_response(exc.code, message, details)
-    return error_response(exc.code, exc.message, _details(exc))
+        response = error_response(exc.code, message, details)
+    else:
+        response = error_response(exc.code, exc.message, _details(exc))
+    if isinstance(exc, RateLimited):
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+    return response
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -31,6 +31,7 @@ AGENT_TOOLS = ("list_resources", "prepare_changes")
 _ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
+_MAX_SHARE = 1_000_000_000
 
 
 class _Model(BaseModel):
@@ -47,6 +48,13 @@ class Limits(_Model):
     max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1)
     max_confirm_attempts: int = Field(16, ge=1)
     idempotency_days: int = Field(30, ge=1)
+    # Fair shares (docs/limits.md): an agent here is one agent id as one owner's tokens
+    # speak for it. Strict integers: `true` or `"5"` must not quietly become a quota; the
+    # ceiling keeps every value a SQLite integer.
+    max_unresolved_jobs_per_agent: int = Field(100, ge=1, le=_MAX_SHARE, strict=True)
+    max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_SHARE, strict=True)
+    max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_SHARE, strict=True)
+    prepare_burst: int = Field(30, ge=1, le=_MAX_SHARE, strict=True)
 
 
 class ServerSettings(_Model):
@@ -230,6 +238,15 @@ def _check_semantics(
 ) -> tuple[list[tuple[str, str]], list[str]]:
     problems: list[tuple[str, str]] = []
     warnings: list[str] = []
+    if limits.max_unresolved_jobs_per_agent > limits.max_unresolved_jobs_per_owner:
+        problems.append(
+            (
+                "limits.max_unresolved_jobs_per_agent",
+                "must not exceed limits.max_unresolved_jobs_per_owner "
+                f"({limits.max_unresolved_jobs_per_owner}): an owner's agent can never hold "
+                "more unresolved jobs than the owner",
+            )
+        )
     if len(resources) > limits.max_resources:
         problems.append(("resources", f"at most {limits.max_resources} resources"))
     agent_ids: set[str] = set()

@@ -58,6 +58,7 @@ from .jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
 from .overlaps import check_overlaps
+from .quotas import PrepareQuotas
 from .recovery import LiveDispatches, recover
 
 log = logging.getLogger(__name__)
@@ -153,10 +154,12 @@ class Gateway:
     crash_at: str | None = None
     adapters: dict[ResourceKind, Adapter] = field(init=False)
     live: LiveDispatches = field(init=False)
+    quotas: PrepareQuotas = field(init=False)
 
     def __post_init__(self) -> None:
         self.adapters = build_adapters(self.http, self.config.limits, self.environ)
         self.live = LiveDispatches(self.ledger)
+        self.quotas = PrepareQuotas(self.config.limits)
 
     # -- lookups ---------------------------------------------------------------
 
@@ -203,8 +206,9 @@ class Gateway:
         """Read every resource and record before/after. Writes nothing externally.
 
         Raises:
-            InvalidRequest, NotFound, Forbidden, LimitReached, StaleVersion,
-            IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach, MissingToken.
+            InvalidRequest, NotFound, Forbidden, LimitReached, QuotaExceeded, RateLimited,
+            StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
+            MissingToken.
         """
         limits = self.config.limits
         if "prepare_changes" not in self.config.agent_tools(agent_id):
@@ -249,6 +253,7 @@ class Gateway:
                     resource=res.id,
                 )
             resources.append(res)
+        self.quotas.admit(self.ledger, actor.owner_id, agent_id)
         self._check_capacity(0)
         deadline = self._deadline()
         changes: list[Change] = []
@@ -288,6 +293,7 @@ class Gateway:
                 )
                 if earlier is not None:
                     return self._replay(earlier, digest)
+            self.quotas.check_unresolved(c, actor.owner_id, agent_id)
             self._check_capacity_in(c, payload)
             Ledger.insert_job(c, job, digest, payload)
             Ledger.add_event(

@@ -12,6 +12,8 @@ its own vocabulary in one place.
     ├── Forbidden                   forbidden
     ├── Unauthorized                unauthorized
     ├── LimitReached                limit_reached
+    ├── QuotaExceeded               quota_exceeded         (an agent's or owner's fair share)
+    ├── RateLimited                 rate_limited           (carries retry_after_s)
     ├── StaleVersion                stale_version
     ├── IdempotencyKeyReused        idempotency_key_reused
     ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke SPEC §6)
@@ -81,6 +83,21 @@ class Unauthorized(UndogateError):
 
 class LimitReached(UndogateError):
     code = "limit_reached"
+
+
+class QuotaExceeded(UndogateError):
+    code = "quota_exceeded"
+
+
+class RateLimited(UndogateError):
+    """Too many requests from one agent; ``retry_after_s`` (whole seconds, at least 1)
+    says when the next one will be admitted."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after_s: int, **details: Any) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, **details)
+        self.retry_after_s = retry_after_s
 
 
 class StaleVersion(UndogateError):

@@ -85,6 +85,21 @@ class AssertionKind(StrEnum):
 
 TERMINAL_STATES = frozenset({JobState.UNDONE, JobState.REJECTED, JobState.INVALIDATED})
 
+# What the per-agent and per-owner quotas count (docs/limits.md): a job that still waits
+# for a person (prepared, needs_review, stopped part-way) or has an operation in flight.
+# ``applied`` is resolved: a person confirmed it and every write landed; undoing it later
+# is that person's choice, not work the agent left waiting. (The warning before revoking
+# an owner's key counts applied jobs too: there, an undo the owner could still run
+# matters.) The order is the one of the ledger's partial index ``jobs_unresolved``.
+UNRESOLVED_STATES = (
+    JobState.PREPARED,
+    JobState.APPLYING,
+    JobState.PARTIALLY_APPLIED,
+    JobState.NEEDS_REVIEW,
+    JobState.UNDOING,
+    JobState.PARTIALLY_UNDONE,
+)
+
 # event name -> {from state: allowed to-states}
 _S = JobState
 TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {

@@ -221,6 +221,14 @@ _MIGRATIONS: list[str] = [
     CREATE TRIGGER endpoint_checks_append_only_delete BEFORE DELETE ON endpoint_checks
         BEGIN SELECT RAISE(ABORT, 'endpoint checks are append-only'); END;
     """,
+    # 6: the per-agent and per-owner quotas count unresolved jobs (jobs.UNRESOLVED_STATES,
+    # same order) inside every prepare's write: this index holds only those, so a count
+    # reads at most one owner's unresolved jobs, never the whole history.
+    """
+    CREATE INDEX jobs_unresolved ON jobs(owner_id, agent_id, state)
+        WHERE state IN ('prepared', 'applying', 'partially_applied', 'needs_review',
+                        'undoing', 'partially_undone');
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

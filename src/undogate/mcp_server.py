@@ -174,6 +174,10 @@ _NEXT_STEP = {
     "invalid_request": "Nothing was prepared. Fix the input and call again.",
     "forbidden": "Nothing was prepared. Only a person can change this; do not retry.",
     "limit_reached": "Nothing was prepared. A person has to make room; do not retry now.",
+    "quota_exceeded": "Nothing was prepared. Too many of your jobs wait for a person; do "
+    "not retry until a person has applied or rejected some of them.",
+    "rate_limited": "Nothing was prepared. Wait retry_after_s seconds (in the details), then "
+    "call again with the same idempotency_key.",
     "unauthorized": "A person has to issue a new agent token; do not retry.",
     "remote_unavailable": "Nothing was prepared. You may retry later with the same "
     "idempotency_key.",

@@ -422,6 +422,22 @@ def _op(
 _JOB_ID: S = {"name": "job_id", "in": "path", "required": True, "schema": _STR}
 
 
+def _too_many(op: S) -> S:
+    """A prepare over the agent's fair share (docs/limits.md): 429 ``quota_exceeded``, or
+    ``rate_limited`` with ``Retry-After``."""
+    op["responses"]["429"] = {
+        "description": "quota_exceeded (unresolved jobs) or rate_limited (prepares a minute)",
+        "headers": {
+            "Retry-After": {
+                "description": "rate_limited only: whole seconds until a prepare is admitted",
+                "schema": _INT,
+            }
+        },
+        **_json("Error"),
+    }
+    return op
+
+
 def openapi_document() -> S:
     """The OpenAPI 3.1 description of every route ``api.api_routes`` serves."""
     return {
@@ -446,12 +462,14 @@ def openapi_document() -> S:
                 "get": _op("the resources this agent token's agent is opted in to", "ResourceList")
             },
             "/api/v1/jobs": {
-                "post": _op(
-                    "prepare a job (agent token)",
-                    "AgentReceipt",
-                    status="201",
-                    body="PrepareRequest",
-                    extra_ok={"200": "AgentReceipt"},
+                "post": _too_many(
+                    _op(
+                        "prepare a job (agent token)",
+                        "AgentReceipt",
+                        status="201",
+                        body="PrepareRequest",
+                        extra_ok={"200": "AgentReceipt"},
+                    )
                 ),
                 "get": _op(
                     "the newest 100 jobs of an agent, no values (operator, agents:read)",

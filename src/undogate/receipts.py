@@ -319,6 +319,8 @@ _AGENT_SAFE_DETAILS = (
     "field",
     "allowed",
     "limit",
+    "maximum",
+    "retry_after_s",
     "reason",
 )
 # Codes whose message may name the endpoint, the network or a token variable: an agent
