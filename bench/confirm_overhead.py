@@ -13,8 +13,8 @@ from pathlib import Path
 import httpx
 
 from undogate.config import parse_config
-from undogate.engine import Actor, Gateway, PrepareRequest
-from undogate.jobs import ChangeRequest, Operation
+from undogate.engine import Gateway
+from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import dumps, loads
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from undogate.config import parse_config
-from undogate.engine import Actor, Gateway, PrepareRequest
-from undogate.jobs import ChangeRequest, Operation
+from undogate.engine import Gateway
+from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 

@@ -10,7 +10,8 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Actor, Gateway
+from undogate.engine import Gateway
+from undogate.jobs import Actor
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 
@@ -62,8 +63,7 @@ def two_record_job(
 ) -> tuple[Gateway, str]:
     """A gateway over the customer record and the wrapped ticket, and a prepared job that
     changes both (customer first, then ticket)."""
-    from undogate.engine import PrepareRequest
-    from undogate.jobs import ChangeRequest
+    from undogate.jobs import ChangeRequest, PrepareRequest
 
     gw: Gateway = open_gateway(
         make_config(

@@ -29,8 +29,8 @@ from typing import Any
 import httpx
 
 from undogate.config import parse_config
-from undogate.engine import Gateway, PrepareRequest
-from undogate.jobs import Action, ChangeRequest, Job, Operation
+from undogate.engine import Gateway
+from undogate.jobs import Action, ChangeRequest, Job, Operation, PrepareRequest
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP, RemoteResponse
 

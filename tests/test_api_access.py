@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from undogate.engine import Actor, PrepareRequest
-from undogate.jobs import ChangeRequest, JobState, Operation
+from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 
 CALLERS = (
     "none",

@@ -10,8 +10,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
-from undogate.engine import Actor, PrepareRequest
-from undogate.jobs import ChangeRequest
+from undogate.jobs import Actor, ChangeRequest, PrepareRequest
 from undogate.openapi import openapi_document
 
 from .conftest import AGENT

@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 
 from undogate.auth import READ, WRITE, Keyring
-from undogate.engine import PrepareRequest
 from undogate.errors import Conflict, InvalidRequest, NotFound, Unauthorized
-from undogate.jobs import ChangeRequest
+from undogate.jobs import ChangeRequest, PrepareRequest
 from undogate.ledger import DB_NAME
 
 from .conftest import MASTER_KEY

@@ -14,9 +14,9 @@ import pytest
 from undogate.backup import backup_ledger, restore_ledger
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import InvalidRequest, LedgerInUse
-from undogate.jobs import ChangeRequest, JobState, Operation
+from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
 

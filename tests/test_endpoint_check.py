@@ -13,17 +13,17 @@ import yaml
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.endpoint_check import (
+from undogate.engine import Gateway
+from undogate.errors import Conflict, InvalidRequest
+from undogate.ledger import Ledger
+from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.operations.endpoint_check import (
     MARKER_PREFIX,
     CheckResult,
     Step,
     check_endpoint,
     latest_verification,
 )
-from undogate.engine import Gateway
-from undogate.errors import Conflict, InvalidRequest
-from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP, RemoteResponse
 
 from .conftest import SERVED_COPY_PATH, SERVED_PATH, cli, make_config, resource
 
@@ -550,9 +550,8 @@ def test_the_job_page_says_attested_only_until_a_check_passes(
 def test_agents_never_see_or_prepare_on_a_test_copy(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
 ) -> None:
-    from undogate.engine import PrepareRequest
     from undogate.errors import NotFound
-    from undogate.jobs import ChangeRequest
+    from undogate.jobs import ChangeRequest, PrepareRequest
 
     from .conftest import AGENT
 

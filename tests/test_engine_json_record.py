@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import (
     ChangedSincePreview,
     Conflict,
@@ -19,7 +19,14 @@ from undogate.errors import (
     RemoteContractBreach,
     StaleVersion,
 )
-from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Operation
+from undogate.jobs import (
+    ActionStatus,
+    ChangeRequest,
+    ChangeState,
+    JobState,
+    Operation,
+    PrepareRequest,
+)
 from undogate.jsonvalue import JsonNumber, JsonValue, loads
 
 from .conftest import AGENT, OWNER, make_config, resource, two_record_job
@@ -306,7 +313,7 @@ def test_unknown_token_and_foreign_owner(gateway: Gateway) -> None:
     job_id = prepare(gateway, status="customer")
     with pytest.raises(NotFound):
         gateway.confirm(OWNER, job_id, "not-a-token")
-    from undogate.engine import Actor
+    from undogate.jobs import Actor
 
     other = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
     with pytest.raises(NotFound):

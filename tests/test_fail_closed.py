@@ -20,9 +20,8 @@ import pytest
 from starlette.testclient import TestClient
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Actor
 from undogate.errors import Quarantined
-from undogate.jobs import ActionStatus, ChangeState, JobState, Observation, Operation
+from undogate.jobs import ActionStatus, Actor, ChangeState, JobState, Observation, Operation
 
 PATH = "/records/customer-123"
 

@@ -24,9 +24,9 @@ import httpx
 import pytest
 
 from undogate.config import parse_config
-from undogate.endpoint_check import check_endpoint, latest_verification
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
+from undogate.operations.endpoint_check import check_endpoint, latest_verification
 
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -23,7 +23,15 @@ from undogate.errors import (
     TransitionNotAllowed,
     UndogateError,
 )
-from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Observation, Operation
+from undogate.jobs import (
+    ActionStatus,
+    ChangeRequest,
+    ChangeState,
+    JobState,
+    Observation,
+    Operation,
+    PrepareRequest,
+)
 from undogate.jsonvalue import JsonValue
 
 from .conftest import AGENT, OWNER, make_config, resource, two_record_job

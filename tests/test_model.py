@@ -19,9 +19,9 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import UndogateError
-from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation
+from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import JsonObject
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP

@@ -11,9 +11,16 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import Quarantined
-from undogate.jobs import ActionStatus, ChangeRequest, ChangeState, JobState, Operation
+from undogate.jobs import (
+    ActionStatus,
+    ChangeRequest,
+    ChangeState,
+    JobState,
+    Operation,
+    PrepareRequest,
+)
 
 from .conftest import AGENT, OWNER, make_config, resource
 

@@ -18,13 +18,21 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Actor, Gateway, Prepared, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import QuotaExceeded, RateLimited, UndogateError
-from undogate.jobs import UNRESOLVED_STATES, ChangeRequest, JobState, Operation
+from undogate.jobs import (
+    UNRESOLVED_STATES,
+    Actor,
+    ChangeRequest,
+    JobState,
+    Operation,
+    Prepared,
+    PrepareRequest,
+)
 from undogate.jsonvalue import JsonValue
 from undogate.ledger import Ledger
 from undogate.mcp_server import Refusal, agent_error
-from undogate.quotas import COUNT_AGENT_SQL, COUNT_OWNER_SQL, PrepareRate
+from undogate.operations.quotas import COUNT_AGENT_SQL, COUNT_OWNER_SQL, PrepareRate
 
 from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import MissingToken, UndogateError
-from undogate.jobs import ChangeRequest, JobState, Operation
+from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.receipts import agent_receipt, job_receipt
 from undogate.redact import (
     REDACTED,

@@ -11,7 +11,7 @@ import pytest
 from undogate.adapters.webdav_text import is_text_media_type
 from undogate.contract_server import ContractServer
 from undogate.diffs import NO_NEWLINE_MARK, diff_hunks, diff_stats, split_lines, unified_diff
-from undogate.engine import Gateway, PrepareRequest
+from undogate.engine import Gateway
 from undogate.errors import InvalidRequest, RemoteContractBreach
 from undogate.jobs import (
     ActionStatus,
@@ -19,6 +19,7 @@ from undogate.jobs import (
     ChangeState,
     JobState,
     Operation,
+    PrepareRequest,
     ResourceKind,
 )
 

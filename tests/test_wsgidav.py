@@ -23,10 +23,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from undogate.endpoint_check import check_endpoint
 from undogate.engine import Gateway
 from undogate.errors import RemoteContractBreach
 from undogate.jobs import ActionStatus, JobState, Operation
+from undogate.operations.endpoint_check import check_endpoint
 
 from .conftest import OWNER
 from .davservers import (

@@ -23,9 +23,9 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import endpoint_check, receipts
+from . import receipts
 from .auth import READ, WRITE, Keyring, Principal, require_scope
-from .engine import Gateway, PrepareRequest
+from .engine import Gateway
 from .errors import (
     Forbidden,
     InvalidRequest,
@@ -34,9 +34,10 @@ from .errors import (
     Unauthorized,
     UndogateError,
 )
-from .jobs import AssertionKind, ChangeRequest, Job, Operation
+from .jobs import AssertionKind, ChangeRequest, Job, Operation, PrepareRequest
 from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
 from .openapi import openapi_document
+from .operations import endpoint_check
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

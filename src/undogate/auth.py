@@ -25,8 +25,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from .engine import Actor
 from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
+from .jobs import Actor
 from .jsonvalue import JsonNumber, JsonObject, dumps, loads
 from .ledger import Ledger
 

@@ -192,7 +192,7 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
     Exits 0 only when every step passed.
     """
-    from .endpoint_check import report_lines, run_endpoint_check
+    from .operations.endpoint_check import report_lines, run_endpoint_check
 
     try:
         view, path = run_endpoint_check(config_path, test_copy_id, os.environ)

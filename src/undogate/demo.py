@@ -26,8 +26,8 @@ from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
 from .diffs import unified_diff
-from .engine import Actor, Gateway, Preview
-from .jobs import Job, Operation
+from .engine import Gateway
+from .jobs import Actor, Job, Operation, Preview
 from .jsonvalue import dumps
 from .ledger import Ledger
 from .net import RemoteHTTP

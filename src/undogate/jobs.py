@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from .errors import TransitionNotAllowed
 from .jsonvalue import JsonObject
@@ -314,3 +315,70 @@ class ChangeRequest:
     text: str | None = None
     expected_version: str | None = None
     assertion_kind: AssertionKind | None = None
+
+
+# -- what the operations take and give back ------------------------------------------
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who is acting, as the surfaces established it (the engine trusts this)."""
+
+    id: str
+    owner_id: str
+    kind: str  # operator | agent | master | system
+    access_path: str  # api | web | cli | mcp | demo | system
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}:{self.id}"
+
+
+@dataclass(frozen=True)
+class PrepareRequest:
+    summary: str
+    changes: tuple[ChangeRequest, ...]
+    idempotency_key: str | None = None
+    attribution_label: str | None = None
+
+
+@dataclass(frozen=True)
+class Prepared:
+    job: Job
+    replay: bool
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """One change as a preview shows it: current vs planned, and what blocks it."""
+
+    index: int
+    resource_id: str
+    kind: ResourceKind
+    current_version: str
+    current: JsonObject | None
+    current_text: str | None
+    planned: JsonObject | None
+    planned_text: str | None
+    moved_since_prepare: bool
+    reversible: bool
+    note: str | None = None
+    observation: Observation | None = None
+
+
+@dataclass(frozen=True)
+class Preview:
+    job_id: str
+    operation: Operation
+    token: str | None
+    expires_at: float | None
+    changes: tuple[ChangeView, ...]
+    blockers: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    job: Job
+    repeated: bool = False
+    dry_run: bool = False
+    requests: tuple[dict[str, Any], ...] = ()

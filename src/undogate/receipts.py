@@ -14,8 +14,7 @@ from typing import Any
 
 from .config import Resource
 from .diffs import diff_hunks
-from .engine import ChangeView, Confirmation, Preview
-from .jobs import Action, Change, Job, ResourceKind
+from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview, ResourceKind
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
 from .ledger import Event
 

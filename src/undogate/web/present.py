@@ -15,9 +15,8 @@ from markupsafe import Markup
 
 from .. import receipts
 from ..diffs import Hunk, diff_hunks
-from ..engine import Preview
 from ..invisibles import visible
-from ..jobs import ChangeState, Job, JobState, Operation, ResourceKind, can_start
+from ..jobs import ChangeState, Job, JobState, Operation, Preview, ResourceKind, can_start
 from ..jsonvalue import JsonValue, dumps
 
 STATE_WORDS: dict[str, str] = {

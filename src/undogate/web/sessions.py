@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..auth import Principal
-from ..engine import Preview
+from ..jobs import Preview
 
 MAX_PREVIEWS_PER_SESSION = 16
 SIGNIN_TOKEN_TTL_S = 30 * 60.0

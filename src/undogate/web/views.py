@@ -30,10 +30,10 @@ from starlette.staticfiles import StaticFiles
 from .. import receipts
 from ..api import STATUS_BY_CODE
 from ..auth import READ, WRITE, Keyring, Principal, require_scope
-from ..endpoint_check import latest_verification
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
 from ..jobs import Job, Operation
+from ..operations.endpoint_check import latest_verification
 from . import present
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens

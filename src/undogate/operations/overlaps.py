@@ -13,9 +13,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from .errors import LaterJobOverlaps, Quarantined
-from .jobs import Change, ChangeState, Job, Operation, ResourceKind
-from .ledger import Ledger, OpenChange
+from ..errors import LaterJobOverlaps, Quarantined
+from ..jobs import Change, ChangeState, Job, Operation, ResourceKind
+from ..ledger import Ledger, OpenChange
 
 # {"change", "resource", "code", "message"} plus the job in the way (engine data: the
 # surfaces render it as JSON).

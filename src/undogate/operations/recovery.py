@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 
-from .config import Config
-from .errors import LedgerError, UndogateError
-from .jobs import (
+from ..config import Config
+from ..errors import LedgerError, UndogateError
+from ..jobs import (
     ActionStatus,
     ChangeState,
     JobState,
@@ -25,7 +25,7 @@ from .jobs import (
     state_after_apply,
     state_after_undo,
 )
-from .ledger import Ledger
+from ..ledger import Ledger
 
 log = logging.getLogger(__name__)
 

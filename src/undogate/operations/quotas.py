@@ -26,10 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .config import Limits
-from .errors import QuotaExceeded, RateLimited
-from .jobs import UNRESOLVED_STATES
-from .ledger import Ledger
+from ..config import Limits
+from ..errors import QuotaExceeded, RateLimited
+from ..jobs import UNRESOLVED_STATES
+from ..ledger import Ledger
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (ledger migration 6) spells
 # it: SQLite uses a partial index only for a query that repeats its WHERE term. Each

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from .adapters import Adapter, ConditionalWrite, Side
-from .config import Resource
-from .errors import BlockedAddress, LedgerError, MissingToken, UndogateError
-from .etag import ETag, parse_etag
-from .jobs import (
+from ..adapters import Adapter, ConditionalWrite, Side
+from ..config import Resource
+from ..errors import BlockedAddress, LedgerError, MissingToken, UndogateError
+from ..etag import ETag, parse_etag
+from ..jobs import (
     ActionStatus,
     Change,
     ChangeState,
@@ -31,9 +31,9 @@ from .jobs import (
     state_after_apply,
     state_after_undo,
 )
-from .jsonvalue import JsonObject, JsonValue
-from .ledger import Ledger
-from .net import RemoteResponse, TransportFailure
+from ..jsonvalue import JsonObject, JsonValue
+from ..ledger import Ledger
+from ..net import RemoteResponse, TransportFailure
 from .overlaps import check_overlaps
 
 # SPEC §4: these answers mean the server changed nothing.

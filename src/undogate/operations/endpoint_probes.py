@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
-from .adapters import Adapter, ConditionalWrite, Side, Snapshot
-from .adapters.json_record import PATCH_MEDIA_TYPE
-from .config import Resource
-from .errors import InvalidRequest, UndogateError
-from .etag import ETag
-from .jobs import Change, ChangeRequest, ResourceKind
-from .jsonvalue import JsonValue, dumps, escape_token
-from .net import RemoteResponse, TransportFailure
+from ..adapters import Adapter, ConditionalWrite, Side, Snapshot
+from ..adapters.json_record import PATCH_MEDIA_TYPE
+from ..config import Resource
+from ..errors import InvalidRequest, UndogateError
+from ..etag import ETag
+from ..jobs import Change, ChangeRequest, ResourceKind
+from ..jsonvalue import JsonValue, dumps, escape_token
+from ..net import RemoteResponse, TransportFailure
 
 MARKER_PREFIX = "undogate-check-"
 ABSENT_PREFIX = "undogate-absent-"

@@ -34,15 +34,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .adapters import build_adapters
-from .config import Config, Resource, load_config
+from ..adapters import build_adapters
+from ..config import Config, Resource, load_config
+from ..errors import Conflict, InvalidRequest, LedgerInUse, NotFound
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
+from ..ledger import Ledger
+from ..net import RemoteHTTP
+from ..redact import install_redaction, uninstall_redaction
+from ..urls import normalised_url
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Evidence, Step, StepFailed, same_version
-from .errors import Conflict, InvalidRequest, LedgerInUse, NotFound
-from .jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from .ledger import Ledger
-from .net import RemoteHTTP
-from .redact import install_redaction, uninstall_redaction
-from .urls import normalised_url
 
 __all__ = [
     "MARKER_PREFIX",
@@ -316,7 +316,7 @@ def run_endpoint_check(
                 f"{exc.message}. To check while it serves, set UNDOGATE_URL and "
                 "UNDOGATE_KEY (an operator key with agents:write)"
             ) from None
-    from .server import ApiClient
+    from ..server import ApiClient
 
     client = ApiClient(url, key, timeout=API_TIMEOUT_S)
     try:

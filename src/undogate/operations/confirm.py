@@ -1,0 +1,183 @@
+"""Confirm: check the whole preview against fresh reads before the first write, then
+hand the writes to the dispatch loop (accept-observed goes to ``reconcile``)."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+
+from ..adapters import Side, Snapshot
+from ..errors import (
+    ChangedSincePreview,
+    Conflict,
+    LedgerError,
+    LimitReached,
+    NotFound,
+    PreviewExpired,
+    PreviewUsed,
+    UndogateError,
+)
+from ..etag import parse_etag
+from ..jobs import (
+    Actor,
+    Change,
+    Confirmation,
+    Job,
+    Operation,
+)
+from ..jsonvalue import JsonObject
+from ..ledger import Ledger
+from .context import Context, hash_token
+from .dispatch import Dispatch, PlannedWrite
+from .preview import targets_for
+from .reconcile import accept_observed
+
+log = logging.getLogger(__name__)
+
+
+def confirm_preview(
+    gw: Context,
+    actor: Actor,
+    job_id: str,
+    preview_token: str,
+    *,
+    dry_run: bool = False,
+    reauthorize: Callable[[], None] | None = None,
+) -> Confirmation:
+    """Check the whole preview against fresh reads, then dispatch action by action.
+
+    ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
+    ``Unauthorized``) when the reviewer's credential no longer allows the write.
+
+    Raises:
+        NotFound, PreviewExpired, PreviewUsed, ChangedSincePreview, Conflict,
+        Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
+        ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach.
+    """
+    job = gw.get_job(actor.owner_id, job_id)
+    token_hash = hash_token(preview_token)
+    stored = gw.ledger.read(lambda c: Ledger.load_preview(c, token_hash))
+    if stored is None or stored.job_id != job.id:
+        raise NotFound("unknown preview token for this job; preview again", job=job.id)
+    if stored.consumed_at is not None:
+        latest = gw.ledger.read(lambda c: Ledger.latest_consumed_seq(c, job.id))
+        if not dry_run and stored.op_seq == latest:
+            return Confirmation(job=job, repeated=True)
+        raise PreviewUsed(
+            "this preview was already used and a newer operation has happened since; preview again",
+            job=job.id,
+        )
+    if gw.clock() >= stored.expires_at:
+        raise PreviewExpired("the preview expired; preview again", job=job.id)
+    operation = stored.operation
+    targets = targets_for(gw, job, operation)
+    if {str(c.index) for c in targets} != set(stored.snapshot):
+        raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)
+    if not dry_run:
+        _check_attempts(gw, job.id)
+    try:
+        return _confirm_checked(
+            gw, actor, job, stored.snapshot, operation, targets, token_hash, dry_run, reauthorize
+        )
+    except UndogateError:
+        if not dry_run:
+            try:
+                _count_attempt(gw, job.id)
+            except LedgerError:
+                log.warning("could not count a refused confirmation of %s", job.id)
+        raise
+
+
+def _confirm_checked(
+    gw: Context,
+    actor: Actor,
+    job: Job,
+    seen_versions: JsonObject,
+    operation: Operation,
+    targets: list[Change],
+    token_hash: str,
+    dry_run: bool,
+    reauthorize: Callable[[], None] | None,
+) -> Confirmation:
+    deadline = gw.deadline()
+    snaps: dict[int, Snapshot] = {}
+    for change in targets:
+        res = gw.resource(change.resource_id)
+        snap = gw.adapter(change.kind).read(res, deadline)
+        seen = parse_etag(str(seen_versions[str(change.index)]))
+        if not seen.strong_equals(snap.etag):
+            raise ChangedSincePreview(
+                f"{change.resource_id} changed since the preview; nothing was written. "
+                "Preview again to see the current values",
+                resource=change.resource_id,
+                job=job.id,
+            )
+        snaps[change.index] = snap
+    if operation is Operation.ACCEPT_OBSERVED:
+        return accept_observed(gw, actor, job, targets, snaps, token_hash, dry_run)
+    writes: list[PlannedWrite] = []
+    target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
+    for change in targets:
+        res = gw.resource(change.resource_id)
+        adapter = gw.adapter(change.kind)
+        snap = snaps[change.index]
+        if operation is Operation.APPLY and not adapter.shows(change, snap, Side.BEFORE):
+            raise Conflict(
+                f"{change.resource_id}'s values changed since the job was prepared; "
+                "nothing was written. Prepare a new job from the current values",
+                resource=change.resource_id,
+            )
+        if operation is Operation.UNDO and not adapter.undo_guard_holds(change, snap):
+            raise Conflict(
+                f"{change.resource_id} changed after this job applied it; undo would "
+                "overwrite newer work, so nothing was written. Prepare a new reviewed "
+                "change instead",
+                resource=change.resource_id,
+            )
+        write = adapter.build_write(res, change, snap, target_side)
+        writes.append(PlannedWrite(change, res, adapter, write))
+    if dry_run:
+        return Confirmation(
+            job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
+        )
+    with gw.live.running(job.id):
+        Dispatch(
+            ledger=gw.ledger,
+            actor_label=actor.label,
+            access_path=actor.access_path,
+            job=job,
+            operation=operation,
+            writes=writes,
+            token_hash=token_hash,
+            deadline=deadline,
+            reauthorize=reauthorize,
+            crash_point=gw.crash_point,
+        ).run()
+    done = gw.ledger.load_job(job.id)
+    assert done is not None
+    return Confirmation(job=done)
+
+
+def _check_attempts(gw: Context, job_id: str) -> None:
+    limit = gw.config.limits.max_confirm_attempts
+
+    def q(c: sqlite3.Connection) -> None:
+        row = c.execute("SELECT confirm_attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row[0] >= limit:
+            raise LimitReached(
+                f"this job reached its limit of {limit} confirmation attempts",
+                limit="max_confirm_attempts",
+                job=job_id,
+            )
+
+    gw.ledger.read(q)
+
+
+def _count_attempt(gw: Context, job_id: str) -> None:
+    """A refused attempt still counts (a successful one counts in its first commit)."""
+    gw.ledger.write(
+        lambda c: c.execute(
+            "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job_id,)
+        )
+    )

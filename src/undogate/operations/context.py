@@ -1,0 +1,76 @@
+"""What every operation works with: the config, the ledger, the adapters, the clock."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from ..adapters import Adapter, build_adapters
+from ..config import Config, Resource
+from ..errors import InvalidRequest, NotFound
+from ..jobs import Job, Operation, ResourceKind
+from ..ledger import Ledger
+from ..net import RemoteHTTP
+from .quotas import PrepareQuotas
+from .recovery import LiveDispatches
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Context:
+    """The gateway's parts, as the operations use them."""
+
+    config: Config
+    ledger: Ledger
+    http: RemoteHTTP
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    clock: Callable[[], float] = time.time
+    crash_at: str | None = None
+    adapters: dict[ResourceKind, Adapter] = field(init=False)
+    live: LiveDispatches = field(init=False)
+    quotas: PrepareQuotas = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.adapters = build_adapters(self.http, self.config.limits, self.environ)
+        self.live = LiveDispatches(self.ledger)
+        self.quotas = PrepareQuotas(self.config.limits)
+
+    def resource(self, resource_id: str) -> Resource:
+        res = self.config.resource(resource_id)
+        if res is None:
+            raise NotFound(f"unknown resource {resource_id!r}", resource=resource_id)
+        return res
+
+    def adapter(self, kind: ResourceKind) -> Adapter:
+        adapter = self.adapters.get(kind)
+        if adapter is None:
+            raise InvalidRequest(f"resources of kind {kind.value} are not supported yet")
+        return adapter
+
+    def deadline(self) -> float:
+        return time.monotonic() + self.config.server.operation_timeout_s
+
+    def get_job(self, owner_id: str, job_id: str) -> Job:
+        """The job, if ``owner_id`` owns it; otherwise ``NotFound`` (never ``Forbidden``,
+        so ids of other owners' jobs reveal nothing).
+
+        Raises: NotFound; LedgerError while a write whose outcome could not be recorded
+        cannot be settled yet (nothing moves a job on a ledger that cannot record it)."""
+        self.live.settle()
+        job = self.ledger.load_job(job_id)
+        if job is None or job.owner_id != owner_id:
+            raise NotFound(f"no job {job_id!r}", job=job_id)
+        return job
+
+    def crash_point(self, operation: Operation, point: str) -> None:
+        """Crash-injection hook for the recovery harness; inert unless ``crash_at`` is set
+        (from ``UNDOGATE_CRASH_AT=operation:point``). It kills this very process."""
+        if self.crash_at is not None and self.crash_at == f"{operation.value}:{point}":
+            os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,263 @@
+"""Prepare: read every resource, record the before- and planned after-values, write
+nothing externally. Idempotent replays, quotas and the ledger's limits are checked here."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+import sqlite3
+
+from ..adapters import Snapshot
+from ..config import Resource
+from ..errors import (
+    Forbidden,
+    IdempotencyKeyReused,
+    InvalidRequest,
+    LimitReached,
+    NotFound,
+    StaleVersion,
+)
+from ..etag import parse_etag
+from ..jobs import (
+    Actor,
+    Change,
+    Job,
+    JobState,
+    Prepared,
+    PrepareRequest,
+)
+from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
+from ..ledger import Ledger
+from .context import Context
+from .dispatch import change_diff
+
+log = logging.getLogger(__name__)
+
+
+def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) -> Prepared:
+    """Read every resource and record before/after. Writes nothing externally.
+
+    Raises:
+        InvalidRequest, NotFound, Forbidden, LimitReached, QuotaExceeded, RateLimited,
+        StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
+        MissingToken.
+    """
+    limits = gw.config.limits
+    if "prepare_changes" not in gw.config.agent_tools(agent_id):
+        raise Forbidden(f"agent {agent_id!r} is not opted in to prepare_changes")
+    summary = request.summary.strip()
+    if not summary or len(summary) > 2000:
+        raise InvalidRequest("a summary of 1 to 2000 characters is required")
+    if request.attribution_label is not None and len(request.attribution_label) > 200:
+        raise InvalidRequest("attribution_label is at most 200 characters")
+    if request.idempotency_key is not None and not 1 <= len(request.idempotency_key) <= 200:
+        raise InvalidRequest("idempotency_key is 1 to 200 characters")
+    if not 1 <= len(request.changes) <= limits.max_changes_per_job:
+        raise InvalidRequest(
+            f"a job holds 1 to {limits.max_changes_per_job} changes",
+            limit="max_changes_per_job",
+        )
+    _check_text_input(request)
+    digest = _request_digest(agent_id, request)
+    if request.idempotency_key is not None:
+        earlier = _find_idempotent(gw, actor.owner_id, agent_id, request.idempotency_key)
+        if earlier is not None:
+            return _replay(gw, earlier, digest)
+    seen: set[str] = set()
+    resources: list[Resource] = []
+    for change in request.changes:
+        res = gw.config.resource(change.resource_id)
+        if res is None or res.agent_id != agent_id or res.test_copy_of is not None:
+            # Same answer for unknown and foreign: an agent learns nothing of others.
+            raise NotFound(f"unknown resource {change.resource_id!r}", resource=change.resource_id)
+        if change.resource_id in seen:
+            raise InvalidRequest(
+                f"{change.resource_id!r} appears twice; put all its fields in one change",
+                resource=change.resource_id,
+            )
+        seen.add(change.resource_id)
+        if not res.conditional_writes:
+            raise Forbidden(
+                f"writes to {res.id!r} are not enabled: the operator has not attested "
+                "conditional writes for it",
+                resource=res.id,
+            )
+        resources.append(res)
+    gw.quotas.admit(gw.ledger, actor.owner_id, agent_id)
+    _check_capacity(gw, 0)
+    deadline = gw.deadline()
+    changes: list[Change] = []
+    for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
+        adapter = gw.adapter(res.kind)
+        snap = adapter.read(res, deadline)
+        if change.expected_version is not None:
+            _check_expected_version(res, change.expected_version, snap)
+        plan = adapter.plan(res, change, snap)
+        changes.append(plan.change(index, res, snap, change.assertion_kind))
+    payload = _payload_size(summary, changes)
+    if payload > limits.max_job_bytes:
+        raise LimitReached(
+            f"the job would store {payload} bytes; the limit is {limits.max_job_bytes}",
+            limit="max_job_bytes",
+        )
+    now = gw.clock()
+    job = Job(
+        id="job_" + secrets.token_hex(8),
+        owner_id=actor.owner_id,
+        agent_id=agent_id,
+        summary=summary,
+        attribution_label=request.attribution_label,
+        idempotency_key=request.idempotency_key,
+        state=JobState.PREPARED,
+        undo_started=False,
+        created_at=now,
+        updated_at=now,
+        changes=tuple(changes),
+    )
+
+    def commit(c: sqlite3.Connection) -> Prepared:
+        if request.idempotency_key is not None:
+            # A concurrent duplicate may have committed while we were reading.
+            earlier = _find_idempotent_in(c, actor.owner_id, agent_id, request.idempotency_key)
+            if earlier is not None:
+                return _replay(gw, earlier, digest)
+        gw.quotas.check_unresolved(c, actor.owner_id, agent_id)
+        _check_capacity_in(gw, c, payload)
+        Ledger.insert_job(c, job, digest, payload)
+        Ledger.add_event(
+            c,
+            job_id=job.id,
+            actor=actor.label,
+            access_path=actor.access_path,
+            operation="prepare",
+            target=",".join(ch.resource_id for ch in changes),
+            to_state=JobState.PREPARED.value,
+            detail={"changes": [change_diff(ch) for ch in changes]},
+        )
+        return Prepared(job=job, replay=False)
+
+    return gw.ledger.write(commit)
+
+
+def _find_idempotent(
+    gw: Context, owner_id: str, agent_id: str, key: str
+) -> tuple[str, str, float] | None:
+    return gw.ledger.read(lambda c: _find_idempotent_in(c, owner_id, agent_id, key))
+
+
+def _find_idempotent_in(
+    c: sqlite3.Connection, owner_id: str, agent_id: str, key: str
+) -> tuple[str, str, float] | None:
+    row = c.execute(
+        "SELECT id, request_digest, created_at FROM jobs WHERE owner_id = ? "
+        "AND agent_id = ? AND idempotency_key = ? ORDER BY seq DESC LIMIT 1",
+        (owner_id, agent_id, key),
+    ).fetchone()
+    return (row[0], row[1], row[2]) if row else None
+
+
+def _replay(gw: Context, earlier: tuple[str, str, float], digest: str) -> Prepared:
+    job_id, earlier_digest, created_at = earlier
+    days = gw.config.limits.idempotency_days
+    if created_at < gw.clock() - days * 86400:
+        # The key's promise has lapsed, and a key never names two jobs.
+        raise IdempotencyKeyReused(
+            f"this idempotency_key was first used more than {days} days ago and is no "
+            "longer honoured; use a new key",
+            job=job_id,
+        )
+    if earlier_digest != digest:
+        raise IdempotencyKeyReused(
+            "this idempotency_key was already used for a different request; "
+            "use a new key for a new change",
+            job=job_id,
+        )
+    job = gw.ledger.load_job(job_id)
+    assert job is not None
+    return Prepared(job=job, replay=True)
+
+
+def _check_capacity(gw: Context, payload: int) -> None:
+    gw.ledger.read(lambda c: _check_capacity_in(gw, c, payload))
+
+
+def _check_capacity_in(gw: Context, c: sqlite3.Connection, payload: int) -> None:
+    limits = gw.config.limits
+    counts = dict(
+        c.execute(
+            "SELECT key, value FROM meta WHERE key IN (?, ?)", ("job_count", "payload_bytes")
+        ).fetchall()
+    )
+    if int(counts.get("job_count", 0)) >= limits.max_jobs:
+        raise LimitReached(
+            f"the ledger holds {limits.max_jobs} jobs, its limit; no new job can be "
+            "prepared (history is never deleted: raise limits.max_jobs or start a new "
+            "ledger)",
+            limit="max_jobs",
+        )
+    if int(counts.get("payload_bytes", 0)) + payload > limits.max_receipt_bytes:
+        raise LimitReached(
+            "the ledger's receipt payload limit is reached; no new job can be prepared",
+            limit="max_receipt_bytes",
+        )
+
+
+def _check_text_input(request: PrepareRequest) -> None:
+    """Agent text must be writable as UTF-8: an unpaired surrogate is refused up front."""
+    try:
+        values: list[JsonValue] = [
+            request.summary,
+            request.attribution_label,
+            request.idempotency_key,
+        ]
+        for c in request.changes:
+            values += [c.resource_id, c.set, list(c.remove), c.text, c.expected_version]
+        check_encodable(values)
+    except JsonError:
+        raise InvalidRequest("the request holds text that is not valid Unicode") from None
+
+
+def _check_expected_version(res: Resource, expected: str, snap: Snapshot) -> None:
+    try:
+        tag = parse_etag(expected)
+    except ValueError:
+        raise InvalidRequest(
+            'expected_version must be an entity-tag such as "abc"', resource=res.id
+        ) from None
+    if not tag.strong_equals(snap.etag):
+        raise StaleVersion(
+            f"{res.id} is at a newer version than the one you read; re-read it and prepare again",
+            resource=res.id,
+            current_version=snap.etag.header,
+        )
+
+
+def _payload_size(summary: str, changes: list[Change]) -> int:
+    size = len(summary.encode())
+    for ch in changes:
+        size += len(dumps(ch.before or {}).encode()) + len(dumps(ch.after or {}).encode())
+        size += len((ch.before_text or "").encode()) + len((ch.after_text or "").encode())
+    return size
+
+
+def _request_digest(agent_id: str, request: PrepareRequest) -> str:
+    """What makes two prepares "the same" for idempotency (the key itself excluded)."""
+    body: JsonObject = {
+        "agent": agent_id,
+        "summary": request.summary,
+        "attribution_label": request.attribution_label,
+        "changes": [
+            {
+                "resource": ch.resource_id,
+                "set": ch.set,
+                "remove": list(ch.remove),
+                "text": ch.text,
+                "expected_version": ch.expected_version,
+                "assertion_kind": ch.assertion_kind.value if ch.assertion_kind else None,
+            }
+            for ch in request.changes
+        ],
+    }
+    # surrogatepass: a lone surrogate must reach the adapter's clear refusal, not crash here.
+    return hashlib.sha256(dumps(body).encode("utf-8", "surrogatepass")).hexdigest()

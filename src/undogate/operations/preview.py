@@ -1,0 +1,218 @@
+"""Preview: re-read every affected resource, show current against planned per change,
+say what blocks it, and issue a single-use token."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sqlite3
+from typing import Any
+
+from ..adapters import Adapter, Side, Snapshot
+from ..errors import (
+    Conflict,
+    ReconciliationBlocked,
+    TransitionNotAllowed,
+)
+from ..jobs import (
+    Actor,
+    Change,
+    ChangeState,
+    ChangeView,
+    Job,
+    JobState,
+    Observation,
+    Operation,
+    Preview,
+    ResourceKind,
+    require_start,
+)
+from ..jsonvalue import JsonObject
+from ..ledger import Ledger
+from .context import Context, hash_token
+from .overlaps import check_overlaps
+
+log = logging.getLogger(__name__)
+
+
+def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) -> Preview:
+    """Re-read every affected resource and issue a single-use token.
+
+    Raises:
+        NotFound, TransitionNotAllowed, Quarantined, LaterJobOverlaps,
+        RemoteUnavailable, RemoteContractBreach.
+    """
+    job = gw.get_job(actor.owner_id, job_id)
+    targets = targets_for(gw, job, operation)
+    deadline = gw.deadline()
+    views: list[ChangeView] = []
+    blockers: list[dict[str, Any]] = []
+    snapshot: JsonObject = {}
+    for change in targets:
+        res = gw.resource(change.resource_id)
+        adapter = gw.adapter(change.kind)
+        snap = adapter.read(res, deadline)
+        snapshot[str(change.index)] = snap.etag.header
+        view = _view(adapter, job, change, snap, operation)
+        views.append(view)
+        if operation is Operation.ACCEPT_OBSERVED and view.observation is Observation.NEITHER:
+            blockers.append(
+                {
+                    "change": change.index,
+                    "resource": change.resource_id,
+                    "code": ReconciliationBlocked.code,
+                    "message": f"{change.resource_id} shows neither the before nor the "
+                    "after values: investigate by hand before accepting anything",
+                }
+            )
+        elif operation is not Operation.ACCEPT_OBSERVED and view.moved_since_prepare:
+            blockers.append(
+                {
+                    "change": change.index,
+                    "resource": change.resource_id,
+                    "code": Conflict.code,
+                    "message": view.note or "the resource moved",
+                }
+            )
+    token: str | None = None
+    expires_at: float | None = None
+    if not blockers:
+        token = secrets.token_urlsafe(32)
+        expires_at = gw.clock() + gw.config.server.preview_ttl_s
+        token_hash = hash_token(token)
+        exp = expires_at
+
+        def commit(c: sqlite3.Connection) -> None:
+            Ledger.insert_preview(
+                c,
+                token_hash=token_hash,
+                job_id=job.id,
+                operation=operation,
+                expires_at=exp,
+                snapshot=snapshot,
+            )
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation=f"preview_{operation.value}",
+                detail={"changes": [str(v.index) for v in views]},
+            )
+
+        gw.ledger.write(commit)
+    return Preview(
+        job_id=job.id,
+        operation=operation,
+        token=token,
+        expires_at=expires_at,
+        changes=tuple(views),
+        blockers=tuple(blockers),
+    )
+
+
+def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
+    """The changes an operation touches, in dispatch order; checks every guard."""
+    if job.state is JobState.INVALIDATED:
+        raise TransitionNotAllowed(
+            f"Can't {operation.value.replace('_', ' ')} when in invalidated: "
+            f"{job.invalidated_reason or 'a resource identity changed'}",
+            state=job.state.value,
+        )
+    if operation is Operation.APPLY:
+        require_start("start_apply", job.state)
+        if job.undo_started:
+            raise TransitionNotAllowed(
+                "Can't apply: an undo of this job has started, so it can never be applied "
+                "again; prepare a new job",
+                state=job.state.value,
+            )
+        targets = [c for c in job.changes if c.state is ChangeState.PENDING]
+    elif operation is Operation.UNDO:
+        require_start("start_undo", job.state)
+        targets = [c for c in reversed(job.changes) if c.state is ChangeState.APPLIED]
+    else:
+        require_start("accept_observed", job.state)
+        targets = [c for c in job.changes if c.state is ChangeState.UNCERTAIN]
+    if not targets:
+        raise TransitionNotAllowed(
+            f"Can't {operation.value.replace('_', ' ')}: no change is waiting for it",
+            state=job.state.value,
+        )
+    for change in targets:
+        if change.fingerprint != gw.resource(change.resource_id).fingerprint:
+            raise TransitionNotAllowed(
+                f"{change.resource_id}'s identity changed in the config since this job "
+                "was prepared. Restore the configuration it was prepared with and "
+                "reconcile it there; until then its fields stay quarantined",
+                state=job.state.value,
+                resource=change.resource_id,
+            )
+    if operation is not Operation.ACCEPT_OBSERVED:
+        gw.ledger.read(lambda c: check_overlaps(c, job, targets, operation))
+    return targets
+
+
+def _view(
+    adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
+) -> ChangeView:
+    current, current_text = _current_side(change, snap)
+    base = {
+        "index": change.index,
+        "resource_id": change.resource_id,
+        "kind": change.kind,
+        "current_version": snap.etag.header,
+        "current": current,
+        "current_text": current_text,
+    }
+    if operation is Operation.ACCEPT_OBSERVED:
+        observation = observe(adapter, job, change, snap)
+        return ChangeView(
+            **base,  # type: ignore[arg-type]
+            planned=None,
+            planned_text=None,
+            moved_since_prepare=False,
+            reversible=True,
+            observation=observation,
+        )
+    if operation is Operation.APPLY:
+        planned, planned_text = change.after, change.after_text
+        blocked = not adapter.shows(change, snap, Side.BEFORE)
+        note = (
+            "the values this job would replace changed since it was prepared; "
+            "prepare a new job from the current values"
+        )
+    else:
+        planned, planned_text = change.before, change.before_text
+        blocked = not adapter.undo_guard_holds(change, snap)
+        note = (
+            "the resource changed after this job applied it; undo would overwrite "
+            "newer work, so it is refused: prepare a new reviewed change instead"
+        )
+    return ChangeView(
+        **base,  # type: ignore[arg-type]
+        planned=planned,
+        planned_text=planned_text,
+        moved_since_prepare=blocked,
+        reversible=not (operation is Operation.UNDO and blocked),
+        note=note if blocked else None,
+    )
+
+
+def observe(adapter: Adapter, job: Job, change: Change, snap: Snapshot) -> Observation:
+    last = [a for a in job.actions if a.change_index == change.index]
+    last_op = last[-1].operation if last else Operation.APPLY
+    if adapter.shows(change, snap, Side.AFTER):
+        return Observation.LOOKS_APPLIED
+    if adapter.shows(change, snap, Side.BEFORE):
+        if last_op is Operation.UNDO:
+            return Observation.LOOKS_UNDONE
+        return Observation.LOOKS_NOT_APPLIED
+    return Observation.NEITHER
+
+
+def _current_side(change: Change, snap: Snapshot) -> tuple[JsonObject | None, str | None]:
+    if change.kind is ResourceKind.WEBDAV_TEXT:
+        return None, snap.text
+    current = snap.fields or {}
+    return {f: current[f] for f in change.fields if f in current}, None

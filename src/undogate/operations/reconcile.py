@@ -1,0 +1,119 @@
+"""Accept the observed state of uncertain writes: records the reviewer's acceptance (not
+proof that a request ran), writes nothing externally, lifts the quarantine."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from ..adapters import Snapshot
+from ..errors import (
+    ReconciliationBlocked,
+)
+from ..jobs import (
+    ActionStatus,
+    Actor,
+    Change,
+    ChangeState,
+    Confirmation,
+    Job,
+    Observation,
+    Operation,
+    check_transition,
+    state_after_settling,
+)
+from ..ledger import Ledger
+from .context import Context
+from .preview import observe
+
+log = logging.getLogger(__name__)
+
+
+def accept_observed(
+    gw: Context,
+    actor: Actor,
+    job: Job,
+    targets: list[Change],
+    snaps: dict[int, Snapshot],
+    token_hash: str,
+    dry_run: bool,
+) -> Confirmation:
+    decisions: list[tuple[Change, Observation, Snapshot]] = []
+    for change in targets:
+        adapter = gw.adapter(change.kind)
+        snap = snaps[change.index]
+        observation = observe(adapter, job, change, snap)
+        if observation is Observation.NEITHER:
+            raise ReconciliationBlocked(
+                f"{change.resource_id} shows neither the before nor the after values; "
+                "reconciliation is blocked until someone investigates by hand",
+                resource=change.resource_id,
+            )
+        decisions.append((change, observation, snap))
+    if dry_run:
+        return Confirmation(job=job, dry_run=True)
+    gw.crash_point(Operation.ACCEPT_OBSERVED, "after_readback")
+    states = {c.index: c.state for c in job.changes}
+    for change, observation, _ in decisions:
+        states[change.index] = (
+            ChangeState.APPLIED
+            if observation is Observation.LOOKS_APPLIED
+            else ChangeState.UNDONE
+            if observation is Observation.LOOKS_UNDONE
+            else ChangeState.PENDING
+        )
+    final = state_after_settling([states[c.index] for c in job.changes], job.undo_started)
+    check_transition("accept_observed", job.state, final)
+    uncertain = {
+        a.change_index: a.id
+        for a in job.actions
+        if a.status in (ActionStatus.UNCERTAIN, ActionStatus.DISPATCHING)
+    }
+
+    def commit(c: sqlite3.Connection) -> None:
+        Ledger.consume_preview(c, token_hash, job.id, job.state.value)
+        c.execute("UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job.id,))
+        for change, observation, snap in decisions:
+            action_id = uncertain.get(change.index)
+            if action_id is not None:
+                Ledger.finish_action(c, action_id, ActionStatus.ACCEPTED, observation=observation)
+            new_state = states[change.index]
+            Ledger.set_change_state(
+                c,
+                job.id,
+                change.index,
+                new_state,
+                applied_etag=snap.etag.header if new_state is ChangeState.APPLIED else None,
+                applied_seq=Ledger.next_seq(c) if new_state is ChangeState.APPLIED else None,
+            )
+            Ledger.add_event(
+                c,
+                job_id=job.id,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation="accept_observed",
+                target=change.resource_id,
+                from_state=ChangeState.UNCERTAIN.value,
+                to_state=new_state.value,
+                detail={
+                    "observation": observation.value,
+                    "note": "the reviewer accepted the observed state; this is not proof "
+                    "that the request ran",
+                },
+            )
+        Ledger.set_job_state(c, job.id, final)
+        Ledger.add_event(
+            c,
+            job_id=job.id,
+            actor=actor.label,
+            access_path=actor.access_path,
+            operation="reconciled",
+            from_state=job.state.value,
+            to_state=final.value,
+        )
+
+    gw.ledger.write(commit)
+    gw.crash_point(Operation.ACCEPT_OBSERVED, "after_outcome")
+    done = gw.ledger.load_job(job.id)
+    assert done is not None
+    return Confirmation(job=done)
