@@ -72,7 +72,8 @@ def test_a_backup_during_writes_restores_every_committed_receipt(
     assert not list(result.path.parent.glob(".*tmp*"))  # no temporary file left behind
 
     restored_dir = tmp_path / "restored"
-    assert restore_ledger(result.path, restored_dir) is None
+    restored = restore_ledger(result.path, restored_dir)
+    assert restored.set_aside is None and restored.ledger_id == result.ledger_id
     ledger = Ledger.open(restored_dir)
     try:
         assert ledger.pragma("integrity_check") == "ok"
@@ -118,9 +119,9 @@ def test_restore_moves_the_current_ledger_aside(server: ContractServer, tmp_path
         gw.ledger.close()
     second = tmp_path / "second"
     Ledger.open(second).close()
-    aside = restore_ledger(backup, second)
+    aside = restore_ledger(backup, second).set_aside
     assert aside is not None and (aside / "ledger.sqlite3").exists()
-    ledger = Ledger.open(second)
+    ledger = Ledger.open(second)  # the marker now names the restored ledger: not foreign
     try:
         assert ledger.load_job(job_id) is not None
     finally:
@@ -167,3 +168,65 @@ def test_a_restore_never_brings_a_revoked_key_back(tmp_path: Path) -> None:
         assert kept == 1
     finally:
         ledger.close()
+
+
+@pytest.mark.parametrize("loss", ["deleted", "damaged"])
+def test_a_restore_over_a_lost_ledger_says_its_revocations_could_not_be_kept(
+    tmp_path: Path, loss: str
+) -> None:
+    from undogate.auth import Keyring
+
+    data = tmp_path / "data"
+    ledger = Ledger.open(data)
+    leaked = Keyring(ledger).create_operator(label="leaked")
+    ledger.close()
+    backup = backup_ledger(data, tmp_path / "backups" / "b.sqlite3")
+    ledger = Ledger.open(data)
+    Keyring(ledger).revoke(leaked.credential.id, force=True)
+    ledger.close()
+    if loss == "deleted":
+        (data / "ledger.sqlite3").unlink()
+    else:
+        with (data / "ledger.sqlite3").open("r+b") as f:
+            f.write(b"\xff" * 100)
+
+    restored = restore_ledger(backup.path, data)
+    assert restored.revocations_kept == 0
+    assert restored.revocations_unread is not None
+    assert ("missing or empty" if loss == "deleted" else "cannot be read") in (
+        restored.revocations_unread
+    )
+    ledger = Ledger.open(data)  # the marker names the restored ledger
+    try:
+        assert ledger.identity.ledger_id == backup.ledger_id == restored.ledger_id
+        # What docs/operating.md warns about: with nothing to read, the key works again.
+        assert Keyring(ledger).authenticate(leaked.key).credential_id == leaked.credential.id
+    finally:
+        ledger.close()
+
+
+def test_restoring_a_backup_from_before_ids_gives_it_one(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    Ledger.open(data).close()
+    backup = backup_ledger(data, tmp_path / "old.sqlite3").path
+    with sqlite3.connect(backup) as c:
+        c.execute("DELETE FROM meta WHERE key = 'ledger_id'")
+
+    restored = restore_ledger(backup, data)
+    assert restored.ledger_id.startswith("ldg_")
+    assert (data / "ledger.id").read_text().strip() == restored.ledger_id
+    ledger = Ledger.open(data)
+    try:
+        assert ledger.identity.ledger_id == restored.ledger_id and not ledger.identity.adopted
+    finally:
+        ledger.close()
+
+
+def test_two_restores_in_one_second_keep_both_replaced_ledgers(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    Ledger.open(data).close()
+    backup = backup_ledger(data, tmp_path / "b.sqlite3").path
+    first = restore_ledger(backup, data).set_aside
+    second = restore_ledger(backup, data).set_aside
+    assert first is not None and second is not None and first != second
+    assert (first / "ledger.sqlite3").exists() and (second / "ledger.sqlite3").exists()

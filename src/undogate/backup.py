@@ -9,9 +9,11 @@ renamed into place, and the directory is fsynced, so a crash never leaves a
 half-written file under the final name.
 
 Restore (``restore_ledger``) needs the ledger not to be owned (stop the server): it
-checks the backup, moves the current files aside (never deletes them) and copies the
-backup in. Everything committed after the backup was taken is not in it: restoring
-loses that history, including the receipts of writes that really happened.
+checks the backup, carries the revocations of the ledger it replaces over to the copy,
+points the data dir's identity marker at the restored ledger, moves the current files
+aside (never deletes them) and copies the backup in. Everything committed after the
+backup was taken is not in it: restoring loses that history, including the receipts of
+writes that really happened.
 """
 
 from __future__ import annotations
@@ -19,12 +21,20 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import InvalidRequest, LedgerError
 from .ledger import DB_NAME, LOCK_NAME, Ledger
+from .ledger_identity import (
+    MARKER_NAME,
+    check_own_ledger,
+    give_ledger_id,
+    ledger_files,
+    read_marker,
+    set_aside,
+    write_marker,
+)
 
 
 @dataclass(frozen=True)
@@ -34,6 +44,17 @@ class BackupResult:
     jobs: int
     events: int
     integrity: str
+    ledger_id: str | None  # None: a ledger from before ids (it gets one at its next start)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    ledger_id: str
+    set_aside: Path | None  # where the replaced ledger's files went (None: there were none)
+    revocations_kept: int
+    # Why revocations could not be carried over (the replaced ledger was lost or
+    # unreadable), or None when they were.
+    revocations_unread: str | None
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -62,12 +83,12 @@ def backup_ledger(data_dir: Path, target: Path, *, overwrite: bool = False) -> B
 
     Raises:
         InvalidRequest: the target exists (without ``overwrite``) or is the ledger itself.
-        LedgerError: no ledger there, or the copy failed its integrity check.
+        LedgerMissing, LedgerForeign: no ledger there, or not the one the data dir holds.
+        LedgerError: the copy failed its integrity check.
     """
     source = Path(data_dir) / DB_NAME
     target = Path(target).absolute()
-    if not source.exists():
-        raise LedgerError(f"no ledger at {source}", path=str(source))
+    ledger_id = check_own_ledger(source)
     if target.exists() and not overwrite:
         raise InvalidRequest(f"{target} exists; choose a new name", path=str(target))
     if target.resolve() == source.resolve() or target.parent.resolve() == source.parent.resolve():
@@ -100,12 +121,12 @@ def backup_ledger(data_dir: Path, target: Path, *, overwrite: bool = False) -> B
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    return BackupResult(target, target.stat().st_size, jobs, events, integrity)
+    return BackupResult(target, target.stat().st_size, jobs, events, integrity, ledger_id)
 
 
-def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
-    """Put ``backup`` in place as the ledger of ``data_dir``; returns where the previous
-    ledger files were moved (None if there were none).
+def restore_ledger(backup: Path, data_dir: Path) -> RestoreResult:
+    """Put ``backup`` in place as the ledger of ``data_dir``, with the revocations of the
+    ledger it replaces, and the data dir's identity marker naming it.
 
     Raises:
         LedgerInUse: a server owns the ledger (stop it first).
@@ -121,58 +142,64 @@ def restore_ledger(backup: Path, data_dir: Path) -> Path | None:
     # The ownership lock alone (no SQLite connection): refuses while a server owns it.
     lock_fd = Ledger._take_lock(data_dir / LOCK_NAME)
     try:
-        revoked = _revocations(data_dir / DB_NAME)
-        aside: Path | None = None
-        stamp = time.strftime("%Y%m%dT%H%M%S")
-        for suffix in ("", "-wal", "-shm"):
-            current = data_dir / (DB_NAME + suffix)
-            if current.exists():
-                aside = aside or data_dir / f"before-restore-{stamp}"
-                aside.mkdir(mode=0o700, exist_ok=True)
-                os.replace(current, aside / current.name)
+        current = data_dir / DB_NAME
+        revoked, unread = _revocations(current)
         temp = data_dir / f".{DB_NAME}.restore"
         shutil.copyfile(backup, temp)
         os.chmod(temp, 0o600)
-        _keep_revoked(temp, revoked)
+        kept = _keep_revoked(temp, revoked)
+        ledger_id = give_ledger_id(temp)
         fd = os.open(temp, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, data_dir / DB_NAME)
+        # The marker first: a crash from here on leaves a data dir that refuses to start
+        # (the old ledger is foreign, or missing) rather than one that starts afresh.
+        write_marker(data_dir, ledger_id)
+        replaced = tuple(f for f in ledger_files(current) if f.name != MARKER_NAME)
+        aside = set_aside(data_dir, "before-restore", replaced)
+        os.replace(temp, current)
         _fsync_dir(data_dir)
     finally:
         os.close(lock_fd)
-    return aside
+    return RestoreResult(ledger_id, aside, kept, unread)
 
 
-def _revocations(db: Path) -> list[tuple[str, float, str | None]]:
-    """The revoked credentials of the ledger about to be replaced."""
-    if not db.exists():
-        return []
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+def _revocations(db: Path) -> tuple[list[tuple[str, float, str | None]], str | None]:
+    """The revoked credentials of the ledger about to be replaced, and why they could
+    not be read when they could not (the ledger was lost or is damaged)."""
+    if not db.exists() or db.stat().st_size == 0:
+        if read_marker(db.parent) is None:
+            return [], None  # there never was a ledger here
+        return [], f"the ledger being replaced ({db}) is missing or empty"
     try:
-        has_table = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'credentials'"
-        ).fetchone()
-        if not has_table:
-            return []
-        return [
-            (row[0], row[1], row[2])
-            for row in conn.execute(
-                "SELECT id, revoked_at, revoked_reason FROM credentials "
-                "WHERE revoked_at IS NOT NULL"
-            )
-        ]
-    finally:
-        conn.close()
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            has_table = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'credentials'"
+            ).fetchone()
+            if not has_table:
+                return [], None
+            return [
+                (row[0], row[1], row[2])
+                for row in conn.execute(
+                    "SELECT id, revoked_at, revoked_reason FROM credentials "
+                    "WHERE revoked_at IS NOT NULL"
+                )
+            ], None
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return [], f"the ledger being replaced ({db}) cannot be read (SQLite: {exc})"
 
 
-def _keep_revoked(db: Path, revoked: list[tuple[str, float, str | None]]) -> None:
+def _keep_revoked(db: Path, revoked: list[tuple[str, float, str | None]]) -> int:
     """A restore brings back history, never a revoked key: revocations made since the
-    backup are applied to the restored copy, each with its event."""
+    backup are applied to the restored copy, each with its event. Returns how many."""
     if not revoked:
-        return
+        return 0
+    kept = 0
     conn = sqlite3.connect(db, isolation_level=None)
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -183,6 +210,7 @@ def _keep_revoked(db: Path, revoked: list[tuple[str, float, str | None]]) -> Non
                 (revoked_at, reason or "revoked before the restore", cred_id),
             )
             if cur.rowcount:
+                kept += 1
                 Ledger.add_event(
                     conn,
                     job_id=None,
@@ -197,3 +225,4 @@ def _keep_revoked(db: Path, revoked: list[tuple[str, float, str | None]]) -> Non
         conn.close()
     for suffix in ("-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return kept

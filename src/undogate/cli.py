@@ -108,28 +108,39 @@ def _echo_err(line: str) -> None:
     click.echo(line, err=True)
 
 
+_NEW_LEDGER = click.option(
+    "--new-ledger",
+    is_flag=True,
+    help="Replace a missing, empty, foreign or damaged ledger with a new, empty one; the "
+    "old files move to DATA_DIR/before-new-ledger-<time>/ (nothing is deleted). Refused "
+    "when the ledger is whole.",
+)
+
+
 @main.command()
 @_CONFIG
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8080, show_default=True)
-def serve(config_path: Path, host: str, port: int) -> None:
+@_NEW_LEDGER
+def serve(config_path: Path, host: str, port: int, new_ledger: bool) -> None:
     """Own the ledger, recover interrupted work, and serve the HTTP API."""
     from .server import serve as run
 
     try:
-        run(config_path, host, port, _echo_err)
+        run(config_path, host, port, _echo_err, new_ledger=new_ledger)
     except UndogateError as exc:
         _fail(exc)
 
 
 @main.command()
 @_CONFIG
-def init(config_path: Path) -> None:
+@_NEW_LEDGER
+def init(config_path: Path, new_ledger: bool) -> None:
     """Write an example config (if none), create the ledger, print a first operator key."""
     from .server import init as run
 
     try:
-        key = run(config_path, _echo_err)
+        key = run(config_path, _echo_err, new_ledger=new_ledger)
     except UndogateError as exc:
         _fail(exc)
     if key is not None:
@@ -157,8 +168,9 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     except UndogateError as exc:
         _fail(exc)
     click.echo(
-        f"backup written to {result.path}: {result.bytes} bytes, {result.jobs} jobs, "
-        f"{result.events} events, integrity {result.integrity}"
+        f"backup of ledger {result.ledger_id or '(no id yet)'} written to {result.path}: "
+        f"{result.bytes} bytes, {result.jobs} jobs, {result.events} events, "
+        f"integrity {result.integrity}"
     )
 
 
@@ -168,16 +180,27 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
 def restore(config_path: Path, source: Path) -> None:
     """Replace the ledger with the backup SOURCE (the server must be stopped).
 
-    The current ledger files are moved aside, never deleted.
+    The current ledger files are moved aside, never deleted; keys revoked in them stay
+    revoked; the data dir's identity marker names the restored ledger.
     """
     from .backup import restore_ledger
     from .config import load_config
 
     try:
-        aside = restore_ledger(source, load_config(config_path).server.data_dir)
+        result = restore_ledger(source, load_config(config_path).server.data_dir)
     except UndogateError as exc:
         _fail(exc)
-    click.echo(f"restored {source}" + (f"; the previous ledger is in {aside}" if aside else ""))
+    click.echo(
+        f"restored {source} (ledger {result.ledger_id}); "
+        f"{result.revocations_kept} revocation(s) carried over"
+        + (f"; the previous ledger is in {result.set_aside}" if result.set_aside else "")
+    )
+    if result.revocations_unread:
+        click.echo(
+            f"warning: {result.revocations_unread}, so keys revoked after this backup was "
+            "taken are not revoked in it: check `undogate keys list` and revoke them again",
+            err=True,
+        )
 
 
 @main.command("check-endpoint")

@@ -30,6 +30,10 @@ its own vocabulary in one place.
     ├── ReconciliationBlocked       reconciliation_blocked
     ├── LedgerInUse                 ledger_in_use
     └── LedgerError                 ledger_error
+        ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
+        ├── LedgerMissing           ledger_missing     (deleted or emptied; the data dir
+        │                                               remembers it existed)
+        └── LedgerForeign           ledger_foreign     (not the ledger the data dir holds)
 """
 
 from __future__ import annotations
@@ -162,3 +166,17 @@ class LedgerInUse(UndogateError):
 
 class LedgerError(UndogateError):
     code = "ledger_error"
+
+
+class LedgerDamaged(LedgerError):
+    """SQLite found the ledger damaged (quick_check, a malformed page, a WAL it cannot
+    replay): the code stays ``ledger_error``; the class lets ``--new-ledger`` tell it
+    from a refusal for other reasons (permissions, settings)."""
+
+
+class LedgerMissing(LedgerError):
+    code = "ledger_missing"
+
+
+class LedgerForeign(LedgerError):
+    code = "ledger_foreign"

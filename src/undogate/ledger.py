@@ -36,6 +36,12 @@ from .jobs import (
     ResourceKind,
 )
 from .jsonvalue import JsonObject, dumps, loads_object
+from .ledger_identity import (
+    LedgerIdentity,
+    check_before_open,
+    damage_error,
+    remember,
+)
 
 log = logging.getLogger(__name__)
 
@@ -275,6 +281,9 @@ class StoredPreview:
 
 def _ledger_failure(doing: str, exc: sqlite3.Error) -> LedgerError:
     """SQLite's refusal as a sentence (its message names no value and no secret)."""
+    damaged = damage_error(exc)
+    if damaged is not None:
+        return damaged
     return LedgerError(
         f"the ledger could not {doing}: {exc}. Nothing of this step was recorded; "
         "free disk space or restore the ledger from a backup, then try again",
@@ -313,6 +322,8 @@ def _filesystem_type(path: Path) -> str | None:
 class Ledger:
     """The single owner of the SQLite file. Use ``Ledger.open`` and ``close``."""
 
+    identity: LedgerIdentity  # set by ``open``: which ledger this is, how it was checked
+
     def __init__(self, data_dir: Path, conn: sqlite3.Connection, lock_fd: int) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
@@ -330,12 +341,19 @@ class Ledger:
     # -- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, data_dir: Path) -> Ledger:
-        """Create or open the ledger in ``data_dir`` and take ownership of it.
+    def open(cls, data_dir: Path, *, new_ledger: bool = False) -> Ledger:
+        """Create or open the ledger in ``data_dir`` and take ownership of it, after
+        checking it is the ledger the data dir holds and is whole (ledger_identity).
+
+        ``new_ledger``: replace a missing, empty, foreign or damaged ledger with a new one
+        (its files are set aside, never deleted).
 
         Raises:
             LedgerInUse: another live process owns it (its pid is named).
-            LedgerError: permissions too open, or SQLite refused the settings.
+            LedgerMissing, LedgerForeign: the data dir remembers another ledger.
+            LedgerError: damaged (LedgerDamaged), permissions too open, or SQLite
+                refused the settings.
+            InvalidRequest: ``new_ledger`` on a ledger that is whole.
         """
         data_dir = Path(data_dir)
         if not data_dir.exists():
@@ -353,8 +371,7 @@ class Ledger:
         lock_fd = cls._take_lock(data_dir / LOCK_NAME)
         try:
             db_path = data_dir / DB_NAME
-            if not db_path.exists():
-                os.close(os.open(db_path, os.O_CREAT | os.O_WRONLY, 0o600))
+            found = check_before_open(db_path, new_ledger=new_ledger)
             _check_private(db_path, 0o600, "file")
             conn = sqlite3.connect(
                 db_path, isolation_level=None, check_same_thread=False, timeout=5.0
@@ -362,6 +379,7 @@ class Ledger:
             ledger = cls(data_dir, conn, lock_fd)
             ledger._configure()
             ledger._migrate()
+            ledger.identity = remember(conn, db_path, found)
         except BaseException:
             os.close(lock_fd)
             raise

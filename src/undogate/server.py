@@ -57,11 +57,16 @@ def known_agents(config: Config) -> Callable[[], set[str]]:
 
 
 @contextmanager
-def open_service(config_path: Path, environ: Mapping[str, str] | None = None) -> Iterator[Opened]:
+def open_service(
+    config_path: Path, environ: Mapping[str, str] | None = None, *, new_ledger: bool = False
+) -> Iterator[Opened]:
     """Load the config, own the ledger, build the gateway and keyring; closes both.
+    ``new_ledger`` replaces a lost ledger (see ``Ledger.open``).
 
     Raises:
-        ConfigError, LedgerInUse, LedgerError, InvalidRequest (a short master key).
+        ConfigError, LedgerInUse, LedgerError (LedgerMissing, LedgerForeign: the data
+        dir remembers another ledger), InvalidRequest (a short master key, or
+        ``new_ledger`` on a ledger that is whole).
     """
     env = os.environ if environ is None else environ
     config = load_config(config_path)
@@ -70,7 +75,7 @@ def open_service(config_path: Path, environ: Mapping[str, str] | None = None) ->
         [r.token_env for r in config.resources if r.token_env], environ=env
     )
     try:
-        ledger = Ledger.open(config.server.data_dir)
+        ledger = Ledger.open(config.server.data_dir, new_ledger=new_ledger)
     except BaseException:
         uninstall_redaction(redaction)
         raise
@@ -93,7 +98,7 @@ def open_service(config_path: Path, environ: Mapping[str, str] | None = None) ->
         uninstall_redaction(redaction)
 
 
-def serve(config_path: Path, host: str, port: int, echo: Echo) -> None:
+def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bool = False) -> None:
     """Own the ledger, recover, and serve the API until interrupted.
 
     Raises:
@@ -101,7 +106,8 @@ def serve(config_path: Path, host: str, port: int, echo: Echo) -> None:
     """
     import uvicorn
 
-    with open_service(config_path) as svc:
+    with open_service(config_path, new_ledger=new_ledger) as svc:
+        echo(svc.ledger.identity.describe(svc.ledger.path))
         for warning in svc.config.warnings:
             echo(f"warning: {warning}")
         if not _is_loopback(host):
@@ -149,18 +155,19 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def init(config_path: Path, echo: Echo) -> str | None:
+def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:
     """Write an example config if none, create the ledger, and issue the first operator
     key (returned, and printed once). Returns None when an operator key already exists.
 
     Raises:
-        ConfigError, LedgerInUse, LedgerError.
+        ConfigError, LedgerInUse, LedgerError, InvalidRequest (``new_ledger`` on a
+        ledger that is whole).
     """
     if not config_path.exists():
         config_path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
         echo(f"wrote an example config to {config_path}")
-    with open_service(config_path, environ={}) as svc:
-        echo(f"ledger ready at {svc.ledger.path}")
+    with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
+        echo(svc.ledger.identity.describe(svc.ledger.path))
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None
