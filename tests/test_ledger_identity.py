@@ -22,7 +22,7 @@ import yaml
 from undogate.auth import Keyring
 from undogate.errors import LedgerDamaged
 from undogate.ledger import DB_NAME, Ledger
-from undogate.ledger_identity import MARKER_NAME, META_KEY
+from undogate.ledger.identity import MARKER_NAME, META_KEY
 
 from .conftest import MASTER_KEY, SERVE, cli, free_port, wait_healthy
 

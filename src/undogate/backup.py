@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .errors import InvalidRequest, LedgerError
 from .ledger import DB_NAME, LOCK_NAME, Ledger
-from .ledger_identity import (
+from .ledger.identity import (
     MARKER_NAME,
     check_own_ledger,
     give_ledger_id,

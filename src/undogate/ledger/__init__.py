@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .errors import ChangedSincePreview, LedgerError, LedgerInUse, PreviewUsed
-from .jobs import (
+from ..errors import ChangedSincePreview, LedgerError, LedgerInUse, PreviewUsed
+from ..jobs import (
     Action,
     ActionStatus,
     AssertionKind,
@@ -35,8 +35,8 @@ from .jobs import (
     Operation,
     ResourceKind,
 )
-from .jsonvalue import JsonObject, dumps, loads_object
-from .ledger_identity import (
+from ..jsonvalue import JsonObject, dumps, loads_object
+from .identity import (
     LedgerIdentity,
     check_before_open,
     damage_error,
@@ -343,7 +343,7 @@ class Ledger:
     @classmethod
     def open(cls, data_dir: Path, *, new_ledger: bool = False) -> Ledger:
         """Create or open the ledger in ``data_dir`` and take ownership of it, after
-        checking it is the ledger the data dir holds and is whole (ledger_identity).
+        checking it is the ledger the data dir holds and is whole (``identity``).
 
         ``new_ledger``: replace a missing, empty, foreign or damaged ledger with a new one
         (its files are set aside, never deleted).
