@@ -13,7 +13,7 @@ from ..adapters import Adapter, build_adapters
 from ..config import Config, Resource
 from ..errors import InvalidRequest, NotFound
 from ..jobs import Job, Operation, ResourceKind
-from ..ledger import Ledger
+from ..ledger import Store
 from ..net import RemoteHTTP
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
@@ -28,7 +28,7 @@ class Context:
     """The gateway's parts, as the operations use them."""
 
     config: Config
-    ledger: Ledger
+    ledger: Store
     http: RemoteHTTP
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     clock: Callable[[], float] = time.time
