@@ -2,9 +2,9 @@
 
 from collections.abc import Mapping
 
-from ..config import Limits
 from ..jobs import ResourceKind
 from ..net import RemoteHTTP
+from ..resources import Limits
 from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
 from .json_record import JsonRecordAdapter
 from .webdav_text import WebDavTextAdapter

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from ..config import Limits, Resource
 from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
 from ..etag import ETag, parse_etag
 from ..jobs import AssertionKind, Change, ChangeRequest, ResourceKind
 from ..jsonvalue import JsonObject
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
+from ..resources import Limits, Resource
 
 
 def media_type_is(value: str, allowed: frozenset[str]) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import Resource
 from ..errors import InvalidRequest, RemoteContractBreach
 from ..jobs import Change, ChangeRequest, ResourceKind
 from ..jsonvalue import (
@@ -17,6 +16,7 @@ from ..jsonvalue import (
     loads_object,
     resolve_record,
 )
+from ..resources import Resource
 from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot, media_type_is
 
 PATCH_MEDIA_TYPE = "application/json-patch+json"

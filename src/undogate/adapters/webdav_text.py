@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..config import Resource
 from ..errors import InvalidRequest, RemoteContractBreach
 from ..etag import parse_etag
 from ..jobs import Change, ChangeRequest, ResourceKind
 from ..jsonvalue import JsonObject
+from ..resources import Resource
 from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot, media_type_is
 
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
