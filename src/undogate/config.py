@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,10 +17,10 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from .adapters import adapter_for, kind_names
 from .errors import ConfigError
-from .jobs import ResourceKind
 from .net import host_spelling_problem
-from .resources import ID_PATTERN, StrictModel
+from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
 from .urls import dot_segment, normalised_url
@@ -29,7 +28,6 @@ from .urls import dot_segment, normalised_url
 _M = TypeVar("_M", bound=BaseModel)
 
 AGENT_TOOLS = ("list_resources", "prepare_changes")
-_FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
 
 
 class ServerSettings(StrictModel):
@@ -233,10 +231,8 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
             problems.append((where, "a resource cannot be a test copy of itself"))
         elif target.test_copy_of is not None:
             problems.append((where, f"{target.id!r} is itself a test copy"))
-        elif target.kind is not res.kind:
-            problems.append(
-                (where, f"{target.id!r} is a {target.kind.value}, not a {res.kind.value}")
-            )
+        elif target.kind != res.kind:
+            problems.append((where, f"{target.id!r} is a {target.kind}, not a {res.kind}"))
         elif sorted(target.fields) != sorted(res.fields):
             problems.append((where, f"the fields must be the same as {target.id!r}'s"))
         elif target.record_pointer != res.record_pointer:
@@ -245,36 +241,18 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
 
 
 def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    if res.kind is ResourceKind.JSON_RECORD:
-        if not res.fields:
-            problems.append((f"{where}.fields", "a json_record needs at least one field"))
-        if len(res.fields) > limits.max_fields_per_resource:
-            problems.append((f"{where}.fields", f"at most {limits.max_fields_per_resource} fields"))
-        if len(set(res.fields)) != len(res.fields):
-            problems.append((f"{where}.fields", "duplicate field names"))
-        for j, name in enumerate(res.fields):
-            if not _FIELD_RE.match(name):
-                problems.append((f"{where}.fields[{j}]", "not a valid top-level field name"))
-        if res.record_pointer and not res.record_pointer.startswith("/"):
-            problems.append(
-                (f"{where}.record_pointer", "must be empty or a JSON Pointer starting with '/'")
-            )
-    else:
-        if res.fields:
-            problems.append((f"{where}.fields", "only json_record resources have fields"))
-        if res.record_pointer:
-            problems.append(
-                (f"{where}.record_pointer", "only json_record resources have a record_pointer")
-            )
-    return problems
+    """What the resource's kind needs of its settings (its adapter says)."""
+    return [
+        (f"{where}.{setting}", problem)
+        for setting, problem in adapter_for(res.kind).config_problems(res, limits)
+    ]
 
 
 def _validate(
     model: type[_M], data: Any, prefix: str, problems: list[tuple[str, str]]
 ) -> _M | None:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={KINDS_CONTEXT: kind_names()})
     except ValidationError as exc:
         for err in exc.errors():
             msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]

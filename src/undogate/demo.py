@@ -22,6 +22,7 @@ import anyio
 from rich.console import Console
 from rich.table import Table
 
+from . import receipts
 from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
@@ -147,25 +148,35 @@ async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any
 
 
 def _show_preview(console: Console, preview: Preview) -> None:
+    """Each change as its preview view shows it: a line diff, or rows in a table."""
     table = Table(title=f"Preview: {preview.operation.value}", show_lines=True)
     table.add_column("resource")
     table.add_column("field")
     table.add_column("current (exact JSON)", overflow="fold")
     table.add_column("planned (exact JSON)", overflow="fold")
-    for view in preview.changes:
-        if view.planned_text is not None:
-            diff = unified_diff(view.current_text or "", view.planned_text, view.resource_id)
-            console.print(f"[bold]{view.resource_id}[/] (line diff, current → planned):")
+    changes = receipts.preview_view(preview, None, time.time())["changes"]
+    assert isinstance(changes, list)
+    for change in changes:
+        assert isinstance(change, dict)
+        resource, current, planned = (
+            str(change["resource"]),
+            change.get("current_text"),
+            change.get("planned_text"),
+        )
+        if isinstance(planned, str):
+            diff = unified_diff(current if isinstance(current, str) else "", planned, resource)
+            console.print(f"[bold]{resource}[/] (line diff, current → planned):")
             console.print(diff, markup=False, highlight=False)
             continue
-        current = view.current or {}
-        planned = view.planned or {}
-        for name in sorted(set(current) | set(planned)):
+        rows = change.get("rows") or []
+        assert isinstance(rows, list)
+        for row in rows:
+            assert isinstance(row, dict)
             table.add_row(
-                view.resource_id,
-                name,
-                dumps(current[name]) if name in current else "(absent)",
-                dumps(planned[name]) if name in planned else "(absent)",
+                resource,
+                str(row["field"]),
+                dumps(row["current"]) if row["current_present"] else "(absent)",
+                dumps(row["planned"]) if row["planned_present"] else "(absent)",
             )
     console.print(table)
 

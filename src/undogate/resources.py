@@ -1,7 +1,9 @@
 """What a resource is as the config declares it, its identity, and the limits on it.
 
 Pure models, below both ``config`` (which loads and checks a whole file) and
-``adapters`` (which check what each kind needs of a resource).
+``adapters`` (which check what each kind needs of a resource). A resource's ``kind`` is
+an opaque key here: which kinds exist is the adapters' registry's business, and
+``config`` passes its names in as validation context.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ import json
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .jobs import ResourceKind
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _MAX_SHARE = 1_000_000_000
+# The validation context key under which ``config`` passes the known kinds' names.
+KINDS_CONTEXT = "kinds"
 
 
 class StrictModel(BaseModel):
@@ -49,7 +52,7 @@ class Resource(StrictModel):
     id: str = Field(pattern=ID_PATTERN)
     agent_id: str = Field(pattern=ID_PATTERN)
     name: str = Field(min_length=1, max_length=200)
-    kind: ResourceKind
+    kind: str
     url: str = Field(min_length=1, max_length=2048)
     token_env: str | None = Field(None, pattern=_ENV_RE)
     token_scheme: Literal["bearer", "basic"] = "bearer"  # noqa: S105 - a scheme name
@@ -62,6 +65,18 @@ class Resource(StrictModel):
     # the fingerprint below is unchanged by it.
     test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
 
+    @field_validator("kind")
+    @classmethod
+    def _a_known_kind(cls, value: str, info: ValidationInfo) -> str:
+        known = (info.context or {}).get(KINDS_CONTEXT)
+        if known is not None and value not in known:
+            raise PydanticCustomError(
+                "enum",
+                "Input should be {expected}",
+                {"expected": _alternatives([repr(k) for k in known])},
+            )
+        return value
+
     @property
     def fingerprint(self) -> str:
         """A stable digest of everything that makes this the same resource (SPEC §2).
@@ -71,7 +86,7 @@ class Resource(StrictModel):
         parts = urlsplit(self.url)
         identity = {
             "url": self.url,
-            "kind": self.kind.value,
+            "kind": self.kind,
             "token_env": self.token_env,
             "token_scheme": self.token_scheme,
             "scheme": parts.scheme.lower(),
@@ -86,6 +101,11 @@ class Resource(StrictModel):
         return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
+def _alternatives(names: list[str]) -> str:
+    """``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``: pydantic's own wording for an enum."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
 def _effective_port(url: str) -> int | None:
     parts = urlsplit(url)
     try:
@@ -97,4 +117,4 @@ def _effective_port(url: str) -> int | None:
     return {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
-__all__ = ["ID_PATTERN", "Limits", "Resource", "StrictModel"]
+__all__ = ["ID_PATTERN", "KINDS_CONTEXT", "Limits", "Resource", "StrictModel"]
