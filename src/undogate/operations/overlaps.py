@@ -13,8 +13,9 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from ..adapters import adapter_for
 from ..errors import LaterJobOverlaps, Quarantined
-from ..jobs import Change, ChangeState, Job, Operation, ResourceKind
+from ..jobs import Change, ChangeState, Job, Operation
 from ..ledger import Ledger, OpenChange
 
 # {"change", "resource", "code", "message"} plus the job in the way (engine data: the
@@ -66,8 +67,8 @@ def check_overlaps(
 
 
 def _blocker(change: Change, other: OpenChange, operation: Operation) -> Blocker | None:
-    whole_document = other.kind == ResourceKind.WEBDAV_TEXT.value
-    if not whole_document and not set(other.fields) & set(change.fields):
+    # The held change's kind says what it holds (records: its fields; a document: all).
+    if not adapter_for(other.kind).overlaps(other.fields, change.fields):
         return None
     if other.in_flight:
         message = (
