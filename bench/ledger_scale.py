@@ -10,9 +10,10 @@ import random
 import time
 from pathlib import Path
 
+from undogate.adapters import ResourceKind
 from undogate.config import parse_config
 from undogate.engine import Gateway
-from undogate.jobs import Change, ChangeState, Job, JobState, ResourceKind
+from undogate.jobs import Change, ChangeState, Job, JobState
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import Ledger, Transaction
 from undogate.net import RemoteHTTP
@@ -42,8 +43,6 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
                         fields=("status",),
                         before={"status": "lead"},
                         after={"status": f"s{n}", "n": JsonNumber(str(n))},
-                        before_text=None,
-                        after_text=None,
                         media_type="application/json",
                         prepared_etag=f'"e{n}"',
                         assertion_kind=None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from undogate.adapters import JsonRecordAdapter
+from undogate.adapters import Remote
 from undogate.config import Limits, parse_config
 from undogate.errors import RemoteContractBreach
 from undogate.net import RemoteHTTP, RemoteResponse
@@ -48,11 +48,11 @@ def test_reads_that_cannot_be_trusted_are_contract_breaches(
 ) -> None:
     http = RemoteHTTP()
     try:
-        adapter = JsonRecordAdapter(http=http, limits=Limits())
+        remote = Remote(http=http, limits=Limits())
         resource = CONFIG.resources[0]
-        assert adapter.snapshot_from(resource, _response()).etag.opaque == "v1"
+        assert remote.snapshot_from(resource, _response()).etag.opaque == "v1"
         with pytest.raises(RemoteContractBreach, match=reason):
-            adapter.snapshot_from(resource, _response(**headers))
+            remote.snapshot_from(resource, _response(**headers))
     finally:
         http.close()
 
@@ -73,12 +73,12 @@ def test_reads_that_cannot_be_trusted_are_contract_breaches(
 def test_records_accept_only_json_with_no_charset_but_utf8(media_type: bytes, ok: bool) -> None:
     http = RemoteHTTP()
     try:
-        adapter = JsonRecordAdapter(http=http, limits=Limits())
+        remote = Remote(http=http, limits=Limits())
         response = _response(**{"content-type": media_type})
         if ok:
-            assert adapter.snapshot_from(CONFIG.resources[0], response).fields == {"status": "a"}
+            assert remote.snapshot_from(CONFIG.resources[0], response).content == {"status": "a"}
         else:
             with pytest.raises(RemoteContractBreach, match="media type"):
-                adapter.snapshot_from(CONFIG.resources[0], response)
+                remote.snapshot_from(CONFIG.resources[0], response)
     finally:
         http.close()

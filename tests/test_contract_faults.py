@@ -1,4 +1,4 @@
-"""The contract server's If-Match faults (contract_faults), over real HTTP on 127.0.0.1."""
+"""The contract server's If-Match faults (contract_server.faults), over real HTTP on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -98,11 +98,11 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
     start = server.raw_bytes(PATH)
     job_id = prepare(gateway, balance=JsonNumber(big), ratio=JsonNumber(dec + "1"))
     with gateway.ledger.raw() as c:
-        before_json, after_json = c.execute(
-            "SELECT before_json, after_json FROM changes WHERE job_id = ?", (job_id,)
+        before_side, after_side = c.execute(
+            "SELECT before_side, after_side FROM changes WHERE job_id = ?", (job_id,)
         ).fetchone()
-    assert old_big.decode() in before_json and dec in before_json
-    assert big in after_json and dec + "1" in after_json
+    assert old_big.decode() in before_side and dec in before_side
+    assert big in after_side and dec + "1" in after_side
     assert apply(gateway, job_id) is JobState.APPLIED
     assert big.encode() in server.raw_bytes(PATH)
     assert (dec + "1").encode() in server.raw_bytes(PATH)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from undogate.adapters import ResourceKind, adapter_for
 from undogate.adapters.webdav_text import is_text_media_type
 from undogate.contract_server import ContractServer
 from undogate.diffs import NO_NEWLINE_MARK, diff_hunks, diff_stats, split_lines, unified_diff
@@ -20,7 +21,6 @@ from undogate.jobs import (
     JobState,
     Operation,
     PrepareRequest,
-    ResourceKind,
 )
 
 from .conftest import AGENT, OWNER, resource
@@ -82,11 +82,10 @@ def test_prepare_records_both_texts_and_the_exact_media_type(
     gateway, _ = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
     change = job.changes[0]
-    assert change.kind is ResourceKind.WEBDAV_TEXT
+    assert change.kind == ResourceKind.WEBDAV_TEXT
     assert change.fields == ()
-    assert change.before is None and change.after is None
-    assert change.before_text == server.get_text(NOTES)
-    assert change.after_text == NEW_NOTES
+    assert change.before == {"text": server.get_text(NOTES), "media_type": "text/markdown"}
+    assert change.after == {"text": NEW_NOTES, "media_type": "text/markdown"}
     assert change.media_type == server.media_type(NOTES) == "text/markdown"
     assert change.prepared_etag == server.etag(NOTES)
     assert server.write_count(NOTES) == 0
@@ -114,12 +113,13 @@ def test_plan_refuses_lone_surrogates(
     gw: tuple[Gateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
-    adapter = gateway.adapters[ResourceKind.WEBDAV_TEXT]
     res = gateway.config.resource("notes")
     assert res is not None
-    snap = adapter.read(res)
+    adapter = adapter_for(res.kind)
+    snap = gateway.remote.read(res)
+    request = ChangeRequest(resource_id="notes", text="bad \ud800")
     with pytest.raises(InvalidRequest, match="not valid Unicode"):
-        adapter.plan(res, ChangeRequest(resource_id="notes", text="bad \ud800"), snap)
+        adapter.plan(res, request, snap, gateway.config.limits)
 
 
 def test_prepare_refuses_a_no_op(gw: tuple[Gateway, HookedHTTP], server: ContractServer) -> None:
@@ -133,7 +133,8 @@ def test_exactly_the_limit_is_accepted(
 ) -> None:
     gateway, _ = gw
     text = "é" * (32 * 1024)  # 64 KiB of UTF-8 exactly
-    assert prepare_text(gateway, "plain", text).changes[0].after_text == text
+    after = prepare_text(gateway, "plain", text).changes[0].after
+    assert isinstance(after, dict) and after["text"] == text
 
 
 @pytest.mark.parametrize(

@@ -7,57 +7,30 @@ lives in ``net``.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
-import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
+from .adapters import adapter_for, kind_names
 from .errors import ConfigError
-from .jobs import ResourceKind
 from .net import host_spelling_problem
+from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
+from .resources import Limits as Limits
+from .resources import Resource as Resource
 from .urls import dot_segment, normalised_url
 
 _M = TypeVar("_M", bound=BaseModel)
 
 AGENT_TOOLS = ("list_resources", "prepare_changes")
-_ID_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-_ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-_FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
-_MAX_SHARE = 1_000_000_000
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Limits(_Model):
-    max_resources: int = Field(64, ge=1)
-    max_changes_per_job: int = Field(8, ge=1)
-    max_fields_per_resource: int = Field(32, ge=1)
-    max_document_bytes: int = Field(64 * 1024, ge=1)
-    max_job_bytes: int = Field(2 * 1024 * 1024, ge=1)
-    max_jobs: int = Field(2000, ge=1)
-    max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1)
-    max_confirm_attempts: int = Field(16, ge=1)
-    idempotency_days: int = Field(30, ge=1)
-    # Fair shares (docs/limits.md): an agent here is one agent id as one owner's tokens
-    # speak for it. Strict integers: `true` or `"5"` must not quietly become a quota; the
-    # ceiling keeps every value a SQLite integer.
-    max_unresolved_jobs_per_agent: int = Field(100, ge=1, le=_MAX_SHARE, strict=True)
-    max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_SHARE, strict=True)
-    max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_SHARE, strict=True)
-    prepare_burst: int = Field(30, ge=1, le=_MAX_SHARE, strict=True)
-
-
-class ServerSettings(_Model):
+class ServerSettings(StrictModel):
     data_dir: Path = Path("./.undogate")
     http_timeout_s: float = Field(45.0, gt=0)
     request_timeout_s: float = Field(8.0, gt=0)
@@ -71,49 +44,8 @@ class ServerSettings(_Model):
         return min(45.0, self.http_timeout_s)
 
 
-class Resource(_Model):
-    id: str = Field(pattern=_ID_RE)
-    agent_id: str = Field(pattern=_ID_RE)
-    name: str = Field(min_length=1, max_length=200)
-    kind: ResourceKind
-    url: str = Field(min_length=1, max_length=2048)
-    token_env: str | None = Field(None, pattern=_ENV_RE)
-    token_scheme: Literal["bearer", "basic"] = "bearer"  # noqa: S105 - a scheme name
-    fields: tuple[str, ...] = ()
-    record_pointer: str = ""
-    conditional_writes: bool = False
-    allow_private_host: bool = False
-    allow_loopback_http: bool = False
-    # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
-    # the fingerprint below is unchanged by it.
-    test_copy_of: str | None = Field(None, pattern=_ID_RE)
-
-    @property
-    def fingerprint(self) -> str:
-        """A stable digest of everything that makes this the same resource (SPEC §2).
-
-        The token's *value* is deliberately absent: rotating it invalidates nothing.
-        """
-        parts = urlsplit(self.url)
-        identity = {
-            "url": self.url,
-            "kind": self.kind.value,
-            "token_env": self.token_env,
-            "token_scheme": self.token_scheme,
-            "scheme": parts.scheme.lower(),
-            "host": (parts.hostname or "").lower(),
-            "port": _effective_port(self.url),
-            "allow_private_host": self.allow_private_host,
-            "allow_loopback_http": self.allow_loopback_http,
-            "record_pointer": self.record_pointer,
-            "fields": sorted(self.fields),
-        }
-        text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-
-
-class Agent(_Model):
-    id: str = Field(pattern=_ID_RE)
+class Agent(StrictModel):
+    id: str = Field(pattern=ID_PATTERN)
     tools: tuple[str, ...] = ()
 
 
@@ -147,17 +79,6 @@ class Config:
         if agent is None:
             return ()
         return tuple(t for t in agent.tools if t in AGENT_TOOLS)
-
-
-def _effective_port(url: str) -> int | None:
-    parts = urlsplit(url)
-    try:
-        port = parts.port
-    except ValueError:
-        return None
-    if port is not None:
-        return port
-    return {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
 def _is_loopback_literal(host: str) -> bool:
@@ -310,10 +231,8 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
             problems.append((where, "a resource cannot be a test copy of itself"))
         elif target.test_copy_of is not None:
             problems.append((where, f"{target.id!r} is itself a test copy"))
-        elif target.kind is not res.kind:
-            problems.append(
-                (where, f"{target.id!r} is a {target.kind.value}, not a {res.kind.value}")
-            )
+        elif target.kind != res.kind:
+            problems.append((where, f"{target.id!r} is a {target.kind}, not a {res.kind}"))
         elif sorted(target.fields) != sorted(res.fields):
             problems.append((where, f"the fields must be the same as {target.id!r}'s"))
         elif target.record_pointer != res.record_pointer:
@@ -322,36 +241,18 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
 
 
 def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str, str]]:
-    problems: list[tuple[str, str]] = []
-    if res.kind is ResourceKind.JSON_RECORD:
-        if not res.fields:
-            problems.append((f"{where}.fields", "a json_record needs at least one field"))
-        if len(res.fields) > limits.max_fields_per_resource:
-            problems.append((f"{where}.fields", f"at most {limits.max_fields_per_resource} fields"))
-        if len(set(res.fields)) != len(res.fields):
-            problems.append((f"{where}.fields", "duplicate field names"))
-        for j, name in enumerate(res.fields):
-            if not _FIELD_RE.match(name):
-                problems.append((f"{where}.fields[{j}]", "not a valid top-level field name"))
-        if res.record_pointer and not res.record_pointer.startswith("/"):
-            problems.append(
-                (f"{where}.record_pointer", "must be empty or a JSON Pointer starting with '/'")
-            )
-    else:
-        if res.fields:
-            problems.append((f"{where}.fields", "only json_record resources have fields"))
-        if res.record_pointer:
-            problems.append(
-                (f"{where}.record_pointer", "only json_record resources have a record_pointer")
-            )
-    return problems
+    """What the resource's kind needs of its settings (its adapter says)."""
+    return [
+        (f"{where}.{setting}", problem)
+        for setting, problem in adapter_for(res.kind).config_problems(res, limits)
+    ]
 
 
 def _validate(
     model: type[_M], data: Any, prefix: str, problems: list[tuple[str, str]]
 ) -> _M | None:
     try:
-        return model.model_validate(data)
+        return model.model_validate(data, context={KINDS_CONTEXT: kind_names()})
     except ValidationError as exc:
         for err in exc.errors():
             msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]

@@ -15,13 +15,17 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
+import yaml
 from rich.console import Console
 from rich.table import Table
 
+from . import receipts
 from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
@@ -33,38 +37,17 @@ from .ledger import Ledger
 from .net import RemoteHTTP
 from .server import build_app
 
-RECORD_PATH = "/records/customer-123"
-NOTES_PATH = "/docs/notes.md"
+DEMO_CONFIG = "demo.yaml"  # beside this module
 
 
 def demo_config(server: ContractServer, data_dir: Path) -> Config:
-    return parse_config(
-        {
-            "server": {"data_dir": str(data_dir / "ledger")},
-            "resources": [
-                {
-                    "id": "customer",
-                    "agent_id": "account-assistant",
-                    "name": "Customer record",
-                    "kind": "json_record",
-                    "url": server.url(RECORD_PATH),
-                    "fields": ["status", "owner", "tier", "balance"],
-                    "conditional_writes": True,
-                    "allow_loopback_http": True,
-                },
-                {
-                    "id": "account-notes",
-                    "agent_id": "account-assistant",
-                    "name": "Account notes",
-                    "kind": "webdav_text",
-                    "url": server.url(NOTES_PATH),
-                    "conditional_writes": True,
-                    "allow_loopback_http": True,
-                },
-            ],
-            "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
-        }
-    )
+    """The demo's config file, pointed at ``server`` and a ledger under ``data_dir``."""
+    text = resources.files(__package__ or "undogate").joinpath(DEMO_CONFIG).read_text("utf-8")
+    data = yaml.safe_load(text)
+    for resource in data["resources"]:
+        resource["url"] = server.url(resource["url"])
+    data["server"] = {"data_dir": str(data_dir / "ledger")}
+    return parse_config(data)
 
 
 @contextmanager
@@ -147,25 +130,35 @@ async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any
 
 
 def _show_preview(console: Console, preview: Preview) -> None:
+    """Each change as its preview view shows it: a line diff, or rows in a table."""
     table = Table(title=f"Preview: {preview.operation.value}", show_lines=True)
     table.add_column("resource")
     table.add_column("field")
     table.add_column("current (exact JSON)", overflow="fold")
     table.add_column("planned (exact JSON)", overflow="fold")
-    for view in preview.changes:
-        if view.planned_text is not None:
-            diff = unified_diff(view.current_text or "", view.planned_text, view.resource_id)
-            console.print(f"[bold]{view.resource_id}[/] (line diff, current → planned):")
+    changes = receipts.preview_view(preview, None, time.time())["changes"]
+    assert isinstance(changes, list)
+    for change in changes:
+        assert isinstance(change, dict)
+        resource, current, planned = (
+            str(change["resource"]),
+            change.get("current_text"),
+            change.get("planned_text"),
+        )
+        if isinstance(planned, str):
+            diff = unified_diff(current if isinstance(current, str) else "", planned, resource)
+            console.print(f"[bold]{resource}[/] (line diff, current → planned):")
             console.print(diff, markup=False, highlight=False)
             continue
-        current = view.current or {}
-        planned = view.planned or {}
-        for name in sorted(set(current) | set(planned)):
+        rows = change.get("rows") or []
+        assert isinstance(rows, list)
+        for row in rows:
+            assert isinstance(row, dict)
             table.add_row(
-                view.resource_id,
-                name,
-                dumps(current[name]) if name in current else "(absent)",
-                dumps(planned[name]) if name in planned else "(absent)",
+                resource,
+                str(row["field"]),
+                dumps(row["current"]) if row["current_present"] else "(absent)",
+                dumps(row["planned"]) if row["planned_present"] else "(absent)",
             )
     console.print(table)
 
@@ -190,11 +183,13 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
     """Run the scripted walk; True when every resource ends exactly as it started."""
     console = console or Console()
     with _workspace(data_dir) as work, ContractServer(work / "contract") as server:
-        start = server.raw_bytes(RECORD_PATH)
-        notes_start = server.raw_bytes(NOTES_PATH)
+        config = demo_config(server, work)
+        # The config names the record, then the notes.
+        record_path, notes_path = (urlsplit(r.url).path for r in config.resources)
+        start = server.raw_bytes(record_path)
+        notes_start = server.raw_bytes(notes_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
         console.print(f"start:  {start.decode()}")
-        config = demo_config(server, work)
         ledger = Ledger.open(config.server.data_dir)
         http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
         try:
@@ -228,8 +223,8 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             assert preview.token is not None, preview.blockers
             applied = gateway.confirm(reviewer, job_id, preview.token).job
             _show_receipt(console, applied)
-            console.print(f"after:  {server.raw_bytes(RECORD_PATH).decode()}")
-            console.print(f"notes:  {server.raw_bytes(NOTES_PATH).decode()!r}")
+            console.print(f"after:  {server.raw_bytes(record_path).decode()}")
+            console.print(f"notes:  {server.raw_bytes(notes_path).decode()!r}")
             undo = gateway.preview(reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
@@ -238,9 +233,9 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         finally:
             http.close()
             ledger.close()
-        end = server.raw_bytes(RECORD_PATH)
+        end = server.raw_bytes(record_path)
         console.print(f"end:    {end.decode()}")
-        restored = end == start and server.raw_bytes(NOTES_PATH) == notes_start
+        restored = end == start and server.raw_bytes(notes_path) == notes_start
         if restored:
             console.print("[green bold]record and notes restored byte-for-byte[/]")
         else:

@@ -18,8 +18,8 @@ The machine (drawn in docs/state-machine.md)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, Final, Literal, TypeAlias
 
 from .errors import TransitionNotAllowed
 from .jsonvalue import JsonObject
@@ -42,11 +42,6 @@ class Operation(StrEnum):
     APPLY = "apply"
     UNDO = "undo"
     ACCEPT_OBSERVED = "accept_observed"
-
-
-class ResourceKind(StrEnum):
-    JSON_RECORD = "json_record"
-    WEBDAV_TEXT = "webdav_text"
 
 
 class ChangeState(StrEnum):
@@ -230,38 +225,46 @@ def state_after_settling(changes: list[ChangeState], undo_started: bool) -> JobS
     return JobState.PARTIALLY_APPLIED
 
 
+class Absent(Enum):
+    """The side of a change on which its resource does not exist (before a create,
+    after a delete)."""
+
+    ABSENT = "absent"
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT: Final = Absent.ABSENT
+
+# One side of a change: ``ABSENT``, or a JSON object whose meaning only the change's
+# kind knows (its adapter writes and reads it; the ledger stores it as JSON text).
+SideValue: TypeAlias = JsonObject | Literal[Absent.ABSENT]
+
+
 @dataclass(frozen=True)
 class Change:
     """One planned change to one resource, with what was recorded when it was prepared.
 
-    Records: ``fields`` are the touched top-level fields; ``before``/``after`` hold the
-    present ones (a field listed in ``fields`` but missing from a side is absent there).
-    Documents: ``before_text``/``after_text`` hold the whole text.
+    ``kind`` is a key of the adapters' registry, opaque here. ``before`` and ``after``
+    are the change's two sides, as its kind's adapter defines them. ``fields`` names the
+    parts of the resource the change touches, for kinds that have parts (an empty tuple
+    means the whole resource); ``media_type`` is what the resource showed when prepared.
     """
 
     index: int
     resource_id: str
-    kind: ResourceKind
+    kind: str
     fingerprint: str
     fields: tuple[str, ...]
-    before: JsonObject | None
-    after: JsonObject | None
-    before_text: str | None
-    after_text: str | None
+    before: SideValue
+    after: SideValue
     media_type: str
     prepared_etag: str
     assertion_kind: AssertionKind | None
     state: ChangeState = ChangeState.PENDING
     applied_etag: str | None = None
     applied_at: int | None = None  # ledger sequence of the apply, for undo ordering
-
-    def overlaps(self, other: Change) -> bool:
-        """True when both touch the same resource and (for records) a common field."""
-        if self.resource_id != other.resource_id:
-            return False
-        if self.kind is ResourceKind.WEBDAV_TEXT:
-            return True
-        return bool(set(self.fields) & set(other.fields))
 
 
 @dataclass(frozen=True)
@@ -350,16 +353,18 @@ class Prepared:
 
 @dataclass(frozen=True)
 class ChangeView:
-    """One change as a preview shows it: current vs planned, and what blocks it."""
+    """One change as a preview shows it: current vs planned, and what blocks it.
+
+    ``current`` is what the resource shows now, as a side of the change; ``planned`` is
+    the side the operation would write (``None`` when it writes nothing: accept observed).
+    """
 
     index: int
     resource_id: str
-    kind: ResourceKind
+    kind: str
     current_version: str
-    current: JsonObject | None
-    current_text: str | None
-    planned: JsonObject | None
-    planned_text: str | None
+    current: SideValue
+    planned: SideValue | None
     moved_since_prepare: bool
     reversible: bool
     note: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
+from .adapters import kind_names
 
 S = dict[str, Any]
 
@@ -88,7 +89,7 @@ SCHEMAS: S = {
                     {
                         "id": _STR,
                         "name": _STR,
-                        "kind": {"enum": ["json_record", "webdav_text"]},
+                        "kind": {"enum": list(kind_names())},
                         "fields": {"type": "array", "items": _STR},
                     },
                 ),

@@ -9,12 +9,13 @@ verified (the agent's summary, ``attribution_label``, ``assertion_kind``) is mar
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .adapters import adapter_for
+from .adapters.views import field_rows, text_diff
 from .config import Resource
-from .diffs import diff_hunks
-from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview, ResourceKind
+from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
 from .ledger import Event
 
@@ -40,48 +41,6 @@ def caller_supplied(value: str | None) -> JsonValue:
     return {"value": value, "caller_supplied": True, "verified": False}
 
 
-def text_diff(before: str, after: str, context: int = 3) -> list[JsonValue]:
-    """A line diff (``diffs.diff_hunks``) as JSON: per hunk an ``{"op": "@", "line":
-    header}`` row, then ``{"op": " " | "-" | "+", "line", "old", "new", "newline"}``."""
-    out: list[JsonValue] = []
-    for hunk in diff_hunks(before, after, context):
-        out.append({"op": "@", "line": hunk.header})
-        for line in hunk.lines:
-            out.append(
-                {
-                    "op": line.op,
-                    "line": line.text,
-                    "old": number(line.old_number) if line.old_number is not None else None,
-                    "new": number(line.new_number) if line.new_number is not None else None,
-                    "newline": line.newline,
-                }
-            )
-    return out
-
-
-def field_rows(
-    fields: Sequence[str],
-    left: JsonObject | None,
-    right: JsonObject | None,
-    names: tuple[str, str] = ("before", "after"),
-) -> list[JsonValue]:
-    """One row per touched field: both sides, and whether each side has the field."""
-    a, b = left or {}, right or {}
-    rows: list[JsonValue] = []
-    for name in fields:
-        rows.append(
-            {
-                "field": name,
-                names[0]: a.get(name),
-                f"{names[0]}_present": name in a,
-                names[1]: b.get(name),
-                f"{names[1]}_present": name in b,
-                "changes": (name in a) != (name in b) or a.get(name) != b.get(name),
-            }
-        )
-    return rows
-
-
 def _assertion(change: Change) -> JsonValue:
     return caller_supplied(change.assertion_kind.value if change.assertion_kind else None)
 
@@ -90,7 +49,7 @@ def change_receipt(change: Change) -> JsonObject:
     view: JsonObject = {
         "index": number(change.index),
         "resource": change.resource_id,
-        "kind": change.kind.value,
+        "kind": change.kind,
         "state": change.state.value,
         "fields": list(change.fields),
         "assertion_kind": _assertion(change),
@@ -98,14 +57,7 @@ def change_receipt(change: Change) -> JsonObject:
         "applied_version": change.applied_etag,
         "media_type": change.media_type,
     }
-    if change.kind is ResourceKind.WEBDAV_TEXT:
-        view["before_text"] = change.before_text
-        view["after_text"] = change.after_text
-        view["diff"] = text_diff(change.before_text or "", change.after_text or "")
-    else:
-        view["before"] = change.before
-        view["after"] = change.after
-        view["rows"] = field_rows(change.fields, change.before, change.after)
+    view.update(adapter_for(change.kind).receipt_values(change))
     return view
 
 
@@ -157,7 +109,7 @@ def agent_receipt(job: Job, *, replay: bool = False) -> JsonObject:
         "state": job.state.value,
         "replay": replay,
         "changes": [
-            {"resource": c.resource_id, "kind": c.kind.value, "fields": list(c.fields)}
+            {"resource": c.resource_id, "kind": c.kind, "fields": list(c.fields)}
             for c in job.changes
         ],
         "review": REVIEW_LINE,
@@ -170,7 +122,7 @@ def resource_view(resource: Resource) -> JsonObject:
     return {
         "id": resource.id,
         "name": resource.name,
-        "kind": resource.kind.value,
+        "kind": resource.kind,
         "fields": list(resource.fields),
     }
 
@@ -179,7 +131,7 @@ def _change_preview(view: ChangeView, change: Change | None) -> JsonObject:
     out: JsonObject = {
         "index": number(view.index),
         "resource": view.resource_id,
-        "kind": view.kind.value,
+        "kind": view.kind,
         "current_version": view.current_version,
         "moved_since_prepare": view.moved_since_prepare,
         "reversible": view.reversible,
@@ -187,23 +139,7 @@ def _change_preview(view: ChangeView, change: Change | None) -> JsonObject:
         "observation": view.observation.value if view.observation else None,
         "assertion_kind": _assertion(change) if change else None,
     }
-    if view.kind is ResourceKind.WEBDAV_TEXT:
-        out["current_text"] = view.current_text
-        out["planned_text"] = view.planned_text
-        if view.planned_text is not None:
-            out["diff"] = text_diff(view.current_text or "", view.planned_text)
-    else:
-        out["current"] = view.current
-        out["planned"] = view.planned
-        fields: Iterable[str] = (
-            change.fields if change else sorted(set(view.current or {}) | set(view.planned or {}))
-        )
-        out["rows"] = field_rows(
-            list(fields),
-            view.current,
-            view.planned if view.planned is not None else view.current,
-            ("current", "planned"),
-        )
+    out.update(adapter_for(view.kind).preview_values(view, change))
     return out
 
 

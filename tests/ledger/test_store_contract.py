@@ -16,6 +16,7 @@ import pytest
 
 from undogate.errors import ChangedSincePreview, LedgerError, PreviewUsed
 from undogate.jobs import (
+    ABSENT,
     UNRESOLVED_STATES,
     ActionStatus,
     Change,
@@ -24,8 +25,9 @@ from undogate.jobs import (
     JobState,
     Observation,
     Operation,
-    ResourceKind,
+    SideValue,
 )
+from undogate.jsonvalue import JsonNumber
 from undogate.ledger import EarlierJob, OpenChange, Reader, Store, Transaction
 
 OWNER = "op_owner"
@@ -33,19 +35,21 @@ AGENT = "agent-a"
 
 
 def change(
-    index: int, resource_id: str = "customer", fields: tuple[str, ...] = ("status",)
+    index: int,
+    resource_id: str = "customer",
+    fields: tuple[str, ...] = ("status",),
+    after: SideValue | None = None,
 ) -> Change:
-    """One record change (the one place that knows how a change is built)."""
+    """One change (the one place that knows how a change is built). Its kind is opaque to
+    the ledger; a side may be absent (a create's before, a delete's after)."""
     return Change(
         index=index,
         resource_id=resource_id,
-        kind=ResourceKind.JSON_RECORD,
+        kind="some_kind",
         fingerprint="fp-1",
         fields=fields,
-        before={"status": "lead"},
-        after={"status": "customer"},
-        before_text=None,
-        after_text=None,
+        before={"status": "lead", "n": JsonNumber("12345678901234567890.5")},
+        after={"status": "customer"} if after is None else after,
         media_type="application/json",
         prepared_etag='"v1"',
         assertion_kind=None,
@@ -168,7 +172,7 @@ def test_writes_never_interleave(store: Store) -> None:
 
 
 def test_a_job_comes_back_as_it_was_recorded(store: Store) -> None:
-    original = job("job_1", change(0), change(1, "ticket", ("owner", "tier")), key="k1")
+    original = job("job_1", change(0), change(1, "ticket", (), after=ABSENT), key="k1")
     insert(store, original, payload=123)
     loaded = store.load_job("job_1")
     assert loaded == original
@@ -418,7 +422,7 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
     found = store.read(lambda tx: tx.open_changes("customer", "job_mine"))
     assert found[0] == OpenChange(
         job_id="job_flying",
-        kind=ResourceKind.JSON_RECORD.value,
+        kind="some_kind",
         fields=("status",),
         state=ChangeState.PENDING,
         applied_seq=None,

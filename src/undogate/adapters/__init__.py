@@ -1,32 +1,37 @@
-"""Protocol adapters: one per resource kind, all behind ``Adapter``."""
+"""Everything a resource kind knows, one module per kind, all behind ``Adapter``.
 
-from collections.abc import Mapping
+Importing this package registers every kind; ``adapter_for(kind)`` finds one, and
+``Remote`` sends any kind's requests.
+"""
 
-from ..config import Limits
-from ..jobs import ResourceKind
-from ..net import RemoteHTTP
-from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot
+from .base import (
+    Adapter,
+    ConditionalWrite,
+    Evidence,
+    Plan,
+    ResourceKind,
+    Side,
+    Snapshot,
+    Verdict,
+    adapter_for,
+    kind_names,
+)
 from .json_record import JsonRecordAdapter
+from .remote import Remote
 from .webdav_text import WebDavTextAdapter
-
-
-def build_adapters(
-    http: RemoteHTTP, limits: Limits, environ: Mapping[str, str]
-) -> dict[ResourceKind, Adapter]:
-    """One adapter per resource kind, sharing one client, limits and environment."""
-    return {
-        ResourceKind.JSON_RECORD: JsonRecordAdapter(http=http, limits=limits, environ=environ),
-        ResourceKind.WEBDAV_TEXT: WebDavTextAdapter(http=http, limits=limits, environ=environ),
-    }
-
 
 __all__ = [
     "Adapter",
     "ConditionalWrite",
+    "Evidence",
     "JsonRecordAdapter",
     "Plan",
+    "Remote",
+    "ResourceKind",
     "Side",
     "Snapshot",
+    "Verdict",
     "WebDavTextAdapter",
-    "build_adapters",
+    "adapter_for",
+    "kind_names",
 ]

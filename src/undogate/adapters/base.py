@@ -1,28 +1,65 @@
-"""The small interface every resource kind implements, and what is shared by all.
+"""The one interface every resource kind implements, and the registry of kinds.
 
-An adapter reads a resource into a ``Snapshot``, plans a change against it, tells
-whether the resource currently shows one side of a change, and builds the
-``ConditionalWrite`` that moves it from one side to the other. Sending, auth and the
-translation of transport failures live here, once.
+An ``Adapter`` is everything one kind knows, and nothing else in the house asks which
+kind it is dealing with: a change, a resource and a job carry their kind as an opaque
+key, and whoever needs kind-specific behaviour looks the adapter up with
+``adapter_for(kind)``. An adapter is stateless (one instance serves its kind); what it
+needs of the world comes in as arguments, and the wire itself is ``remote.Remote``.
+
+What a kind owns, in the order a change lives through it: the checks of its settings
+in the config; parsing what a read returns; planning a change (its two sides, which
+only the adapter interprets); whether a resource shows a side; the conditional write
+that moves it from one side to the other and how that write's answer is classified
+(SPEC §4); which other changes it overlaps; and what every surface shows of it (the
+event diff, the receipt's and the preview's values, a page's line diff, the words on
+reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too.
 """
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
-from ..config import Limits, Resource
-from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
+from ..diffs import Hunk
+from ..errors import InvalidRequest
 from ..etag import ETag, parse_etag
-from ..jobs import AssertionKind, Change, ChangeRequest, ResourceKind
-from ..jsonvalue import JsonObject
-from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
+from ..jobs import AssertionKind, Change, ChangeRequest, ChangeView, SideValue
+from ..jsonvalue import JsonObject, JsonValue
+from ..net import RemoteResponse
+from ..resources import Limits, Resource
+
+
+class ResourceKind(StrEnum):
+    """The names of the kinds this gateway serves: the registry's keys."""
+
+    JSON_RECORD = "json_record"
+    WEBDAV_TEXT = "webdav_text"
+
+
+class Side(StrEnum):
+    BEFORE = "before"
+    AFTER = "after"
+
+
+class Verdict(StrEnum):
+    """What a write's answer alone says (SPEC §4)."""
+
+    REFUSED = "refused"  # certain: the server changed nothing
+    UNCERTAIN = "uncertain"  # it may or may not have
+    READ_BACK = "read_back"  # it says it did: a read-back decides
+
+
+# SPEC §4: these answers mean the server changed nothing.
+REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
+SUCCESS_STATUSES = frozenset({200, 204})
+
+# What the endpoint check records of a step: digests, counts, statuses, never values.
+Evidence = dict[str, bool | int | str]
 
 
 def media_type_is(value: str, allowed: frozenset[str]) -> bool:
@@ -48,34 +85,26 @@ def media_type_is(value: str, allowed: frozenset[str]) -> bool:
     return True
 
 
-class Side(StrEnum):
-    BEFORE = "before"
-    AFTER = "after"
-
-
 @dataclass(frozen=True)
 class Snapshot:
-    """One read of a resource: its version, media type, digest and parsed content."""
+    """One read of a resource: its version, media type, digest, and its ``content`` as
+    the kind parsed it."""
 
     etag: ETag
     media_type: str
     digest: str
     size: int
-    fields: JsonObject | None = None
-    text: str | None = None
+    content: JsonValue
     address: str | None = None
 
 
 @dataclass(frozen=True)
 class Plan:
-    """What prepare records for one change (before and after, nothing written)."""
+    """What prepare records for one change: the touched parts and both sides."""
 
     fields: tuple[str, ...]
-    before: JsonObject | None
-    after: JsonObject | None
-    before_text: str | None
-    after_text: str | None
-    media_type: str
+    before: SideValue
+    after: SideValue
 
     def change(
         self,
@@ -93,9 +122,7 @@ class Plan:
             fields=self.fields,
             before=self.before,
             after=self.after,
-            before_text=self.before_text,
-            after_text=self.after_text,
-            media_type=self.media_type,
+            media_type=read.media_type,
             prepared_etag=read.etag.header,
             assertion_kind=assertion_kind,
         )
@@ -103,13 +130,15 @@ class Plan:
 
 @dataclass(frozen=True)
 class ConditionalWrite:
-    """The exact request a confirm sends (auth is added at dispatch, never stored)."""
+    """The exact request a confirm sends (auth is added at dispatch, never stored).
+
+    ``if_match`` is the version the write is conditional on, when it has one."""
 
     method: str
     url: str
     headers: dict[str, str]
     body: bytes
-    if_match: str
+    if_match: str | None
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -120,160 +149,34 @@ class ConditionalWrite:
         }
 
 
-@dataclass
 class Adapter(ABC):
-    """One resource kind. Subclasses parse, plan, compare and build writes."""
+    """Everything one resource kind knows. Stateless: the registry holds one of each."""
 
-    http: RemoteHTTP
-    limits: Limits
-    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+    kind: ClassVar[str]  # the registry key
+    noun: ClassVar[str]  # what the pages call one resource of this kind
+    accept: ClassVar[str]  # the Accept header of a read
 
-    kind: ResourceKind = field(init=False)
-
-    # -- shared ----------------------------------------------------------------
-
-    def auth_headers(self, resource: Resource) -> dict[str, str]:
-        """Read the token from its variable now, so rotation needs no restart.
-
-        Raises:
-            MissingToken: the variable is unset or empty (named, never its value).
-        """
-        if resource.token_env is None:
-            return {}
-        value = self.environ.get(resource.token_env)
-        if not value:
-            raise MissingToken(
-                f"the token variable {resource.token_env} is not set; "
-                "set it in the gateway's environment",
-                variable=resource.token_env,
-                resource=resource.id,
-            )
-        if resource.token_scheme == "basic":  # noqa: S105 - a scheme name
-            encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
-            return {"Authorization": f"Basic {encoded}"}
-        return {"Authorization": f"Bearer {value}"}
-
-    def flags(self, resource: Resource) -> NetworkFlags:
-        return NetworkFlags(
-            allow_private_host=resource.allow_private_host,
-            allow_loopback_http=resource.allow_loopback_http,
-        )
-
-    def read(self, resource: Resource, deadline: float | None = None) -> Snapshot:
-        """GET the resource and check it against the remote contract (SPEC §6).
-
-        Raises:
-            RemoteUnavailable: the read failed (network, status other than 200).
-            RemoteContractBreach: weak/missing/duplicate ETag, bad media type, oversize,
-                malformed data.
-            MissingToken, BlockedAddress: before anything is sent.
-        """
-        headers = {"Accept": self.accept, **self.auth_headers(resource)}
-        try:
-            response = self.http.send(
-                "GET",
-                resource.url,
-                headers=headers,
-                flags=self.flags(resource),
-                deadline=deadline,
-                max_body=self.limits.max_document_bytes * 4,
-            )
-        except TransportFailure as exc:
-            raise RemoteUnavailable(
-                f"could not read {resource.id}: {exc.reason}", resource=resource.id
-            ) from None
-        return self.snapshot_from(resource, response)
-
-    def snapshot_from(self, resource: Resource, response: RemoteResponse) -> Snapshot:
-        if response.status != 200:
-            raise RemoteUnavailable(
-                f"reading {resource.id} answered HTTP {response.status}",
-                resource=resource.id,
-                status=response.status,
-            )
-        encoding = response.headers.get("content-encoding", "identity").strip().lower()
-        if encoding not in ("", "identity"):
-            raise RemoteContractBreach(
-                f"{resource.id} answered with Content-Encoding {encoding[:40]!r}; undogate "
-                "asks for identity and never decompresses",
-                resource=resource.id,
-            )
-        etag = self._strong_etag(resource, response)
-        media_type = response.headers.get("content-type", "")
-        fields, text = self.parse(resource, media_type, response.body)
-        return Snapshot(
-            etag=etag,
-            media_type=media_type,
-            digest="sha256:" + hashlib.sha256(response.body).hexdigest(),
-            size=len(response.body),
-            fields=fields,
-            text=text,
-            address=response.address,
-        )
-
-    @staticmethod
-    def _strong_etag(resource: Resource, response: RemoteResponse) -> ETag:
-        values = response.headers.get_list("etag")
-        if len(values) != 1:
-            raise RemoteContractBreach(
-                f"{resource.id} must send exactly one ETag (got {len(values)})",
-                resource=resource.id,
-            )
-        try:
-            etag = parse_etag(values[0])
-        except ValueError:
-            raise RemoteContractBreach(
-                f"{resource.id} sent a malformed ETag", resource=resource.id
-            ) from None
-        if not etag.opaque.isascii():
-            # RFC 9110 admits obs-text, but it cannot be sent back in If-Match reliably.
-            raise RemoteContractBreach(
-                f"{resource.id} sent an ETag with non-ASCII bytes", resource=resource.id
-            )
-        if etag.weak:
-            raise RemoteContractBreach(
-                f"{resource.id} sent a weak ETag; conditional writes need a strong one",
-                resource=resource.id,
-            )
-        return etag
-
-    def send_write(
-        self, resource: Resource, write: ConditionalWrite, deadline: float | None
-    ) -> RemoteResponse:
-        """Dispatch one write on a fresh connection (auth read now).
-
-        Raises:
-            TransportFailure: below HTTP; ``sent`` says whether anything left.
-            MissingToken, BlockedAddress: before anything is sent.
-        """
-        headers = {**write.headers, **self.auth_headers(resource)}
-        return self.http.send(
-            write.method,
-            write.url,
-            headers=headers,
-            content=write.body,
-            flags=self.flags(resource),
-            deadline=deadline,
-            fresh_connection=True,
-            max_body=self.limits.max_document_bytes * 4,
-        )
-
-    # -- per kind ----------------------------------------------------------------
-
-    accept: str = field(init=False, default="*/*")
+    # -- the config ------------------------------------------------------------------
 
     @abstractmethod
-    def parse(
-        self, resource: Resource, media_type: str, body: bytes
-    ) -> tuple[JsonObject | None, str | None]:
-        """Check the media type and decode the body.
+    def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+        """What is wrong with ``resource``'s settings for this kind: (setting, problem)
+        pairs, the setting's path relative to the resource (``fields[2]``)."""
+
+    # -- reading and planning ----------------------------------------------------------
+
+    @abstractmethod
+    def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
+        """Check the media type and decode the body into a snapshot's ``content``.
 
         Raises:
             RemoteContractBreach: unsupported media type, malformed or oversize data.
         """
 
     @abstractmethod
-    def plan(self, resource: Resource, request: ChangeRequest, snapshot: Snapshot) -> Plan:
+    def plan(
+        self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
+    ) -> Plan:
         """Record before and after for one change.
 
         Raises:
@@ -281,8 +184,24 @@ class Adapter(ABC):
         """
 
     @abstractmethod
+    def payload_size(self, change: Change) -> int:
+        """The bytes a change's values count for against the job and ledger limits."""
+
+    # -- comparing -----------------------------------------------------------------------
+
+    @abstractmethod
+    def current(self, change: Change, snapshot: Snapshot) -> SideValue:
+        """What the resource shows now, as a side of ``change`` (a preview's "current")."""
+
+    @abstractmethod
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         """True when the resource currently shows ``side`` of the change."""
+
+    def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
+        """SPEC §2's undo guard. Unless a kind is stricter: it shows the after side."""
+        return self.shows(change, snapshot, Side.AFTER)
+
+    # -- writing -------------------------------------------------------------------------
 
     @abstractmethod
     def build_write(
@@ -290,6 +209,161 @@ class Adapter(ABC):
     ) -> ConditionalWrite:
         """The conditional write that moves the resource to ``target`` of the change."""
 
-    def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
-        """SPEC §2's undo guard. Records: the touched fields equal the after-values."""
-        return self.shows(change, snapshot, Side.AFTER)
+    def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
+        """What the answer to ``write`` says on its own (SPEC §4's table)."""
+        if response.status in REFUSAL_STATUSES:
+            return Verdict.REFUSED
+        if response.status not in SUCCESS_STATUSES:
+            return Verdict.UNCERTAIN
+        return Verdict.READ_BACK
+
+    def read_back_problem(
+        self,
+        change: Change,
+        write: ConditionalWrite,
+        response: RemoteResponse,
+        snapshot: Snapshot,
+        target: Side,
+    ) -> str | None:
+        """Why the read-back after a successful answer does not show the write landed
+        (``None``: it did). SPEC §4/§6: a new version, the one the write answered if it
+        answered one, and the desired values."""
+        if write.if_match is not None and snapshot.etag.header == write.if_match:
+            return "read-back shows the old version: the write did not take effect"
+        answered = _single_strong_etag(response)
+        if answered is not None and not answered.strong_equals(snapshot.etag):
+            # The write answered one version, the read-back shows another: someone wrote
+            # in between, and their version must not be recorded as ours.
+            return "read-back shows a different version than the write answered"
+        if not self.shows(change, snapshot, target):
+            return "read-back does not show the desired values"
+        return None
+
+    # -- other jobs ----------------------------------------------------------------------
+
+    @abstractmethod
+    def overlaps(self, held: Sequence[str], wanted: Sequence[str]) -> bool:
+        """Whether a change that holds ``held`` parts of a resource of this kind stands in
+        the way of one that touches ``wanted`` parts of it."""
+
+    # -- what every surface shows --------------------------------------------------------
+
+    @abstractmethod
+    def event_diff(self, change: Change, toward: Side) -> JsonObject:
+        """What an event records of the change moving toward ``toward``."""
+
+    @abstractmethod
+    def receipt_values(self, change: Change) -> JsonObject:
+        """The receipt's members that show the change's two sides."""
+
+    @abstractmethod
+    def preview_values(self, view: ChangeView, change: Change | None) -> JsonObject:
+        """The preview's members that show current against planned."""
+
+    def line_diff(self, old: SideValue, new: SideValue | None) -> list[Hunk] | None:
+        """The line diff a page shows between two sides (``None``: the receipt's field
+        table shows the change instead)."""
+        return None
+
+    @abstractmethod
+    def reversibility(self, change: Change) -> str:
+        """What undo can restore of the change, in plain words."""
+
+    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+
+    def sibling_url(self, url: str, name: str) -> str:
+        """A URL beside ``url``, made with ``name``, where nothing should exist: unless
+        a kind knows better, ``url`` with ``-{name}`` after its path."""
+        parts = urlsplit(url)
+        path = parts.path
+        stem = path.rstrip("/")
+        return urlunsplit(parts._replace(path=f"{stem}-{name}{path[len(stem) :]}"))
+
+    @abstractmethod
+    def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
+        """A change only the check would make: ``marker`` written into the copy."""
+
+    @abstractmethod
+    def shows_marker(
+        self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
+    ) -> bool:
+        """The copy shows one of the check's own marker writes (so writing the start back
+        loses nothing)."""
+
+    @abstractmethod
+    def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
+        """The copy is as it was at the start, as far as the gateway may change it."""
+
+    @abstractmethod
+    def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
+        """The change that puts the start back (planned against the copy as it is now)."""
+
+    @abstractmethod
+    def create_attempt(
+        self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
+    ) -> ConditionalWrite:
+        """A write conditional on ``tag`` to ``url``, where nothing exists: it must be
+        refused and create nothing."""
+
+    @abstractmethod
+    def restore_evidence(
+        self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool
+    ) -> tuple[Evidence, str]:
+        """What the undo step records beyond status and digest, and its summary."""
+
+    @abstractmethod
+    def restore_by_hand(
+        self,
+        copy: Resource,
+        start: Snapshot,
+        now: Snapshot | None,
+        keep: Callable[[bytes], Path | None],
+    ) -> str:
+        """Exactly what a person must restore by hand (``now``: the copy as last read,
+        if it could be). ``keep`` saves bytes privately and says where (None: it could
+        not)."""
+
+
+def _single_strong_etag(response: RemoteResponse) -> ETag | None:
+    """The write response's ETag, when it carries exactly one strong one (optional: the
+    read-back supplies the version otherwise)."""
+    values = response.headers.get_list("etag")
+    if len(values) != 1:
+        return None
+    try:
+        tag = parse_etag(values[0])
+    except ValueError:
+        return None
+    return None if tag.weak else tag
+
+
+# -- the registry ----------------------------------------------------------------------
+
+_REGISTRY: dict[str, Adapter] = {}
+_A = TypeVar("_A", bound=type[Adapter])
+
+
+def register(cls: _A) -> _A:
+    """Class decorator: one stateless instance of ``cls`` serves its kind from now on."""
+    key = str(cls.kind)
+    if key in _REGISTRY:
+        raise RuntimeError(f"two adapters for the kind {key}")
+    _REGISTRY[key] = cls()
+    return cls
+
+
+def adapter_for(kind: str) -> Adapter:
+    """The adapter of ``kind``.
+
+    Raises:
+        InvalidRequest: no adapter serves that kind.
+    """
+    adapter = _REGISTRY.get(kind)
+    if adapter is None:
+        raise InvalidRequest(f"resources of kind {kind} are not supported yet")
+    return adapter
+
+
+def kind_names() -> tuple[str, ...]:
+    """Every registered kind's name, in registration order."""
+    return tuple(_REGISTRY)

@@ -1,5 +1,8 @@
 """``webdav_text``: a whole UTF-8 text document, replaced by a conditional PUT.
 
+A side of a document change is ``{"text", "media_type"}``: the whole text and the media
+type it is served (and written back) with. Any two changes to one document overlap.
+
 Text is stricter than records. A record's undo guard compares the touched fields only;
 a document's guard needs the current ETag, media type and bytes to be exactly what the
 apply recorded. Identical bytes under a different ETag are a conflict, because the
@@ -9,16 +12,33 @@ properties, a lock, a sync client's state) from nothing at all. There is no merg
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit, urlunsplit
 
-from ..config import Resource
+from ..diffs import Hunk, diff_hunks
 from ..errors import InvalidRequest, RemoteContractBreach
-from ..etag import parse_etag
-from ..jobs import Change, ChangeRequest, ResourceKind
-from ..jsonvalue import JsonObject
-from .base import Adapter, ConditionalWrite, Plan, Side, Snapshot, media_type_is
+from ..etag import ETag, parse_etag
+from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
+from ..jsonvalue import JsonObject, JsonValue, dumps
+from ..resources import Limits, Resource
+from .base import (
+    Adapter,
+    ConditionalWrite,
+    Evidence,
+    Plan,
+    ResourceKind,
+    Side,
+    Snapshot,
+    media_type_is,
+    register,
+)
+from .views import text_diff
 
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
+# What a document change has always counted for the (empty) field objects of a record
+# change, besides its texts: kept, so that job and ledger sizes stay comparable.
+_EMPTY_FIELD_OBJECTS = len(dumps({})) * 2
 
 
 def is_text_media_type(value: str) -> bool:
@@ -26,14 +46,25 @@ def is_text_media_type(value: str) -> bool:
     return media_type_is(value, TEXT_MEDIA_TYPES)
 
 
-@dataclass
+@register
 class WebDavTextAdapter(Adapter):
-    kind: ResourceKind = field(init=False, default=ResourceKind.WEBDAV_TEXT)
-    accept: str = field(init=False, default="text/plain, text/markdown")
+    kind = ResourceKind.WEBDAV_TEXT
+    noun = "document"
+    accept = "text/plain, text/markdown"
 
-    def parse(
-        self, resource: Resource, media_type: str, body: bytes
-    ) -> tuple[JsonObject | None, str | None]:
+    # -- the config ------------------------------------------------------------------
+
+    def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+        problems: list[tuple[str, str]] = []
+        if resource.fields:
+            problems.append(("fields", "only json_record resources have fields"))
+        if resource.record_pointer:
+            problems.append(("record_pointer", "only json_record resources have a record_pointer"))
+        return problems
+
+    # -- reading and planning ----------------------------------------------------------
+
+    def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
         if not is_text_media_type(media_type):
             raise RemoteContractBreach(
                 f"{resource.id} answered with media type {media_type[:60]!r}; a text "
@@ -41,20 +72,21 @@ class WebDavTextAdapter(Adapter):
                 "charset=utf-8",
                 resource=resource.id,
             )
-        if len(body) > self.limits.max_document_bytes:
+        if len(body) > limits.max_document_bytes:
             raise RemoteContractBreach(
-                f"{resource.id} is over the {self.limits.max_document_bytes}-byte limit",
+                f"{resource.id} is over the {limits.max_document_bytes}-byte limit",
                 resource=resource.id,
             )
         try:
-            text = body.decode("utf-8", errors="strict")
+            return body.decode("utf-8", errors="strict")
         except UnicodeDecodeError:
             raise RemoteContractBreach(
                 f"{resource.id} is not valid UTF-8", resource=resource.id
             ) from None
-        return None, text
 
-    def plan(self, resource: Resource, request: ChangeRequest, snapshot: Snapshot) -> Plan:
+    def plan(
+        self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
+    ) -> Plan:
         if request.set or request.remove:
             raise InvalidRequest(
                 f"{resource.id} is a text document: send the whole new text, not set/remove",
@@ -71,46 +103,40 @@ class WebDavTextAdapter(Adapter):
                 f"the new text for {resource.id} is not valid Unicode (lone surrogates)",
                 resource=resource.id,
             ) from None
-        if request.text == snapshot.text:
+        if request.text == snapshot.content:
             raise InvalidRequest(
                 f"the change to {resource.id} is a no-op: the text is already as asked",
                 resource=resource.id,
             )
-        if size > self.limits.max_document_bytes:
+        if size > limits.max_document_bytes:
             raise InvalidRequest(
                 f"the new text for {resource.id} would be over the "
-                f"{self.limits.max_document_bytes}-byte limit",
+                f"{limits.max_document_bytes}-byte limit",
                 resource=resource.id,
             )
         return Plan(
             fields=(),
-            before=None,
-            after=None,
-            before_text=snapshot.text,
-            after_text=request.text,
-            media_type=snapshot.media_type,
+            before=_document(_content(snapshot), snapshot.media_type),
+            after=_document(request.text, snapshot.media_type),
         )
+
+    def payload_size(self, change: Change) -> int:
+        texts = (_text(change.before) or "", _text(change.after) or "")
+        return _EMPTY_FIELD_OBJECTS + sum(len(text.encode()) for text in texts)
+
+    # -- comparing -----------------------------------------------------------------------
+
+    def current(self, change: Change, snapshot: Snapshot) -> SideValue:
+        return _document(_content(snapshot), snapshot.media_type)
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
-        expected = change.after_text if side is Side.AFTER else change.before_text
-        if expected is None or snapshot.text is None:
+        expected = _side(change, side)
+        text = _text(expected)
+        if text is None or not isinstance(snapshot.content, str):
             return False
-        return snapshot.media_type == change.media_type and snapshot.text.encode(
+        return snapshot.media_type == _media_type(expected) and snapshot.content.encode(
             "utf-8"
-        ) == expected.encode("utf-8")
-
-    def build_write(
-        self, resource: Resource, change: Change, snapshot: Snapshot, target: Side
-    ) -> ConditionalWrite:
-        goal = change.after_text if target is Side.AFTER else change.before_text
-        assert goal is not None, "a text change records both sides"
-        return ConditionalWrite(
-            method="PUT",
-            url=resource.url,
-            headers={"Content-Type": change.media_type, "If-Match": snapshot.etag.header},
-            body=goal.encode("utf-8"),
-            if_match=snapshot.etag.header,
-        )
+        ) == text.encode("utf-8")
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         """The ETag the apply's read-back recorded, the recorded media type, the after-bytes.
@@ -124,3 +150,151 @@ class WebDavTextAdapter(Adapter):
         except ValueError:
             return False
         return applied.strong_equals(snapshot.etag) and self.shows(change, snapshot, Side.AFTER)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def build_write(
+        self, resource: Resource, change: Change, snapshot: Snapshot, target: Side
+    ) -> ConditionalWrite:
+        goal = _side(change, target)
+        text, media_type = _text(goal), _media_type(goal)
+        assert text is not None and media_type is not None, "a text change records both sides"
+        return ConditionalWrite(
+            method="PUT",
+            url=resource.url,
+            headers={"Content-Type": media_type, "If-Match": snapshot.etag.header},
+            body=text.encode("utf-8"),
+            if_match=snapshot.etag.header,
+        )
+
+    # -- other jobs ----------------------------------------------------------------------
+
+    def overlaps(self, held: Sequence[str], wanted: Sequence[str]) -> bool:
+        return True  # a change holds the whole document
+
+    # -- what every surface shows --------------------------------------------------------
+
+    def event_diff(self, change: Change, toward: Side) -> JsonObject:
+        """Sizes only: the texts live in the job."""
+        return {
+            "before_bytes": str(len((_text(change.before) or "").encode())),
+            "after_bytes": str(len((_text(change.after) or "").encode())),
+        }
+
+    def receipt_values(self, change: Change) -> JsonObject:
+        before, after = _text(change.before), _text(change.after)
+        return {
+            "before_text": before,
+            "after_text": after,
+            "diff": text_diff(before or "", after or ""),
+        }
+
+    def preview_values(self, view: ChangeView, change: Change | None) -> JsonObject:
+        current = _text(view.current)
+        planned = _text(view.planned)
+        out: JsonObject = {"current_text": current, "planned_text": planned}
+        if planned is not None:
+            out["diff"] = text_diff(current or "", planned)
+        return out
+
+    def line_diff(self, old: SideValue, new: SideValue | None) -> list[Hunk] | None:
+        if new is None:
+            return None
+        return diff_hunks(_text(old) or "", _text(new) or "")
+
+    def reversibility(self, change: Change) -> str:
+        return (
+            "Reversible: undo puts back the recorded text, only while the document is "
+            "exactly what this job wrote (same version, same bytes)."
+        )
+
+    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+    # The check appends a marker line to the start text and puts the start text back;
+    # the copy counts as restored when its bytes and media type are the start's.
+
+    def sibling_url(self, url: str, name: str) -> str:
+        """A random file name (same extension) in the document's folder."""
+        parts = urlsplit(url)
+        if parts.path.endswith("/"):
+            return super().sibling_url(url, name)
+        folder, _, file_name = parts.path.rpartition("/")
+        path = f"{folder}/{name}{PurePosixPath(file_name).suffix}"
+        return urlunsplit(parts._replace(path=path))
+
+    def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
+        return ChangeRequest(resource_id=copy.id, text=_marked(_content(start), marker))
+
+    def shows_marker(
+        self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
+    ) -> bool:
+        written = {_marked(_content(start), marker) for marker in markers}
+        return now.content in written and now.media_type == start.media_type
+
+    def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
+        return now.digest == start.digest and now.media_type == start.media_type
+
+    def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
+        return ChangeRequest(resource_id=copy.id, text=_content(start))
+
+    def create_attempt(
+        self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
+    ) -> ConditionalWrite:
+        headers = {"Content-Type": start.media_type, "If-Match": tag.header}
+        return ConditionalWrite("PUT", url, headers, f"{marker}\n".encode(), tag.header)
+
+    def restore_evidence(
+        self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool
+    ) -> tuple[Evidence, str]:
+        return {}, "the bytes and media type are exactly the start" if ok else "not the start"
+
+    def restore_by_hand(
+        self,
+        copy: Resource,
+        start: Snapshot,
+        now: Snapshot | None,
+        keep: Callable[[bytes], Path | None],
+    ) -> str:
+        original = f"{start.size} bytes, {start.media_type}, {start.digest}"
+        saved = keep(_content(start).encode("utf-8"))
+        if saved is None:
+            return (
+                f"restore the test copy by hand: PUT the original {original} back to "
+                f"{copy.url}; the exact text as a JSON string: {dumps(_content(start))}"
+            )
+        return (
+            f"restore the test copy by hand: PUT the original {original} back to "
+            f"{copy.url}; the exact bytes are saved in {saved}"
+        )
+
+
+def _document(text: str, media_type: str) -> JsonObject:
+    return {"text": text, "media_type": media_type}
+
+
+def _content(snapshot: Snapshot) -> str:
+    return snapshot.content if isinstance(snapshot.content, str) else ""
+
+
+def _side(change: Change, side: Side) -> SideValue:
+    return change.before if side is Side.BEFORE else change.after
+
+
+def _text(side: SideValue | None) -> str | None:
+    """A side's whole text (``None``: no side, or no document on it)."""
+    if side is None or side is ABSENT:
+        return None
+    text = side.get("text")
+    return text if isinstance(text, str) else None
+
+
+def _media_type(side: SideValue) -> str | None:
+    if side is ABSENT:
+        return None
+    value = side.get("media_type")
+    return value if isinstance(value, str) else None
+
+
+def _marked(text: str, marker: str) -> str:
+    """``text`` with a marker line after it."""
+    sep = "" if not text or text.endswith("\n") else "\n"
+    return f"{text}{sep}{marker}\n"

@@ -185,6 +185,25 @@ _MIGRATIONS: list[str] = [
         WHERE state IN ('prepared', 'applying', 'partially_applied', 'needs_review',
                         'undoing', 'partially_undone');
     """,
+    # 7: a change's two sides, kind-neutral: each is NULL (the resource does not exist
+    # on that side) or the JSON text its kind's adapter defines. From the columns that
+    # flattened the two kinds: a record's side is its lossless JSON text as it was; a
+    # document's is {"text", "media_type"}.
+    """
+    ALTER TABLE changes ADD COLUMN before_side TEXT;
+    ALTER TABLE changes ADD COLUMN after_side TEXT;
+    UPDATE changes SET
+        before_side = CASE WHEN before_text IS NOT NULL
+            THEN json_object('text', before_text, 'media_type', media_type)
+            ELSE before_json END,
+        after_side = CASE WHEN after_text IS NOT NULL
+            THEN json_object('text', after_text, 'media_type', media_type)
+            ELSE after_json END;
+    ALTER TABLE changes DROP COLUMN before_json;
+    ALTER TABLE changes DROP COLUMN after_json;
+    ALTER TABLE changes DROP COLUMN before_text;
+    ALTER TABLE changes DROP COLUMN after_text;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..errors import ChangedSincePreview, PreviewUsed
 from ..jobs import (
+    ABSENT,
     UNRESOLVED_STATES,
     Action,
     ActionStatus,
@@ -23,7 +24,7 @@ from ..jobs import (
     JobState,
     Observation,
     Operation,
-    ResourceKind,
+    SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
 from .records import EarlierJob, Event, LedgerUsage, OpenChange, StoredPreview
@@ -150,27 +151,7 @@ class JobVerbs:
             ),
         )
         for ch in job.changes:
-            c.execute(
-                "INSERT INTO changes(job_id, idx, resource_id, kind, fingerprint, fields, "
-                "before_json, after_json, before_text, after_text, media_type, prepared_etag, "
-                "assertion_kind, state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    job.id,
-                    ch.index,
-                    ch.resource_id,
-                    ch.kind.value,
-                    ch.fingerprint,
-                    dumps(list(ch.fields)),
-                    dumps(ch.before) if ch.before is not None else None,
-                    dumps(ch.after) if ch.after is not None else None,
-                    ch.before_text,
-                    ch.after_text,
-                    ch.media_type,
-                    ch.prepared_etag,
-                    ch.assertion_kind.value if ch.assertion_kind else None,
-                    ch.state.value,
-                ),
-            )
+            c.execute(_INSERT_CHANGE, (job.id, *_change_row(ch)))
         self._bump("job_count", 1)
         self._bump("payload_bytes", payload)
 
@@ -183,15 +164,7 @@ class JobVerbs:
         ).fetchone()
         if row is None:
             return None
-        changes = tuple(
-            _change_from_row(r)
-            for r in c.execute(
-                "SELECT idx, resource_id, kind, fingerprint, fields, before_json, after_json, "
-                "before_text, after_text, media_type, prepared_etag, assertion_kind, state, "
-                "applied_etag, applied_seq FROM changes WHERE job_id = ? ORDER BY idx",
-                (job_id,),
-            )
-        )
+        changes = tuple(_change_from_row(r) for r in c.execute(_SELECT_CHANGES, (job_id,)))
         actions: tuple[Action, ...] = ()
         if with_actions:
             actions = tuple(
@@ -480,23 +453,63 @@ def _fields_from_json(fields_json: str) -> tuple[str, ...]:
     return tuple(str(f) for f in fields_value)
 
 
+# -- a change as a row: its encoding, in one place ----------------------------------------
+
+# Written by a prepare (applied_etag and applied_seq start empty) and read back.
+_SELECT_CHANGES = (
+    "SELECT idx, resource_id, kind, fingerprint, fields, before_side, after_side, media_type, "
+    "prepared_etag, assertion_kind, state, applied_etag, applied_seq "
+    "FROM changes WHERE job_id = ? ORDER BY idx"
+)
+_INSERT_CHANGE = (
+    "INSERT INTO changes(job_id, idx, resource_id, kind, fingerprint, fields, before_side, "
+    "after_side, media_type, prepared_etag, assertion_kind, state) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _side_text(side: SideValue) -> str | None:
+    """A side as stored: NULL where the resource does not exist, else lossless JSON."""
+    return None if side is ABSENT else dumps(side)
+
+
+def _side_value(text: str | None) -> SideValue:
+    return ABSENT if text is None else loads_object(text)
+
+
+def _change_row(ch: Change) -> tuple[Any, ...]:
+    """The values of ``_INSERT_CHANGE`` after the job id."""
+    return (
+        ch.index,
+        ch.resource_id,
+        ch.kind,
+        ch.fingerprint,
+        dumps(list(ch.fields)),
+        _side_text(ch.before),
+        _side_text(ch.after),
+        ch.media_type,
+        ch.prepared_etag,
+        ch.assertion_kind.value if ch.assertion_kind else None,
+        ch.state.value,
+    )
+
+
 def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
+    """A row of ``_SELECT_CHANGES``."""
     return Change(
         index=r[0],
         resource_id=r[1],
-        kind=ResourceKind(r[2]),
+        kind=r[2],
         fingerprint=r[3],
         fields=_fields_from_json(r[4]),
-        before=loads_object(r[5]) if r[5] is not None else None,
-        after=loads_object(r[6]) if r[6] is not None else None,
-        before_text=r[7],
-        after_text=r[8],
-        media_type=r[9],
-        prepared_etag=r[10],
-        assertion_kind=AssertionKind(r[11]) if r[11] else None,
-        state=ChangeState(r[12]),
-        applied_etag=r[13],
-        applied_at=r[14],
+        before=_side_value(r[5]),
+        after=_side_value(r[6]),
+        media_type=r[7],
+        prepared_etag=r[8],
+        assertion_kind=AssertionKind(r[9]) if r[9] else None,
+        state=ChangeState(r[10]),
+        applied_etag=r[11],
+        applied_at=r[12],
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..adapters import Side, Snapshot
+from ..adapters import Side, Snapshot, adapter_for
 from ..errors import (
     ChangedSincePreview,
     Conflict,
@@ -102,7 +102,7 @@ def _confirm_checked(
     snaps: dict[int, Snapshot] = {}
     for change in targets:
         res = gw.resource(change.resource_id)
-        snap = gw.adapter(change.kind).read(res, deadline)
+        snap = gw.remote.read(res, deadline)
         seen = parse_etag(str(seen_versions[str(change.index)]))
         if not seen.strong_equals(snap.etag):
             raise ChangedSincePreview(
@@ -118,7 +118,7 @@ def _confirm_checked(
     target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
     for change in targets:
         res = gw.resource(change.resource_id)
-        adapter = gw.adapter(change.kind)
+        adapter = adapter_for(change.kind)
         snap = snaps[change.index]
         if operation is Operation.APPLY and not adapter.shows(change, snap, Side.BEFORE):
             raise Conflict(
@@ -142,6 +142,7 @@ def _confirm_checked(
     with gw.live.running(job.id):
         Dispatch(
             ledger=gw.ledger,
+            remote=gw.remote,
             actor_label=actor.label,
             access_path=actor.access_path,
             job=job,

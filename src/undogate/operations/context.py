@@ -1,4 +1,4 @@
-"""What every operation works with: the config, the ledger, the adapters, the clock."""
+"""What every operation works with: the config, the ledger, the wire, the clock."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..adapters import Adapter, build_adapters
+from ..adapters import Remote
 from ..config import Config, Resource
-from ..errors import InvalidRequest, NotFound
-from ..jobs import Job, Operation, ResourceKind
+from ..errors import NotFound
+from ..jobs import Job, Operation
 from ..ledger import Store
 from ..net import RemoteHTTP
 from .quotas import PrepareQuotas
@@ -33,12 +33,12 @@ class Context:
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     clock: Callable[[], float] = time.time
     crash_at: str | None = None
-    adapters: dict[ResourceKind, Adapter] = field(init=False)
+    remote: Remote = field(init=False)
     live: LiveDispatches = field(init=False)
     quotas: PrepareQuotas = field(init=False)
 
     def __post_init__(self) -> None:
-        self.adapters = build_adapters(self.http, self.config.limits, self.environ)
+        self.remote = Remote(self.http, self.config.limits, self.environ)
         self.live = LiveDispatches(self.ledger)
         self.quotas = PrepareQuotas(self.config.limits)
 
@@ -47,12 +47,6 @@ class Context:
         if res is None:
             raise NotFound(f"unknown resource {resource_id!r}", resource=resource_id)
         return res
-
-    def adapter(self, kind: ResourceKind) -> Adapter:
-        adapter = self.adapters.get(kind)
-        if adapter is None:
-            raise InvalidRequest(f"resources of kind {kind.value} are not supported yet")
-        return adapter
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.server.operation_timeout_s

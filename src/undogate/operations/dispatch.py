@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 
-from ..adapters import Adapter, ConditionalWrite, Side
+from ..adapters import Adapter, ConditionalWrite, Remote, Side, Verdict, adapter_for
 from ..config import Resource
 from ..errors import BlockedAddress, LedgerError, MissingToken, UndogateError
-from ..etag import ETag, parse_etag
 from ..jobs import (
     ActionStatus,
     Change,
@@ -25,18 +24,14 @@ from ..jobs import (
     Job,
     JobState,
     Operation,
-    ResourceKind,
     check_transition,
     state_after_apply,
     state_after_undo,
 )
-from ..jsonvalue import JsonObject, JsonValue
+from ..jsonvalue import JsonObject
 from ..ledger import Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from .overlaps import check_overlaps
-
-# SPEC §4: these answers mean the server changed nothing.
-REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 
 
 @dataclass
@@ -61,6 +56,7 @@ class Dispatch:
     """The writes of one confirmed apply or undo, run in order until one does not land."""
 
     ledger: Store
+    remote: Remote
     actor_label: str
     access_path: str
     job: Job
@@ -90,7 +86,7 @@ class Dispatch:
         try:
             if self.reauthorize is not None:
                 self.reauthorize()
-            planned.adapter.auth_headers(planned.resource)
+            self.remote.auth_headers(planned.resource)
             action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:
@@ -243,7 +239,7 @@ class Dispatch:
 
     def _send_and_verify(self, planned: PlannedWrite) -> Outcome:
         try:
-            response = planned.adapter.send_write(planned.resource, planned.write, self.deadline)
+            response = self.remote.send_write(planned.resource, planned.write, self.deadline)
         except (BlockedAddress, MissingToken) as exc:
             return Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
         except TransportFailure as exc:
@@ -254,15 +250,18 @@ class Dispatch:
         return self._classify(planned, response)
 
     def _classify(self, planned: PlannedWrite, response: RemoteResponse) -> Outcome:
+        """SPEC §4: what the answer says on its own (the kind's reading of it), then, for
+        a success, what the read-back shows."""
         status = response.status
         here = {"response_status": status, "address": response.address}
-        if status in REFUSAL_STATUSES:
+        verdict = planned.adapter.classify(planned.write, response)
+        if verdict is Verdict.REFUSED:
             return Outcome(
                 ActionStatus.REFUSED,
                 **here,  # type: ignore[arg-type]
                 detail=f"the server refused the write (HTTP {status}); it changed nothing",
             )
-        if status not in (200, 204):
+        if verdict is Verdict.UNCERTAIN:
             return Outcome(
                 ActionStatus.UNCERTAIN,
                 **here,  # type: ignore[arg-type]
@@ -270,7 +269,7 @@ class Dispatch:
             )
         target = Side.AFTER if self.operation is Operation.APPLY else Side.BEFORE
         try:
-            snap = planned.adapter.read(planned.resource, self.deadline)
+            snap = self.remote.read(planned.resource, self.deadline)
         except UndogateError as exc:
             return Outcome(
                 ActionStatus.UNCERTAIN,
@@ -278,26 +277,14 @@ class Dispatch:
                 detail=f"read-back failed: {exc.message}",
             )
         self.crash_point(self.operation, "after_readback")
-        if snap.etag.header == planned.write.if_match:
+        problem = planned.adapter.read_back_problem(
+            planned.change, planned.write, response, snap, target
+        )
+        if problem is not None:
             return Outcome(
                 ActionStatus.UNCERTAIN,
                 **here,  # type: ignore[arg-type]
-                detail="read-back shows the old version: the write did not take effect",
-            )
-        answered = _single_strong_etag(response)
-        if answered is not None and not answered.strong_equals(snap.etag):
-            # The write answered one version, the read-back shows another: someone wrote in
-            # between, and their version must not be recorded as ours.
-            return Outcome(
-                ActionStatus.UNCERTAIN,
-                **here,  # type: ignore[arg-type]
-                detail="read-back shows a different version than the write answered",
-            )
-        if not planned.adapter.shows(planned.change, snap, target):
-            return Outcome(
-                ActionStatus.UNCERTAIN,
-                **here,  # type: ignore[arg-type]
-                detail="read-back does not show the desired values",
+                detail=problem,
             )
         return Outcome(
             ActionStatus.DONE,
@@ -305,19 +292,6 @@ class Dispatch:
             result_etag=snap.etag.header,
             address=response.address or snap.address,
         )
-
-
-def _single_strong_etag(response: RemoteResponse) -> ETag | None:
-    """The write response's ETag, when it carries exactly one strong one (optional: the
-    read-back supplies the version otherwise)."""
-    values = response.headers.get_list("etag")
-    if len(values) != 1:
-        return None
-    try:
-        tag = parse_etag(values[0])
-    except ValueError:
-        return None
-    return None if tag.weak else tag
 
 
 def change_state_after(operation: Operation, status: ActionStatus, change: Change) -> ChangeState:
@@ -328,22 +302,11 @@ def change_state_after(operation: Operation, status: ActionStatus, change: Chang
     return change.state
 
 
-def change_diff(change: Change) -> JsonValue:
-    """The field-level diff an event carries (documents: sizes; values live in the job)."""
+def change_diff(change: Change, toward: Side = Side.AFTER) -> JsonObject:
+    """What an event records of a change moving toward one of its sides (the kind says
+    what: fields for records, sizes for documents, whose values live in the job)."""
     diff: JsonObject = {"resource": change.resource_id, "index": str(change.index)}
-    if change.kind is ResourceKind.WEBDAV_TEXT:
-        diff["before_bytes"] = str(len((change.before_text or "").encode()))
-        diff["after_bytes"] = str(len((change.after_text or "").encode()))
-        return diff
-    fields_diff: JsonObject = {}
-    before = change.before or {}
-    after = change.after or {}
-    for name in change.fields:
-        fields_diff[name] = {
-            "before": before.get(name) if name in before else {"absent": True},
-            "after": after.get(name) if name in after else {"absent": True},
-        }
-    diff["fields"] = fields_diff
+    diff.update(adapter_for(change.kind).event_diff(change, toward))
     return diff
 
 
@@ -356,14 +319,6 @@ def outcome_detail(change: Change, operation: Operation, outcome: Outcome) -> Js
     if outcome.result_etag:
         detail["etag"] = outcome.result_etag
     if outcome.status is ActionStatus.DONE:
-        diff = change_diff(change)
-        if operation is Operation.UNDO and isinstance(diff, dict):
-            fields = diff.get("fields")
-            if isinstance(fields, dict):
-                diff["fields"] = {
-                    name: {"before": v.get("after"), "after": v.get("before")}
-                    for name, v in fields.items()
-                    if isinstance(v, dict)
-                }
-        detail["diff"] = diff
+        toward = Side.BEFORE if operation is Operation.UNDO else Side.AFTER
+        detail["diff"] = change_diff(change, toward)
     return detail

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..adapters import build_adapters
+from ..adapters import Evidence, Remote, adapter_for
 from ..config import Config, Resource, load_config
 from ..errors import Conflict, InvalidRequest, LedgerInUse, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
@@ -40,7 +40,7 @@ from ..ledger import Ledger, Store, Transaction
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
 from ..urls import normalised_url
-from .endpoint_probes import MARKER_PREFIX, CopyProbe, Evidence, Step, StepFailed, same_version
+from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
 __all__ = [
     "MARKER_PREFIX",
@@ -132,8 +132,13 @@ def check_endpoint(
             "writes, so it runs only against a disposable test copy",
             resource=copy.id,
         )
-    adapter = build_adapters(http, config.limits, environ)[copy.kind]
-    probe = CopyProbe(adapter, copy, config.server.operation_timeout_s, config.server.data_dir)
+    probe = CopyProbe(
+        adapter_for(copy.kind),
+        Remote(http, config.limits, environ),
+        copy,
+        config.server.operation_timeout_s,
+        config.server.data_dir,
+    )
     with _only_check_of(copy.id):
         ledger.write(
             lambda tx: tx.add_event(
@@ -200,7 +205,7 @@ def _record(
         from_python({"name": s.name, "passed": s.passed, "summary": s.summary, **s.evidence})
         for s in steps
     ]
-    evidence = dumps({"kind": copy.kind.value, "steps": steps_json}, sort_keys=False)
+    evidence = dumps({"kind": copy.kind, "steps": steps_json}, sort_keys=False)
 
     def write(tx: Transaction) -> int:
         check_id = tx.record_endpoint_check(

@@ -18,16 +18,13 @@ import os
 import secrets
 import time
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from urllib.parse import urlsplit, urlunsplit
+from pathlib import Path
 
-from ..adapters import Adapter, ConditionalWrite, Side, Snapshot
-from ..adapters.json_record import PATCH_MEDIA_TYPE
+from ..adapters import Adapter, ConditionalWrite, Evidence, Remote, Side, Snapshot
 from ..config import Resource
 from ..errors import InvalidRequest, UndogateError
 from ..etag import ETag
-from ..jobs import Change, ChangeRequest, ResourceKind
-from ..jsonvalue import JsonValue, dumps, escape_token
+from ..jobs import Change, ChangeRequest
 from ..net import RemoteResponse, TransportFailure
 
 MARKER_PREFIX = "undogate-check-"
@@ -35,8 +32,6 @@ ABSENT_PREFIX = "undogate-absent-"
 ORIGINALS_DIR = "endpoint-check-originals"
 _WRITE_OK = (200, 204)
 _ABSENT = (404, 410)
-
-Evidence = dict[str, bool | int | str]
 
 
 @dataclass(frozen=True)
@@ -71,28 +66,15 @@ def same_version(a: Snapshot, b: Snapshot) -> bool:
     return a.etag.strong_equals(b.etag) and a.digest == b.digest
 
 
-def sibling_url(copy: Resource, token: str) -> str:
-    """A URL beside the test copy that nothing should exist at: the record's URL with a
-    random suffix, or a random file name (same extension) in the document's folder."""
-    parts = urlsplit(copy.url)
-    path = parts.path
-    if copy.kind is ResourceKind.WEBDAV_TEXT and not path.endswith("/"):
-        folder, _, name = path.rpartition("/")
-        path = f"{folder}/{ABSENT_PREFIX}{token}{PurePosixPath(name).suffix}"
-    else:
-        stem = path.rstrip("/")
-        path = f"{stem}-{ABSENT_PREFIX}{token}{path[len(stem) :]}"
-    return urlunsplit(parts._replace(path=path))
-
-
 @dataclass
 class CopyProbe:
     adapter: Adapter
+    remote: Remote
     copy: Resource
     timeout_s: float
     originals_dir: Path  # where a document's original bytes are kept if it cannot be put back
     start: Snapshot | None = None
-    ours: list[str] = field(default_factory=list)  # marker values (records) or texts written
+    ours: list[str] = field(default_factory=list)  # the markers the check wrote
 
     # -- shared ---------------------------------------------------------------------
 
@@ -101,13 +83,13 @@ class CopyProbe:
 
     def read(self, res: Resource, name: str) -> Snapshot:
         try:
-            return self.adapter.read(res, self._deadline())
+            return self.remote.read(res, self._deadline())
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
 
     def send(self, write: ConditionalWrite, name: str) -> RemoteResponse:
         try:
-            return self.adapter.send_write(self.copy, write, self._deadline())
+            return self.remote.send_write(self.copy, write, self._deadline())
         except (UndogateError, TransportFailure) as exc:
             raise StepFailed(error_step(name, exc)) from None
 
@@ -116,69 +98,39 @@ class CopyProbe:
         return self.start
 
     def _marker_change(self, current: Snapshot, name: str) -> Change:
-        """A change only the check would make, from ``current``: a fresh marker in the
-        first allow-listed field (records) or a marker line after the start text."""
+        """A change only the check would make, from ``current``: a fresh marker."""
         marker = MARKER_PREFIX + secrets.token_hex(8)
-        if self.copy.kind is ResourceKind.JSON_RECORD:
-            request = ChangeRequest(resource_id=self.copy.id, set={self.copy.fields[0]: marker})
-            self.ours.append(marker)
-        else:
-            text = self._start().text or ""
-            sep = "" if not text or text.endswith("\n") else "\n"
-            request = ChangeRequest(resource_id=self.copy.id, text=f"{text}{sep}{marker}\n")
-            self.ours.append(request.text or "")
+        request = self.adapter.marker_request(self.copy, self._start(), marker)
+        self.ours.append(marker)
+        return self._planned(request, current, name)
+
+    def _planned(self, request: ChangeRequest, current: Snapshot, name: str) -> Change:
         try:
-            return self.adapter.plan(self.copy, request, current).change(0, self.copy, current)
+            plan = self.adapter.plan(self.copy, request, current, self.remote.limits)
         except UndogateError as exc:  # e.g. a document at the size limit has no room
             raise StepFailed(error_step(name, exc)) from None
+        return plan.change(0, self.copy, current)
 
     def at_start(self, now: Snapshot) -> bool:
-        """Records: every allow-listed field as at the start; text: the exact bytes and
-        media type."""
-        start = self._start()
-        if self.copy.kind is ResourceKind.WEBDAV_TEXT:
-            return now.digest == start.digest and now.media_type == start.media_type
-        return not self._differing_fields(now)
-
-    def _differing_fields(self, now: Snapshot | None) -> list[str]:
-        """The allow-listed fields not as at the start (all of them when unknown)."""
-        before = self._start().fields or {}
-        if now is None:
-            return list(self.copy.fields)
-        current = now.fields or {}
-        return [
-            f
-            for f in self.copy.fields
-            if (f in before) != (f in current) or (f in before and before[f] != current[f])
-        ]
+        """As at the start, as far as the gateway may change it (records: every
+        allow-listed field; text: the exact bytes and media type)."""
+        return self.adapter.restored(self.copy, self._start(), now)
 
     def shows_ours(self, now: Snapshot) -> bool:
         """The copy shows one of the check's own writes (so writing back loses nothing)."""
-        if self.copy.kind is ResourceKind.WEBDAV_TEXT:
-            return now.text in self.ours and now.media_type == self._start().media_type
-        value = (now.fields or {}).get(self.copy.fields[0])
-        return isinstance(value, str) and value in self.ours
+        return self.adapter.shows_marker(self.copy, self._start(), now, self.ours)
 
     def _write_back(self, current: Snapshot, name: str) -> ConditionalWrite | None:
         """The conditional write from ``current`` back to the start (``None``: already
-        there). For records it is the gateway's own undo: ``test`` the current value,
-        then put the start value back (or remove a field that did not exist)."""
-        start = self._start()
-        if self.copy.kind is ResourceKind.JSON_RECORD:
-            touched, fields = self.copy.fields[0], start.fields or {}
-            request = (
-                ChangeRequest(resource_id=self.copy.id, set={touched: fields[touched]})
-                if touched in fields
-                else ChangeRequest(resource_id=self.copy.id, remove=(touched,))
-            )
-        else:
-            request = ChangeRequest(resource_id=self.copy.id, text=start.text)
+        there)."""
+        request = self.adapter.restore_request(self.copy, self._start())
         try:
-            change = self.adapter.plan(self.copy, request, current).change(0, self.copy, current)
+            plan = self.adapter.plan(self.copy, request, current, self.remote.limits)
         except InvalidRequest:
-            return None  # a no-op: the touched field (or text) is already at the start
+            return None  # a no-op: the touched part is already at the start
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
+        change = plan.change(0, self.copy, current)
         return self.adapter.build_write(self.copy, change, current, Side.AFTER)
 
     # -- the probes, in order --------------------------------------------------------
@@ -253,7 +205,7 @@ class CopyProbe:
         """A conditional write (a tag the endpoint issued) to a URL beside the copy where
         nothing exists must be refused and create nothing."""
         name = "missing_not_created"
-        url = sibling_url(self.copy, secrets.token_hex(6))
+        url = self.adapter.sibling_url(self.copy.url, ABSENT_PREFIX + secrets.token_hex(6))
         status: int | None
         try:
             status = self.send(self._create_attempt(url, current.etag), name).status
@@ -286,32 +238,12 @@ class CopyProbe:
 
     def _create_attempt(self, url: str, tag: ETag) -> ConditionalWrite:
         marker = MARKER_PREFIX + secrets.token_hex(8)
-        if self.copy.kind is ResourceKind.JSON_RECORD:
-            first, pointer = self.copy.fields[0], self.copy.record_pointer
-            op: JsonValue = (
-                {"op": "add", "path": pointer, "value": {first: marker}}
-                if pointer
-                else {"op": "add", "path": "/" + escape_token(first), "value": marker}
-            )
-            method, media_type, body = "PATCH", PATCH_MEDIA_TYPE, dumps([op]).encode("utf-8")
-        else:
-            method, media_type = "PUT", self._start().media_type
-            body = f"{marker}\n".encode()
-        headers = {"Content-Type": media_type, "If-Match": tag.header}
-        return ConditionalWrite(method, url, headers, body, tag.header)
+        return self.adapter.create_attempt(self.copy, self._start(), url, tag, marker)
 
     def _plain(self, method: str, url: str) -> int | None:
         """A GET or DELETE of ``url`` with the copy's credentials; its status or None."""
         try:
-            return self.adapter.http.send(
-                method,
-                url,
-                headers={"Accept": self.adapter.accept, **self.adapter.auth_headers(self.copy)},
-                flags=self.adapter.flags(self.copy),
-                deadline=self._deadline(),
-                fresh_connection=method != "GET",
-                max_body=self.adapter.limits.max_document_bytes * 4,
-            ).status
+            return self.remote.send_bare(self.copy, method, url, self._deadline()).status
         except (UndogateError, TransportFailure):
             return None
 
@@ -335,22 +267,8 @@ class CopyProbe:
         back = self.read(self.copy, name)
         ok = self.at_start(back)
         evidence: Evidence = {"status": status, "restored": ok, "digest": back.digest}
-        if self.copy.kind is ResourceKind.JSON_RECORD:
-            before, after = self._start().fields or {}, back.fields or {}
-            outside = set(before) ^ set(after) | {
-                k for k in set(before) & set(after) if before[k] != after[k]
-            }
-            others = len(outside - set(self.copy.fields))
-            evidence.update(fields_checked=len(self.copy.fields), other_fields_changed=others)
-            summary = (
-                "every allow-listed field is back to its start value"
-                if ok
-                else "an allow-listed field differs from the start"
-            )
-            if ok and others:
-                summary += f" ({others} field(s) outside the allowlist changed: server-kept)"
-        else:
-            summary = "the bytes and media type are exactly the start" if ok else "not the start"
+        extra, summary = self.adapter.restore_evidence(self.copy, self._start(), back, ok)
+        evidence.update(extra)
         step = Step(name, ok, f"HTTP {status}, {summary}", evidence)
         if not ok:
             raise StepFailed(step)
@@ -394,41 +312,17 @@ class CopyProbe:
 
     def by_hand(self, now: Snapshot | None) -> str:
         """Exactly what to restore by hand: the URL and the original values or bytes."""
-        start, url = self._start(), self.copy.url
-        if self.copy.kind is ResourceKind.JSON_RECORD:
-            fields = start.fields or {}
-            what = [
-                f"set {f!r} to {dumps(fields[f])}" if f in fields else f"remove {f!r}"
-                for f in self._differing_fields(now)
-            ]
-            inside = f" (the fields inside {self.copy.record_pointer})"
-            where = inside if self.copy.record_pointer else ""
-            return (
-                f"restore the test copy by hand: at {url}{where}, "
-                + "; ".join(what or ["check every allow-listed field"])
-                + f" (its version at the start was {start.etag.header})"
-            )
-        original = f"{start.size} bytes, {start.media_type}, {start.digest}"
-        saved = self._keep_original(start)
-        if saved is None:
-            return (
-                f"restore the test copy by hand: PUT the original {original} back to {url}; "
-                f"the exact text as a JSON string: {dumps(start.text)}"
-            )
-        return (
-            f"restore the test copy by hand: PUT the original {original} back to {url}; "
-            f"the exact bytes are saved in {saved}"
-        )
+        return self.adapter.restore_by_hand(self.copy, self._start(), now, self._keep_original)
 
-    def _keep_original(self, start: Snapshot) -> Path | None:
-        """Save the document's start bytes (mode 0600) beside the ledger; None on failure."""
+    def _keep_original(self, original: bytes) -> Path | None:
+        """Save the copy's start bytes (mode 0600) beside the ledger; None on failure."""
         folder = self.originals_dir / ORIGINALS_DIR
         path = folder / f"{self.copy.id}-{time.time_ns()}.original"
         try:
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "wb") as out:
-                out.write((start.text or "").encode("utf-8"))
+                out.write(original)
         except OSError:
             return None
         return path

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..adapters import adapter_for
 from ..errors import LaterJobOverlaps, Quarantined
-from ..jobs import Change, ChangeState, Job, Operation, ResourceKind
+from ..jobs import Change, ChangeState, Job, Operation
 from ..ledger import OpenChange, Reader
 
 # {"change", "resource", "code", "message"} plus the job in the way (engine data: the
@@ -63,8 +64,8 @@ def check_overlaps(tx: Reader, job: Job, targets: Sequence[Change], operation: O
 
 
 def _blocker(change: Change, other: OpenChange, operation: Operation) -> Blocker | None:
-    whole_document = other.kind == ResourceKind.WEBDAV_TEXT.value
-    if not whole_document and not set(other.fields) & set(change.fields):
+    # The held change's kind says what it holds (records: its fields; a document: all).
+    if not adapter_for(other.kind).overlaps(other.fields, change.fields):
         return None
     if other.in_flight:
         message = (

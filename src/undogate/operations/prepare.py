@@ -7,7 +7,7 @@ import hashlib
 import logging
 import secrets
 
-from ..adapters import Snapshot
+from ..adapters import Snapshot, adapter_for
 from ..config import Resource
 from ..errors import (
     Forbidden,
@@ -88,11 +88,10 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     deadline = gw.deadline()
     changes: list[Change] = []
     for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
-        adapter = gw.adapter(res.kind)
-        snap = adapter.read(res, deadline)
+        snap = gw.remote.read(res, deadline)
         if change.expected_version is not None:
             _check_expected_version(res, change.expected_version, snap)
-        plan = adapter.plan(res, change, snap)
+        plan = adapter_for(res.kind).plan(res, change, snap, limits)
         changes.append(plan.change(index, res, snap, change.assertion_kind))
     payload = _payload_size(summary, changes)
     if payload > limits.max_job_bytes:
@@ -217,8 +216,7 @@ def _check_expected_version(res: Resource, expected: str, snap: Snapshot) -> Non
 def _payload_size(summary: str, changes: list[Change]) -> int:
     size = len(summary.encode())
     for ch in changes:
-        size += len(dumps(ch.before or {}).encode()) + len(dumps(ch.after or {}).encode())
-        size += len((ch.before_text or "").encode()) + len((ch.after_text or "").encode())
+        size += adapter_for(ch.kind).payload_size(ch)
     return size
 
 

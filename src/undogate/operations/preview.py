@@ -7,7 +7,7 @@ import logging
 import secrets
 from typing import Any
 
-from ..adapters import Adapter, Side, Snapshot
+from ..adapters import Adapter, Side, Snapshot, adapter_for
 from ..errors import (
     Conflict,
     ReconciliationBlocked,
@@ -23,7 +23,6 @@ from ..jobs import (
     Observation,
     Operation,
     Preview,
-    ResourceKind,
     require_start,
 )
 from ..jsonvalue import JsonObject
@@ -49,8 +48,8 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
     snapshot: JsonObject = {}
     for change in targets:
         res = gw.resource(change.resource_id)
-        adapter = gw.adapter(change.kind)
-        snap = adapter.read(res, deadline)
+        adapter = adapter_for(change.kind)
+        snap = gw.remote.read(res, deadline)
         snapshot[str(change.index)] = snap.etag.header
         view = _view(adapter, job, change, snap, operation)
         views.append(view)
@@ -153,34 +152,31 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
 def _view(
     adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
 ) -> ChangeView:
-    current, current_text = _current_side(change, snap)
     base = {
         "index": change.index,
         "resource_id": change.resource_id,
         "kind": change.kind,
         "current_version": snap.etag.header,
-        "current": current,
-        "current_text": current_text,
+        "current": adapter.current(change, snap),
     }
     if operation is Operation.ACCEPT_OBSERVED:
         observation = observe(adapter, job, change, snap)
         return ChangeView(
             **base,  # type: ignore[arg-type]
             planned=None,
-            planned_text=None,
             moved_since_prepare=False,
             reversible=True,
             observation=observation,
         )
     if operation is Operation.APPLY:
-        planned, planned_text = change.after, change.after_text
+        planned = change.after
         blocked = not adapter.shows(change, snap, Side.BEFORE)
         note = (
             "the values this job would replace changed since it was prepared; "
             "prepare a new job from the current values"
         )
     else:
-        planned, planned_text = change.before, change.before_text
+        planned = change.before
         blocked = not adapter.undo_guard_holds(change, snap)
         note = (
             "the resource changed after this job applied it; undo would overwrite "
@@ -189,7 +185,6 @@ def _view(
     return ChangeView(
         **base,  # type: ignore[arg-type]
         planned=planned,
-        planned_text=planned_text,
         moved_since_prepare=blocked,
         reversible=not (operation is Operation.UNDO and blocked),
         note=note if blocked else None,
@@ -206,10 +201,3 @@ def observe(adapter: Adapter, job: Job, change: Change, snap: Snapshot) -> Obser
             return Observation.LOOKS_UNDONE
         return Observation.LOOKS_NOT_APPLIED
     return Observation.NEITHER
-
-
-def _current_side(change: Change, snap: Snapshot) -> tuple[JsonObject | None, str | None]:
-    if change.kind is ResourceKind.WEBDAV_TEXT:
-        return None, snap.text
-    current = snap.fields or {}
-    return {f: current[f] for f in change.fields if f in current}, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from ..adapters import Snapshot
+from ..adapters import Snapshot, adapter_for
 from ..errors import (
     ReconciliationBlocked,
 )
@@ -39,7 +39,7 @@ def accept_observed(
 ) -> Confirmation:
     decisions: list[tuple[Change, Observation, Snapshot]] = []
     for change in targets:
-        adapter = gw.adapter(change.kind)
+        adapter = adapter_for(change.kind)
         snap = snaps[change.index]
         observation = observe(adapter, job, change, snap)
         if observation is Observation.NEITHER:

@@ -14,9 +14,9 @@ from typing import Any
 from markupsafe import Markup
 
 from .. import receipts
-from ..diffs import Hunk, diff_hunks
+from ..adapters import adapter_for
 from ..invisibles import visible
-from ..jobs import ChangeState, Job, JobState, Operation, Preview, ResourceKind, can_start
+from ..jobs import ChangeState, Job, JobState, Operation, Preview, can_start
 from ..jsonvalue import JsonValue, dumps
 
 STATE_WORDS: dict[str, str] = {
@@ -110,20 +110,6 @@ def buttons(job: Job, can_write: bool) -> Buttons:
     )
 
 
-def reversibility(change: dict[str, Any]) -> str:
-    """What undo can restore for one change, in plain words."""
-    if change["kind"] == ResourceKind.WEBDAV_TEXT:
-        return (
-            "Reversible: undo puts back the recorded text, only while the document is "
-            "exactly what this job wrote (same version, same bytes)."
-        )
-    fields = ", ".join(change["fields"])
-    return (
-        f"Reversible: undo patches back only {fields}, only while they still hold the "
-        "values this job wrote; other fields are never touched."
-    )
-
-
 NOT_REVERSIBLE = (
     "Not reversible by undogate: anything the external system did because of a write "
     "(a message it sent, a workflow it started). undogate cannot see such effects."
@@ -150,10 +136,6 @@ def job_notes(job: Job) -> list[str]:
     return notes
 
 
-def text_hunks(before: str | None, after: str | None) -> list[Hunk]:
-    return diff_hunks(before or "", after or "")
-
-
 VERIFIED = "verified on a test copy"
 ATTESTED = "attested only"
 
@@ -169,13 +151,14 @@ def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, 
     the latest endpoint check under its current identity passed)."""
     receipt = receipts.job_receipt(job)
     changes: list[dict[str, Any]] = []
-    for raw in receipt["changes"]:  # type: ignore[union-attr]
-        change = dict(raw)  # type: ignore[arg-type]
-        change["reversibility"] = reversibility(change)
+    for raw, recorded in zip(receipt["changes"], job.changes, strict=True):  # type: ignore[arg-type]
+        change: dict[str, Any] = dict(raw)  # type: ignore[arg-type]
+        adapter = adapter_for(recorded.kind)
+        change["noun"] = adapter.noun
+        change["reversibility"] = adapter.reversibility(recorded)
         change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
         change["trust_words"] = trust_words(change["resource"], verified or {})
-        if change["kind"] == ResourceKind.WEBDAV_TEXT:
-            change["hunks"] = text_hunks(change.get("before_text"), change.get("after_text"))
+        change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
         changes.append(change)
     actions: list[dict[str, Any]] = []
     for raw in receipt["actions"]:  # type: ignore[union-attr]
@@ -191,12 +174,12 @@ def preview_page(
     """The preview's JSON view with diffs, observation sentences and the time left."""
     view = receipts.preview_view(preview, job, now)
     changes: list[dict[str, Any]] = []
-    for raw in view["changes"]:  # type: ignore[union-attr]
-        change = dict(raw)  # type: ignore[arg-type]
-        change["hunks"] = None
+    for raw, shown_change in zip(view["changes"], preview.changes, strict=True):  # type: ignore[arg-type]
+        change: dict[str, Any] = dict(raw)  # type: ignore[arg-type]
+        adapter = adapter_for(shown_change.kind)
+        change["noun"] = adapter.noun
+        change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
         change["trust_words"] = trust_words(change["resource"], verified or {})
-        if change["kind"] == ResourceKind.WEBDAV_TEXT and change.get("planned_text") is not None:
-            change["hunks"] = text_hunks(change.get("current_text"), change.get("planned_text"))
         observation = change.get("observation")
         change["observation_words"] = (
             OBSERVATION_WORDS.get(str(observation)) if observation else None

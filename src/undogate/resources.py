@@ -1,0 +1,120 @@
+"""What a resource is as the config declares it, its identity, and the limits on it.
+
+Pure models, below both ``config`` (which loads and checks a whole file) and
+``adapters`` (which check what each kind needs of a resource). A resource's ``kind`` is
+an opaque key here: which kinds exist is the adapters' registry's business, and
+``config`` passes its names in as validation context.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+_ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+_MAX_SHARE = 1_000_000_000
+# The validation context key under which ``config`` passes the known kinds' names.
+KINDS_CONTEXT = "kinds"
+
+
+class StrictModel(BaseModel):
+    """Unknown settings are refused; a validated value never changes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Limits(StrictModel):
+    max_resources: int = Field(64, ge=1)
+    max_changes_per_job: int = Field(8, ge=1)
+    max_fields_per_resource: int = Field(32, ge=1)
+    max_document_bytes: int = Field(64 * 1024, ge=1)
+    max_job_bytes: int = Field(2 * 1024 * 1024, ge=1)
+    max_jobs: int = Field(2000, ge=1)
+    max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1)
+    max_confirm_attempts: int = Field(16, ge=1)
+    idempotency_days: int = Field(30, ge=1)
+    # Fair shares (docs/limits.md): an agent here is one agent id as one owner's tokens
+    # speak for it. Strict integers: `true` or `"5"` must not quietly become a quota; the
+    # ceiling keeps every value a SQLite integer.
+    max_unresolved_jobs_per_agent: int = Field(100, ge=1, le=_MAX_SHARE, strict=True)
+    max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_SHARE, strict=True)
+    max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_SHARE, strict=True)
+    prepare_burst: int = Field(30, ge=1, le=_MAX_SHARE, strict=True)
+
+
+class Resource(StrictModel):
+    id: str = Field(pattern=ID_PATTERN)
+    agent_id: str = Field(pattern=ID_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    kind: str
+    url: str = Field(min_length=1, max_length=2048)
+    token_env: str | None = Field(None, pattern=_ENV_RE)
+    token_scheme: Literal["bearer", "basic"] = "bearer"  # noqa: S105 - a scheme name
+    fields: tuple[str, ...] = ()
+    record_pointer: str = ""
+    conditional_writes: bool = False
+    allow_private_host: bool = False
+    allow_loopback_http: bool = False
+    # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
+    # the fingerprint below is unchanged by it.
+    test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
+
+    @field_validator("kind")
+    @classmethod
+    def _a_known_kind(cls, value: str, info: ValidationInfo) -> str:
+        known = (info.context or {}).get(KINDS_CONTEXT)
+        if known is not None and value not in known:
+            raise PydanticCustomError(
+                "enum",
+                "Input should be {expected}",
+                {"expected": _alternatives([repr(k) for k in known])},
+            )
+        return value
+
+    @property
+    def fingerprint(self) -> str:
+        """A stable digest of everything that makes this the same resource (SPEC §2).
+
+        The token's *value* is deliberately absent: rotating it invalidates nothing.
+        """
+        parts = urlsplit(self.url)
+        identity = {
+            "url": self.url,
+            "kind": self.kind,
+            "token_env": self.token_env,
+            "token_scheme": self.token_scheme,
+            "scheme": parts.scheme.lower(),
+            "host": (parts.hostname or "").lower(),
+            "port": _effective_port(self.url),
+            "allow_private_host": self.allow_private_host,
+            "allow_loopback_http": self.allow_loopback_http,
+            "record_pointer": self.record_pointer,
+            "fields": sorted(self.fields),
+        }
+        text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def _alternatives(names: list[str]) -> str:
+    """``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``: pydantic's own wording for an enum."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def _effective_port(url: str) -> int | None:
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        return None
+    if port is not None:
+        return port
+    return {"https": 443, "http": 80}.get(parts.scheme.lower())
+
+
+__all__ = ["ID_PATTERN", "KINDS_CONTEXT", "Limits", "Resource", "StrictModel"]
