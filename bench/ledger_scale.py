@@ -1,13 +1,12 @@
 """Figure 3: job list, job detail and start-up with 100,000 jobs vs 1,000.
 
 Jobs are written straight into a ledger (limits raised for the run) through the same
-``Ledger.insert_job`` the engine uses, in large transactions to keep set-up short.
+``Transaction.insert_job`` the engine uses, in large transactions to keep set-up short.
 """
 
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from undogate.config import parse_config
 from undogate.engine import Gateway
 from undogate.jobs import Change, ChangeState, Job, JobState
 from undogate.jsonvalue import JsonNumber
-from undogate.ledger import Ledger
+from undogate.ledger import Ledger, Transaction
 from undogate.net import RemoteHTTP
 
 from .common import Stat, paired_ratio, private_dir
@@ -31,7 +30,7 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
         batch = 5000
         for start in range(0, count, batch):
 
-            def insert(c: sqlite3.Connection, start: int = start) -> None:
+            def insert(tx: Transaction, start: int = start) -> None:
                 for n in range(start, min(count, start + batch)):
                     job_id = f"job_{n:012d}"
                     ids.append(job_id)
@@ -64,7 +63,7 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
                         updated_at=1.7e9 + n,
                         changes=(change,),
                     )
-                    Ledger.insert_job(c, job, "digest", 64)
+                    tx.insert_job(job, "digest", 64)
 
             ledger.write(insert)
     finally:

@@ -132,12 +132,11 @@ def test_revoking_the_only_owner_of_unresolved_jobs_needs_force(api_world: Any) 
         keyring.authenticate(token.key)
     with pytest.raises(Conflict, match="already revoked"):
         keyring.revoke(owner.credential.id)
-    events = keyring.ledger.read(
-        lambda c: c.execute(
+    with keyring.ledger.raw() as c:  # type: ignore[attr-defined]
+        events = c.execute(
             "SELECT operation, target FROM events WHERE job_id IS NULL AND operation LIKE "
             "'credential_revoke%' ORDER BY id"
         ).fetchall()
-    )
     assert [t for _, t in events][-2:] == [owner.credential.id, token.credential.id]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from undogate.errors import LedgerError, LedgerInUse
-from undogate.ledger import DB_NAME, Ledger
+from undogate.ledger import DB_NAME, Ledger, Transaction
 
 
 def test_fresh_ledger_is_private_wal_full_sync_with_foreign_keys(tmp_path: Path) -> None:
@@ -43,9 +43,7 @@ def test_events_are_append_only_in_the_database(tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "data")
     try:
         ledger.write(
-            lambda c: Ledger.add_event(
-                c, job_id=None, actor="test", access_path="test", operation="note"
-            )
+            lambda tx: tx.add_event(job_id=None, actor="test", access_path="test", operation="note")
         )
         with ledger.raw() as c:
             with pytest.raises(sqlite3.IntegrityError, match="append-only"):
@@ -60,8 +58,8 @@ def test_events_are_append_only_in_the_database(tmp_path: Path) -> None:
 def test_a_failed_write_rolls_back_whole(tmp_path: Path) -> None:
     ledger = Ledger.open(tmp_path / "data")
 
-    def half(c: sqlite3.Connection) -> None:
-        Ledger.add_event(c, job_id=None, actor="a", access_path="t", operation="one")
+    def half(tx: Transaction) -> None:
+        tx.add_event(job_id=None, actor="a", access_path="t", operation="one")
         raise RuntimeError("boom")
 
     try:
@@ -121,7 +119,7 @@ def test_second_process_gets_ledger_in_use_until_owner_is_killed(tmp_path: Path)
 
 
 def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path) -> None:
-    from undogate.operations.recovery import IN_FLIGHT_ACTIONS, RUNNING_JOBS
+    from undogate.ledger.sqlite_admin import IN_FLIGHT_ACTIONS, RUNNING_JOBS
 
     ledger = Ledger.open(tmp_path / "data")
     try:

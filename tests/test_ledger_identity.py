@@ -22,7 +22,7 @@ import yaml
 from undogate.auth import Keyring
 from undogate.errors import LedgerDamaged
 from undogate.ledger import DB_NAME, Ledger
-from undogate.ledger_identity import MARKER_NAME, META_KEY
+from undogate.ledger.identity import MARKER_NAME, META_KEY
 
 from .conftest import MASTER_KEY, SERVE, cli, free_port, wait_healthy
 
@@ -178,7 +178,8 @@ def test_serve_new_ledger_replaces_a_foreign_ledger_and_serves(tmp_path: Path) -
 def test_a_ledger_from_before_markers_adopts_one(tmp_path: Path) -> None:
     data = tmp_path / "data"
     ledger = Ledger.open(data)
-    ledger.write(lambda c: c.execute("DELETE FROM meta WHERE key = ?", (META_KEY,)))
+    with ledger.raw() as c:
+        c.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
     ledger.close()
     (data / MARKER_NAME).unlink()  # now as undogate left every ledger before markers
 
@@ -287,13 +288,11 @@ def test_a_damaged_page_met_by_a_write_is_a_ledger_error(tmp_path: Path) -> None
         _garbage_over_root_page(data / DB_NAME, "events")
         with pytest.raises(LedgerDamaged, match="damaged") as info:
             ledger.write(
-                lambda c: Ledger.add_event(
-                    c, job_id=None, actor="a", access_path="t", operation="note"
-                )
+                lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="note")
             )
         assert info.value.code == "ledger_error"
         with pytest.raises(LedgerDamaged):
-            ledger.read(lambda c: c.execute("SELECT * FROM events").fetchall())
+            ledger.read(lambda tx: tx.connection.execute("SELECT * FROM events").fetchall())
     finally:
         ledger.close()
 
@@ -307,8 +306,8 @@ _WRITE_THEN_DIE = textwrap.dedent(
     from undogate.ledger import Ledger
     ledger = Ledger.open(Path(sys.argv[1]))
     for n in range(int(sys.argv[2])):
-        ledger.write(lambda c: Ledger.add_event(
-            c, job_id=None, actor="x" * 3000, access_path="t", operation=f"note {n}"))
+        ledger.write(lambda tx: tx.add_event(
+            job_id=None, actor="x" * 3000, access_path="t", operation=f"note {n}"))
     os._exit(0)  # no close: the WAL and the wal-index stay, as after a crash
     """
 )
@@ -327,7 +326,9 @@ def _crashed_with_wal(tmp_path: Path, commits: int = 20) -> Path:
 def _events(data: Path) -> int:
     ledger = Ledger.open(data)
     try:
-        return ledger.read(lambda c: int(c.execute("SELECT COUNT(*) FROM events").fetchone()[0]))
+        return ledger.read(
+            lambda tx: int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+        )
     finally:
         ledger.close()
 

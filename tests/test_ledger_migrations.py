@@ -13,10 +13,10 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
-from undogate import ledger as ledger_module
 from undogate.jobs import ABSENT, AssertionKind, Change, ChangeState
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import DB_NAME, Ledger
+from undogate.ledger import migrations as ledger_module
 from undogate.receipts import change_receipt
 
 BIG = "123456789012345678901234567890"  # 30 digits: no float holds it

@@ -30,9 +30,9 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonValue
-from undogate.ledger import Ledger
+from undogate.ledger.sqlite_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
 from undogate.mcp_server import Refusal, agent_error
-from undogate.operations.quotas import COUNT_AGENT_SQL, COUNT_OWNER_SQL, PrepareRate
+from undogate.operations.quotas import PrepareRate
 
 from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
 
@@ -90,7 +90,9 @@ def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
 def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
     return int(
         gw.ledger.read(
-            lambda c: c.execute(COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)).fetchone()[0]
+            lambda tx: tx.connection.execute(
+                COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)
+            ).fetchone()[0]
         )
     )
 
@@ -140,10 +142,10 @@ def test_every_state_counts_exactly_as_documented(
     gw = open_gateway(quota_config(server, data_dir, max_unresolved_jobs_per_agent=1))
     job_id = prepare(gw).job.id
     for state in JobState:
-        gw.ledger.write(lambda c, s=state: Ledger.set_job_state(c, job_id, s))  # type: ignore[misc]
+        gw.ledger.write(lambda tx, s=state: tx.set_job_state(job_id, s))  # type: ignore[misc]
         refused = True
         try:
-            gw.ledger.read(lambda c: gw.quotas.check_unresolved(c, AGENT.owner_id, AGENT.id))
+            gw.ledger.read(lambda tx: gw.quotas.check_unresolved(tx, AGENT.owner_id, AGENT.id))
         except QuotaExceeded:
             pass
         else:

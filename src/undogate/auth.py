@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,8 +26,8 @@ from typing import Literal
 
 from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Actor
-from .jsonvalue import JsonNumber, JsonObject, dumps, loads
-from .ledger import Ledger
+from .jsonvalue import JsonNumber, JsonObject
+from .ledger import Store, StoredCredential, Transaction
 
 READ = "agents:read"
 WRITE = "agents:write"
@@ -38,7 +37,6 @@ AGENT_PREFIX = "uga_"
 MASTER_ENV = "UNDOGATE_MASTER_KEY"
 MIN_MASTER_KEY_CHARS = 32
 _ID_HEX = 12
-_UNRESOLVED = ("undone", "rejected", "invalidated")  # the states that are *resolved*
 _DUMMY_HASH = hashlib.sha256(b"undogate: no such credential").hexdigest()
 
 Kind = Literal["operator", "agent", "master"]
@@ -147,23 +145,17 @@ def _credential_id(key: str) -> str | None:
     return None
 
 
-_COLUMNS = "id, kind, owner_id, agent_id, scopes, agents, label, created_at, revoked_at"
-
-
-def _info(row: tuple[object, ...]) -> CredentialInfo:
-    scopes = loads(str(row[4]))
-    agents = loads(str(row[5])) if row[5] is not None else None
-    assert isinstance(scopes, list)
+def _info(stored: StoredCredential) -> CredentialInfo:
     return CredentialInfo(
-        id=str(row[0]),
-        kind="operator" if row[1] == "operator" else "agent",
-        owner_id=str(row[2]),
-        agent_id=str(row[3]) if row[3] is not None else None,
-        scopes=tuple(str(s) for s in scopes),
-        agents=tuple(str(a) for a in agents) if isinstance(agents, list) else None,
-        label=str(row[6]),
-        created_at=float(row[7]),  # type: ignore[arg-type]
-        revoked_at=float(row[8]) if row[8] is not None else None,  # type: ignore[arg-type]
+        id=stored.id,
+        kind=stored.kind,
+        owner_id=stored.owner_id,
+        agent_id=stored.agent_id,
+        scopes=stored.scopes,
+        agents=stored.agents,
+        label=stored.label,
+        created_at=stored.created_at,
+        revoked_at=stored.revoked_at,
     )
 
 
@@ -173,7 +165,7 @@ class Keyring:
 
     def __init__(
         self,
-        ledger: Ledger,
+        ledger: Store,
         *,
         master_key: str | None = None,
         known_agents: Callable[[], set[str]] | None = None,
@@ -199,7 +191,7 @@ class Keyring:
     @classmethod
     def from_environ(
         cls,
-        ledger: Ledger,
+        ledger: Store,
         environ: Mapping[str, str],
         known_agents: Callable[[], set[str]] | None = None,
     ) -> Keyring:
@@ -232,19 +224,14 @@ class Keyring:
         with self._memo_lock:
             generation = self._generation
         cred_id = _credential_id(presented)
-        row = None
+        found = None
         if cred_id is not None:
-            row = self.ledger.read(
-                lambda c: c.execute(
-                    f"SELECT {_COLUMNS}, key_hash FROM credentials WHERE id = ?",  # noqa: S608
-                    (cred_id,),
-                ).fetchone()
-            )
-        stored = str(row[9]) if row is not None else _DUMMY_HASH
-        matches = hmac.compare_digest(presented_hash, stored)
-        if row is None or not matches or row[8] is not None:
+            found = self.ledger.read(lambda tx: tx.credential(cred_id))
+        stored_hash = found.key_hash if found is not None else _DUMMY_HASH
+        matches = hmac.compare_digest(presented_hash, stored_hash)
+        if found is None or not matches or found.revoked_at is not None:
             raise Unauthorized("the credential is missing, unknown or revoked")
-        principal = self._principal(_info(tuple(row[:9])))
+        principal = self._principal(_info(found))
         with self._memo_lock:
             if self._generation == generation:
                 if len(self._verified) >= _MAX_VERIFIED:
@@ -346,24 +333,19 @@ class Keyring:
     ) -> IssuedKey:
         now = self._clock()
 
-        def commit(c: sqlite3.Connection) -> None:
-            c.execute(
-                "INSERT INTO credentials(id, kind, owner_id, agent_id, scopes, agents, label, "
-                "key_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    cred_id,
-                    kind,
-                    owner_id,
-                    agent_id,
-                    dumps(list(scopes)),
-                    dumps(list(agents)) if agents is not None else None,
-                    label,
-                    hash_key(key),
-                    now,
-                ),
+        def commit(tx: Transaction) -> None:
+            tx.insert_credential(
+                credential_id=cred_id,
+                kind=kind,
+                owner_id=owner_id,
+                agent_id=agent_id,
+                scopes=scopes,
+                agents=agents,
+                label=label,
+                key_hash=hash_key(key),
+                created_at=now,
             )
-            Ledger.add_event(
-                c,
+            tx.add_event(
                 job_id=None,
                 actor=actor,
                 access_path="admin",
@@ -379,44 +361,21 @@ class Keyring:
     # -- list / get ------------------------------------------------------------------
 
     def list(self) -> list[CredentialInfo]:
-        rows = self.ledger.read(
-            lambda c: c.execute(
-                f"SELECT {_COLUMNS} FROM credentials ORDER BY created_at, id"  # noqa: S608
-            ).fetchall()
-        )
-        return [_info(tuple(r)) for r in rows]
+        return [_info(stored) for stored in self.ledger.read(lambda tx: tx.credentials())]
 
     def get(self, cred_id: str) -> CredentialInfo:
         """Raises: NotFound."""
-        row = self.ledger.read(
-            lambda c: c.execute(
-                f"SELECT {_COLUMNS} FROM credentials WHERE id = ?",  # noqa: S608
-                (cred_id,),
-            ).fetchone()
-        )
-        if row is None:
+        stored = self.ledger.read(lambda tx: tx.credential(cred_id))
+        if stored is None:
             raise NotFound(f"no credential {cred_id!r}", credential=cred_id)
-        return _info(tuple(row))
+        return _info(stored)
 
     def operator_count(self) -> int:
-        return int(
-            self.ledger.read(
-                lambda c: c.execute(
-                    "SELECT COUNT(*) FROM credentials WHERE kind = 'operator' "
-                    "AND revoked_at IS NULL"
-                ).fetchone()[0]
-            )
-        )
+        return self.ledger.read(lambda tx: tx.count_live_operators())
 
     def unresolved_jobs(self, owner_id: str) -> int:
-        return int(
-            self.ledger.read(
-                lambda c: c.execute(
-                    "SELECT COUNT(*) FROM jobs WHERE owner_id = ? AND state NOT IN (?, ?, ?)",
-                    (owner_id, *_UNRESOLVED),
-                ).fetchone()[0]
-            )
-        )
+        """The owner's jobs that are not undone, rejected or invalidated."""
+        return self.ledger.read(lambda tx: tx.count_unfinished(owner_id))
 
     # -- revoke ----------------------------------------------------------------------
 
@@ -444,25 +403,14 @@ class Keyring:
             )
         now = self._clock()
 
-        def commit(c: sqlite3.Connection) -> tuple[str, ...]:
+        def commit(tx: Transaction) -> tuple[str, ...]:
             cascade: list[str] = []
             if info.kind == "operator":
-                cascade = [
-                    r[0]
-                    for r in c.execute(
-                        "SELECT id FROM credentials WHERE kind = 'agent' AND owner_id = ? "
-                        "AND revoked_at IS NULL ORDER BY id",
-                        (cred_id,),
-                    )
-                ]
+                cascade = tx.live_agent_tokens(cred_id)
             for target in (cred_id, *cascade):
                 reason = "revoked" if target == cred_id else f"its owner {cred_id} was revoked"
-                c.execute(
-                    "UPDATE credentials SET revoked_at = ?, revoked_reason = ? WHERE id = ?",
-                    (now, reason, target),
-                )
-                Ledger.add_event(
-                    c,
+                tx.revoke_credential(target, at=now, reason=reason)
+                tx.add_event(
                     job_id=None,
                     actor=actor,
                     access_path="admin",

@@ -4,7 +4,6 @@ hand the writes to the dispatch loop (accept-observed goes to ``reconcile``)."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 from ..adapters import Side, Snapshot, adapter_for
@@ -27,7 +26,6 @@ from ..jobs import (
     Operation,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Ledger
 from .context import Context, hash_token
 from .dispatch import Dispatch, PlannedWrite
 from .preview import targets_for
@@ -57,11 +55,11 @@ def confirm_preview(
     """
     job = gw.get_job(actor.owner_id, job_id)
     token_hash = hash_token(preview_token)
-    stored = gw.ledger.read(lambda c: Ledger.load_preview(c, token_hash))
+    stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
     if stored is None or stored.job_id != job.id:
         raise NotFound("unknown preview token for this job; preview again", job=job.id)
     if stored.consumed_at is not None:
-        latest = gw.ledger.read(lambda c: Ledger.latest_consumed_seq(c, job.id))
+        latest = gw.ledger.read(lambda tx: tx.latest_consumed_seq(job.id))
         if not dry_run and stored.op_seq == latest:
             return Confirmation(job=job, repeated=True)
         raise PreviewUsed(
@@ -163,22 +161,14 @@ def _confirm_checked(
 def _check_attempts(gw: Context, job_id: str) -> None:
     limit = gw.config.limits.max_confirm_attempts
 
-    def q(c: sqlite3.Connection) -> None:
-        row = c.execute("SELECT confirm_attempts FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if row[0] >= limit:
-            raise LimitReached(
-                f"this job reached its limit of {limit} confirmation attempts",
-                limit="max_confirm_attempts",
-                job=job_id,
-            )
-
-    gw.ledger.read(q)
+    if gw.ledger.read(lambda tx: tx.confirm_attempts(job_id)) >= limit:
+        raise LimitReached(
+            f"this job reached its limit of {limit} confirmation attempts",
+            limit="max_confirm_attempts",
+            job=job_id,
+        )
 
 
 def _count_attempt(gw: Context, job_id: str) -> None:
     """A refused attempt still counts (a successful one counts in its first commit)."""
-    gw.ledger.write(
-        lambda c: c.execute(
-            "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job_id,)
-        )
-    )
+    gw.ledger.write(lambda tx: tx.count_confirm_attempt(job_id))

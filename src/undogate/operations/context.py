@@ -13,7 +13,7 @@ from ..adapters import Remote
 from ..config import Config, Resource
 from ..errors import NotFound
 from ..jobs import Job, Operation
-from ..ledger import Ledger
+from ..ledger import Store
 from ..net import RemoteHTTP
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
@@ -28,7 +28,7 @@ class Context:
     """The gateway's parts, as the operations use them."""
 
     config: Config
-    ledger: Ledger
+    ledger: Store
     http: RemoteHTTP
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     clock: Callable[[], float] = time.time

@@ -10,7 +10,6 @@ request and each outcome after it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -30,7 +29,7 @@ from ..jobs import (
     state_after_undo,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Ledger
+from ..ledger import Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from .overlaps import check_overlaps
 
@@ -56,7 +55,7 @@ class PlannedWrite:
 class Dispatch:
     """The writes of one confirmed apply or undo, run in order until one does not land."""
 
-    ledger: Ledger
+    ledger: Store
     remote: Remote
     actor_label: str
     access_path: str
@@ -135,11 +134,10 @@ class Dispatch:
                 **exc.details,
             ) from exc
 
-    # -- ledger rows (each called inside Ledger.write) ----------------------------------
+    # -- ledger rows (each called inside Store.write) -----------------------------------
 
-    def _event(self, c: sqlite3.Connection, operation: str, **kw: str | JsonObject | None) -> None:
-        Ledger.add_event(
-            c,
+    def _event(self, tx: Transaction, operation: str, **kw: str | JsonObject | None) -> None:
+        tx.add_event(
             job_id=self.job.id,
             actor=self.actor_label,
             access_path=self.access_path,
@@ -147,30 +145,25 @@ class Dispatch:
             **kw,  # type: ignore[arg-type]
         )
 
-    def _intent_rows(self, c: sqlite3.Connection, planned: PlannedWrite) -> int:
+    def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> int:
         # Checked again here, in the transaction that records the intent: another job may
         # have gone uncertain, started a write or applied since this confirm planned.
-        check_overlaps(c, self.job, [planned.change], self.operation)
+        check_overlaps(tx, self.job, [planned.change], self.operation)
         if not self.started:
-            Ledger.consume_preview(c, self.token_hash, self.job.id, self.job.state.value)
-            c.execute(
-                "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?",
-                (self.job.id,),
-            )
-            Ledger.set_job_state(
-                c,
+            tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)
+            tx.count_confirm_attempt(self.job.id)
+            tx.set_job_state(
                 self.job.id,
                 self.running,
                 undo_started=True if self.operation is Operation.UNDO else None,
             )
             self._event(
-                c,
+                tx,
                 f"confirm_{self.operation.value}",
                 from_state=self.job.state.value,
                 to_state=self.running.value,
             )
-        return Ledger.begin_action(
-            c,
+        return tx.begin_action(
             job_id=self.job.id,
             change_idx=planned.change.index,
             operation=self.operation,
@@ -181,15 +174,14 @@ class Dispatch:
 
     def _outcome_rows(
         self,
-        c: sqlite3.Connection,
+        tx: Transaction,
         change: Change,
         action_id: int,
         outcome: Outcome,
         finish: bool,
     ) -> None:
         new_state = change_state_after(self.operation, outcome.status, change)
-        Ledger.finish_action(
-            c,
+        tx.finish_action(
             action_id,
             outcome.status,
             response_status=outcome.response_status,
@@ -198,16 +190,15 @@ class Dispatch:
             detail=outcome.detail,
         )
         applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
-        Ledger.set_change_state(
-            c,
+        tx.set_change_state(
             self.job.id,
             change.index,
             new_state,
             applied_etag=outcome.result_etag if applied else None,
-            applied_seq=Ledger.next_seq(c) if applied else None,
+            applied_seq=tx.next_seq() if applied else None,
         )
         self._event(
-            c,
+            tx,
             f"{self.operation.value}_{outcome.status.value}",
             target=change.resource_id,
             from_state=change.state.value,
@@ -216,18 +207,18 @@ class Dispatch:
         )
         self.states[change.index] = new_state
         if finish:
-            self._finish_rows(c)
+            self._finish_rows(tx)
 
-    def _stop_rows(self, c: sqlite3.Connection, change: Change, exc: UndogateError) -> None:
+    def _stop_rows(self, tx: Transaction, change: Change, exc: UndogateError) -> None:
         self._event(
-            c,
+            tx,
             "dispatch_stopped",
             target=change.resource_id,
             detail={"code": exc.code, "message": exc.message},
         )
-        self._finish_rows(c)
+        self._finish_rows(tx)
 
-    def _finish_rows(self, c: sqlite3.Connection) -> None:
+    def _finish_rows(self, tx: Transaction) -> None:
         ordered = [self.states[ch.index] for ch in self.job.changes]
         final = (
             state_after_apply(ordered)
@@ -236,9 +227,12 @@ class Dispatch:
         )
         event = "finish_apply" if self.operation is Operation.APPLY else "finish_undo"
         check_transition(event, self.running, final)
-        Ledger.set_job_state(c, self.job.id, final)
+        tx.set_job_state(self.job.id, final)
         self._event(
-            c, f"finish_{self.operation.value}", from_state=self.running.value, to_state=final.value
+            tx,
+            f"finish_{self.operation.value}",
+            from_state=self.running.value,
+            to_state=final.value,
         )
 
     # -- the wire ---------------------------------------------------------------------------

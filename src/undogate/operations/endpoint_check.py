@@ -26,9 +26,7 @@ row and one event per check.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,7 +36,7 @@ from ..adapters import Evidence, Remote, adapter_for
 from ..config import Config, Resource, load_config
 from ..errors import Conflict, InvalidRequest, LedgerInUse, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from ..ledger import Ledger
+from ..ledger import Ledger, Store, Transaction
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
 from ..urls import normalised_url
@@ -104,7 +102,7 @@ def _only_check_of(copy_id: str) -> Iterator[None]:
 
 def check_endpoint(
     config: Config,
-    ledger: Ledger,
+    ledger: Store,
     http: RemoteHTTP,
     test_copy_id: str,
     environ: Mapping[str, str],
@@ -143,8 +141,7 @@ def check_endpoint(
     )
     with _only_check_of(copy.id):
         ledger.write(
-            lambda c: Ledger.add_event(
-                c,
+            lambda tx: tx.add_event(
                 job_id=None,
                 actor=actor,
                 access_path=access_path,
@@ -196,7 +193,7 @@ def _run(probe: CopyProbe, production: Resource) -> list[Step]:
 
 
 def _record(
-    ledger: Ledger,
+    ledger: Store,
     production: Resource,
     copy: Resource,
     passed: bool,
@@ -210,23 +207,16 @@ def _record(
     ]
     evidence = dumps({"kind": copy.kind, "steps": steps_json}, sort_keys=False)
 
-    def write(c: sqlite3.Connection) -> int:
-        cur = c.execute(
-            "INSERT INTO endpoint_checks(resource_id, test_copy_id, production_fingerprint, "
-            "test_copy_fingerprint, at, passed, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                production.id,
-                copy.id,
-                production.fingerprint,
-                copy.fingerprint,
-                time.time(),
-                int(passed),
-                evidence,
-            ),
+    def write(tx: Transaction) -> int:
+        check_id = tx.record_endpoint_check(
+            resource_id=production.id,
+            test_copy_id=copy.id,
+            production_fingerprint=production.fingerprint,
+            test_copy_fingerprint=copy.fingerprint,
+            passed=passed,
+            evidence=evidence,
         )
-        check_id = int(cur.lastrowid or 0)
-        Ledger.add_event(
-            c,
+        tx.add_event(
             job_id=None,
             actor=actor,
             access_path=access_path,
@@ -240,18 +230,9 @@ def _record(
     return CheckResult(check_id, production.id, copy.id, passed, tuple(steps))
 
 
-def latest_verification(ledger: Ledger, resource: Resource) -> bool:
+def latest_verification(ledger: Store, resource: Resource) -> bool:
     """True when the latest check of ``resource`` under its current identity passed."""
-
-    def q(c: sqlite3.Connection) -> bool:
-        row = c.execute(
-            "SELECT passed FROM endpoint_checks WHERE resource_id = ? "
-            "AND production_fingerprint = ? ORDER BY id DESC LIMIT 1",
-            (resource.id, resource.fingerprint),
-        ).fetchone()
-        return bool(row and row[0])
-
-    return ledger.read(q)
+    return ledger.read(lambda tx: tx.latest_check_passed(resource.id, resource.fingerprint))
 
 
 def result_view(result: CheckResult) -> JsonObject:

@@ -9,14 +9,13 @@ transaction, so no write starts on a field that another job holds at that very m
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
 from ..adapters import adapter_for
 from ..errors import LaterJobOverlaps, Quarantined
 from ..jobs import Change, ChangeState, Job, Operation
-from ..ledger import Ledger, OpenChange
+from ..ledger import OpenChange, Reader
 
 # {"change", "resource", "code", "message"} plus the job in the way (engine data: the
 # surfaces render it as JSON).
@@ -24,7 +23,7 @@ Blocker = dict[str, Any]
 
 
 def find_blockers(
-    c: sqlite3.Connection, job: Job, targets: Sequence[Change], operation: Operation
+    tx: Reader, job: Job, targets: Sequence[Change], operation: Operation
 ) -> list[Blocker]:
     """One blocker per blocked change, in the shape every blocked preview carries:
     ``{"change", "resource", "code", "message"}`` plus the job in the way
@@ -33,7 +32,7 @@ def find_blockers(
     for change in targets:
         candidates = [
             b
-            for other in Ledger.open_changes(c, change.resource_id, job.id)
+            for other in tx.open_changes(change.resource_id, job.id)
             if (b := _blocker(change, other, operation)) is not None
         ]
         if candidates:
@@ -42,12 +41,10 @@ def find_blockers(
     return found
 
 
-def check_overlaps(
-    c: sqlite3.Connection, job: Job, targets: Sequence[Change], operation: Operation
-) -> None:
+def check_overlaps(tx: Reader, job: Job, targets: Sequence[Change], operation: Operation) -> None:
     """Raises: Quarantined or LaterJobOverlaps for the first blocked change; its details
     list every blocked change under ``blockers``."""
-    found = find_blockers(c, job, targets, operation)
+    found = find_blockers(tx, job, targets, operation)
     if not found:
         return
     first = found[0]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import secrets
-import sqlite3
 
 from ..adapters import Snapshot, adapter_for
 from ..config import Resource
@@ -28,7 +27,7 @@ from ..jobs import (
     PrepareRequest,
 )
 from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
-from ..ledger import Ledger
+from ..ledger import EarlierJob, Reader, Transaction
 from .context import Context
 from .dispatch import change_diff
 
@@ -115,17 +114,16 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
         changes=tuple(changes),
     )
 
-    def commit(c: sqlite3.Connection) -> Prepared:
+    def commit(tx: Transaction) -> Prepared:
         if request.idempotency_key is not None:
             # A concurrent duplicate may have committed while we were reading.
-            earlier = _find_idempotent_in(c, actor.owner_id, agent_id, request.idempotency_key)
+            earlier = tx.find_idempotent(actor.owner_id, agent_id, request.idempotency_key)
             if earlier is not None:
                 return _replay(gw, earlier, digest)
-        gw.quotas.check_unresolved(c, actor.owner_id, agent_id)
-        _check_capacity_in(gw, c, payload)
-        Ledger.insert_job(c, job, digest, payload)
-        Ledger.add_event(
-            c,
+        gw.quotas.check_unresolved(tx, actor.owner_id, agent_id)
+        _check_capacity_in(gw, tx, payload)
+        tx.insert_job(job, digest, payload)
+        tx.add_event(
             job_id=job.id,
             actor=actor.label,
             access_path=actor.access_path,
@@ -139,24 +137,11 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     return gw.ledger.write(commit)
 
 
-def _find_idempotent(
-    gw: Context, owner_id: str, agent_id: str, key: str
-) -> tuple[str, str, float] | None:
-    return gw.ledger.read(lambda c: _find_idempotent_in(c, owner_id, agent_id, key))
+def _find_idempotent(gw: Context, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:
+    return gw.ledger.read(lambda tx: tx.find_idempotent(owner_id, agent_id, key))
 
 
-def _find_idempotent_in(
-    c: sqlite3.Connection, owner_id: str, agent_id: str, key: str
-) -> tuple[str, str, float] | None:
-    row = c.execute(
-        "SELECT id, request_digest, created_at FROM jobs WHERE owner_id = ? "
-        "AND agent_id = ? AND idempotency_key = ? ORDER BY seq DESC LIMIT 1",
-        (owner_id, agent_id, key),
-    ).fetchone()
-    return (row[0], row[1], row[2]) if row else None
-
-
-def _replay(gw: Context, earlier: tuple[str, str, float], digest: str) -> Prepared:
+def _replay(gw: Context, earlier: EarlierJob, digest: str) -> Prepared:
     job_id, earlier_digest, created_at = earlier
     days = gw.config.limits.idempotency_days
     if created_at < gw.clock() - days * 86400:
@@ -178,24 +163,20 @@ def _replay(gw: Context, earlier: tuple[str, str, float], digest: str) -> Prepar
 
 
 def _check_capacity(gw: Context, payload: int) -> None:
-    gw.ledger.read(lambda c: _check_capacity_in(gw, c, payload))
+    gw.ledger.read(lambda tx: _check_capacity_in(gw, tx, payload))
 
 
-def _check_capacity_in(gw: Context, c: sqlite3.Connection, payload: int) -> None:
+def _check_capacity_in(gw: Context, tx: Reader, payload: int) -> None:
     limits = gw.config.limits
-    counts = dict(
-        c.execute(
-            "SELECT key, value FROM meta WHERE key IN (?, ?)", ("job_count", "payload_bytes")
-        ).fetchall()
-    )
-    if int(counts.get("job_count", 0)) >= limits.max_jobs:
+    usage = tx.usage()
+    if usage.jobs >= limits.max_jobs:
         raise LimitReached(
             f"the ledger holds {limits.max_jobs} jobs, its limit; no new job can be "
             "prepared (history is never deleted: raise limits.max_jobs or start a new "
             "ledger)",
             limit="max_jobs",
         )
-    if int(counts.get("payload_bytes", 0)) + payload > limits.max_receipt_bytes:
+    if usage.payload_bytes + payload > limits.max_receipt_bytes:
         raise LimitReached(
             "the ledger's receipt payload limit is reached; no new job can be prepared",
             limit="max_receipt_bytes",

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sqlite3
 from typing import Any
 
 from ..adapters import Adapter, Side, Snapshot, adapter_for
@@ -27,7 +26,7 @@ from ..jobs import (
     require_start,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Ledger
+from ..ledger import Transaction
 from .context import Context, hash_token
 from .overlaps import check_overlaps
 
@@ -81,17 +80,15 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
         token_hash = hash_token(token)
         exp = expires_at
 
-        def commit(c: sqlite3.Connection) -> None:
-            Ledger.insert_preview(
-                c,
+        def commit(tx: Transaction) -> None:
+            tx.insert_preview(
                 token_hash=token_hash,
                 job_id=job.id,
                 operation=operation,
                 expires_at=exp,
                 snapshot=snapshot,
             )
-            Ledger.add_event(
-                c,
+            tx.add_event(
                 job_id=job.id,
                 actor=actor.label,
                 access_path=actor.access_path,
@@ -148,7 +145,7 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
                 resource=change.resource_id,
             )
     if operation is not Operation.ACCEPT_OBSERVED:
-        gw.ledger.read(lambda c: check_overlaps(c, job, targets, operation))
+        gw.ledger.read(lambda tx: check_overlaps(tx, job, targets, operation))
     return targets
 
 

@@ -20,7 +20,6 @@ nothing and is never refused by either.
 from __future__ import annotations
 
 import math
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -28,18 +27,7 @@ from dataclasses import dataclass
 
 from ..config import Limits
 from ..errors import QuotaExceeded, RateLimited
-from ..jobs import UNRESOLVED_STATES
-from ..ledger import Ledger
-
-# Spelled exactly as the partial index ``jobs_unresolved`` (ledger migration 6) spells
-# it: SQLite uses a partial index only for a query that repeats its WHERE term. Each
-# count stops at the quota (the last ``?``), so even a ledger that held more unresolved
-# jobs before a quota was set costs at most that many index entries. Built from enum
-# constants only, never from input.
-_UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES) + ")"
-_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?)"
-COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
-COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
+from ..ledger import Reader, Store
 
 
 @dataclass
@@ -100,17 +88,17 @@ class PrepareQuotas:
         self.limits = limits
         self.rate = PrepareRate(limits.max_prepares_per_minute, limits.prepare_burst, clock)
 
-    def admit(self, ledger: Ledger, owner_id: str, agent_id: str) -> None:
+    def admit(self, ledger: Store, owner_id: str, agent_id: str) -> None:
         """Before any remote read: refuse an agent at a quota (as of the last commit) or
         over its rate. ``check_unresolved`` in the insert's transaction is the binding one.
 
         Raises:
             QuotaExceeded, RateLimited.
         """
-        ledger.read(lambda c: self.check_unresolved(c, owner_id, agent_id))
+        ledger.read(lambda tx: self.check_unresolved(tx, owner_id, agent_id))
         self.rate.take(owner_id, agent_id)
 
-    def check_unresolved(self, c: sqlite3.Connection, owner_id: str, agent_id: str) -> None:
+    def check_unresolved(self, tx: Reader, owner_id: str, agent_id: str) -> None:
         """Refuse a new job when the agent's or the owner's unresolved jobs fill a quota.
         Call it inside the write that inserts the job, so nothing can slip in between.
 
@@ -118,7 +106,7 @@ class PrepareQuotas:
             QuotaExceeded: naming the quota (``limit``) and its size (``maximum``).
         """
         per_agent = self.limits.max_unresolved_jobs_per_agent
-        if c.execute(COUNT_AGENT_SQL, (owner_id, agent_id, per_agent)).fetchone()[0] >= per_agent:
+        if tx.count_unresolved(owner_id, agent_id, stop_at=per_agent) >= per_agent:
             raise QuotaExceeded(
                 f"agent {agent_id!r} already holds {per_agent} unresolved jobs, its quota; "
                 "nothing was prepared. A person has to review its jobs (apply or reject "
@@ -127,7 +115,7 @@ class PrepareQuotas:
                 maximum=per_agent,
             )
         per_owner = self.limits.max_unresolved_jobs_per_owner
-        if c.execute(COUNT_OWNER_SQL, (owner_id, per_owner)).fetchone()[0] >= per_owner:
+        if tx.count_unresolved(owner_id, None, stop_at=per_owner) >= per_owner:
             raise QuotaExceeded(
                 f"the owner's agents together already hold {per_owner} unresolved jobs, the "
                 "owner's quota; nothing was prepared. A person has to review jobs (apply or "

@@ -4,7 +4,6 @@ proof that a request ran), writes nothing externally, lifts the quarantine."""
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 from ..adapters import Snapshot, adapter_for
 from ..errors import (
@@ -22,7 +21,7 @@ from ..jobs import (
     check_transition,
     state_after_settling,
 )
-from ..ledger import Ledger
+from ..ledger import Transaction
 from .context import Context
 from .preview import observe
 
@@ -70,24 +69,22 @@ def accept_observed(
         if a.status in (ActionStatus.UNCERTAIN, ActionStatus.DISPATCHING)
     }
 
-    def commit(c: sqlite3.Connection) -> None:
-        Ledger.consume_preview(c, token_hash, job.id, job.state.value)
-        c.execute("UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job.id,))
+    def commit(tx: Transaction) -> None:
+        tx.claim_preview(token_hash, job.id, job.state.value)
+        tx.count_confirm_attempt(job.id)
         for change, observation, snap in decisions:
             action_id = uncertain.get(change.index)
             if action_id is not None:
-                Ledger.finish_action(c, action_id, ActionStatus.ACCEPTED, observation=observation)
+                tx.finish_action(action_id, ActionStatus.ACCEPTED, observation=observation)
             new_state = states[change.index]
-            Ledger.set_change_state(
-                c,
+            tx.set_change_state(
                 job.id,
                 change.index,
                 new_state,
                 applied_etag=snap.etag.header if new_state is ChangeState.APPLIED else None,
-                applied_seq=Ledger.next_seq(c) if new_state is ChangeState.APPLIED else None,
+                applied_seq=tx.next_seq() if new_state is ChangeState.APPLIED else None,
             )
-            Ledger.add_event(
-                c,
+            tx.add_event(
                 job_id=job.id,
                 actor=actor.label,
                 access_path=actor.access_path,
@@ -101,9 +98,8 @@ def accept_observed(
                     "that the request ran",
                 },
             )
-        Ledger.set_job_state(c, job.id, final)
-        Ledger.add_event(
-            c,
+        tx.set_job_state(job.id, final)
+        tx.add_event(
             job_id=job.id,
             actor=actor.label,
             access_path=actor.access_path,

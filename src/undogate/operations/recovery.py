@@ -10,7 +10,6 @@ through indexes of exactly those rows, never every job.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
@@ -25,19 +24,11 @@ from ..jobs import (
     state_after_apply,
     state_after_undo,
 )
-from ..ledger import Ledger
+from ..ledger import Store, Transaction
 
 log = logging.getLogger(__name__)
 
 SYSTEM_LABEL = "system:undogate"
-
-# Each of these is served by a partial index (actions_in_flight, jobs_running); the
-# tests check the query plans, so start-up stays flat as the ledger grows.
-IN_FLIGHT_ACTIONS = (
-    "SELECT id, job_id, change_idx, operation FROM actions WHERE status = 'dispatching'"
-)
-RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
-
 
 # (the event's reason, the action's detail) for each way a write can be cut off.
 RESTART = (
@@ -50,19 +41,19 @@ UNRECORDED = (
 )
 
 
-def recover(ledger: Ledger, config: Config) -> dict[str, int]:
+def recover(ledger: Store, config: Config) -> dict[str, int]:
     """Run start-up recovery in one transaction; returns what it did, counted."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
 
-    def run(c: sqlite3.Connection) -> None:
-        _settle_in(c, frozenset(), RESTART, counts)
-        _invalidate_changed(c, config, counts)
+    def run(tx: Transaction) -> None:
+        _settle_in(tx, frozenset(), RESTART, counts)
+        _invalidate_changed(tx, config, counts)
 
     ledger.write(run)
     return counts
 
 
-def settle_interrupted(ledger: Ledger, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
     """In a running gateway, what start-up recovery does for a restart: every write left
     ``dispatching`` by a confirm that is no longer running (its outcome could not be
     recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is read inside
@@ -70,39 +61,37 @@ def settle_interrupted(ledger: Ledger, live_jobs: Callable[[], Collection[str]])
 
     Raises: LedgerError when the ledger still cannot record it."""
     counts = {"uncertain": 0, "settled": 0}
-    ledger.write(lambda c: _settle_in(c, frozenset(live_jobs()), UNRECORDED, counts))
+    ledger.write(lambda tx: _settle_in(tx, frozenset(live_jobs()), UNRECORDED, counts))
     return counts
 
 
 def _settle_in(
-    c: sqlite3.Connection, live: frozenset[str], cause: tuple[str, str], counts: dict[str, int]
+    tx: Transaction, live: frozenset[str], cause: tuple[str, str], counts: dict[str, int]
 ) -> None:
     reason, action_detail = cause
-    for action_id, job_id, idx, op in c.execute(IN_FLIGHT_ACTIONS).fetchall():
-        if job_id in live:
+    for action in tx.in_flight_actions():
+        if action.job_id in live:
             continue
-        Ledger.finish_action(
-            c,
-            action_id,
+        tx.finish_action(
+            action.id,
             ActionStatus.UNCERTAIN,
             detail=action_detail,
         )
-        Ledger.set_change_state(c, job_id, idx, ChangeState.UNCERTAIN)
-        Ledger.add_event(
-            c,
-            job_id=job_id,
+        tx.set_change_state(action.job_id, action.change_index, ChangeState.UNCERTAIN)
+        tx.add_event(
+            job_id=action.job_id,
             actor=SYSTEM_LABEL,
             access_path="system",
-            operation=f"{op}_uncertain",
-            target=str(idx),
+            operation=f"{action.operation.value}_uncertain",
+            target=str(action.change_index),
             to_state=ChangeState.UNCERTAIN.value,
             detail={"reason": reason},
         )
         counts["uncertain"] += 1
-    for (job_id,) in c.execute(RUNNING_JOBS).fetchall():
+    for job_id in tx.running_jobs():
         if job_id in live:
             continue
-        job = Ledger.load_job_in(c, job_id, with_actions=False)
+        job = tx.load_job(job_id, with_actions=False)
         assert job is not None
         states = [ch.state for ch in job.changes]
         if job.state is JobState.APPLYING:
@@ -114,9 +103,8 @@ def _settle_in(
             if final is JobState.APPLIED and any(s is ChangeState.PENDING for s in states):
                 final = JobState.PARTIALLY_APPLIED
         check_transition("crash_recovered", job.state, final)
-        Ledger.set_job_state(c, job_id, final)
-        Ledger.add_event(
-            c,
+        tx.set_job_state(job_id, final)
+        tx.add_event(
             job_id=job_id,
             actor=SYSTEM_LABEL,
             access_path="system",
@@ -127,22 +115,16 @@ def _settle_in(
         counts["settled"] += 1
 
 
-def _invalidate_changed(c: sqlite3.Connection, config: Config, counts: dict[str, int]) -> None:
-    known = dict(c.execute("SELECT resource_id, fingerprint FROM resource_identities"))
+def _invalidate_changed(tx: Transaction, config: Config, counts: dict[str, int]) -> None:
+    known = tx.resource_identities()
     current = {r.id: r.fingerprint for r in config.resources}
     changed = [rid for rid, fp in known.items() if current.get(rid) != fp]
     for rid in changed:
-        for job_id, from_state in c.execute(
-            "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "
-            "WHERE ch.resource_id = ? AND ch.fingerprint != ? "
-            "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
-            (rid, current.get(rid, "")),
-        ).fetchall():
-            if from_state == JobState.NEEDS_REVIEW.value:
+        for job_id, from_state in tx.unfinished_jobs_on(rid, current.get(rid, "")):
+            if from_state is JobState.NEEDS_REVIEW:
                 # An uncertain write keeps its quarantine until a person reconciles it,
                 # under the configuration it was made with.
-                Ledger.add_event(
-                    c,
+                tx.add_event(
                     job_id=job_id,
                     actor=SYSTEM_LABEL,
                     access_path="system",
@@ -161,25 +143,20 @@ def _invalidate_changed(c: sqlite3.Connection, config: Config, counts: dict[str,
                 if rid in current
                 else f"resource {rid!r} was removed from the config"
             )
-            check_transition("invalidate", JobState(from_state), JobState.INVALIDATED)
-            Ledger.set_job_state(c, job_id, JobState.INVALIDATED, invalidated_reason=reason)
-            Ledger.add_event(
-                c,
+            check_transition("invalidate", from_state, JobState.INVALIDATED)
+            tx.set_job_state(job_id, JobState.INVALIDATED, invalidated_reason=reason)
+            tx.add_event(
                 job_id=job_id,
                 actor=SYSTEM_LABEL,
                 access_path="system",
                 operation="invalidate",
                 target=rid,
-                from_state=from_state,
+                from_state=from_state.value,
                 to_state=JobState.INVALIDATED.value,
                 detail={"reason": reason},
             )
             counts["invalidated"] += 1
-    c.execute("DELETE FROM resource_identities")
-    c.executemany(
-        "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?)",
-        list(current.items()),
-    )
+    tx.replace_resource_identities(current)
 
 
 class LiveDispatches:
@@ -188,7 +165,7 @@ class LiveDispatches:
     is settled the ledger shows a write ``dispatching`` that nobody runs; it holds its
     fields like a quarantine meanwhile, and ``settle`` turns it into ``uncertain``."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    def __init__(self, ledger: Store) -> None:
         self._ledger = ledger
         self._lock = threading.Lock()
         self._jobs: set[str] = set()

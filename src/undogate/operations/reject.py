@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 
 from ..jobs import (
     Actor,
@@ -11,7 +10,7 @@ from ..jobs import (
     JobState,
     check_transition,
 )
-from ..ledger import Ledger
+from ..ledger import Transaction
 from .context import Context
 
 log = logging.getLogger(__name__)
@@ -22,13 +21,12 @@ def reject_job(gw: Context, actor: Actor, job_id: str) -> Job:
     job = gw.get_job(actor.owner_id, job_id)
     check_transition("reject", job.state, JobState.REJECTED)
 
-    def commit(c: sqlite3.Connection) -> None:
-        current = Ledger.load_job_in(c, job_id, with_actions=False)
+    def commit(tx: Transaction) -> None:
+        current = tx.load_job(job_id, with_actions=False)
         assert current is not None
         check_transition("reject", current.state, JobState.REJECTED)
-        Ledger.set_job_state(c, job_id, JobState.REJECTED)
-        Ledger.add_event(
-            c,
+        tx.set_job_state(job_id, JobState.REJECTED)
+        tx.add_event(
             job_id=job_id,
             actor=actor.label,
             access_path=actor.access_path,

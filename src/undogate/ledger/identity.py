@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import InvalidRequest, LedgerDamaged, LedgerError, LedgerForeign, LedgerMissing
+from ..errors import InvalidRequest, LedgerDamaged, LedgerError, LedgerForeign, LedgerMissing
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,53 @@
+"""The ledger: every job, change, action, preview, event and credential, and the one door
+to them. Only this package knows SQL or a database driver.
+
+- ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
+  its ``read`` and ``write`` hand to a caller's function); no SQL in it.
+- ``records``: the plain values the verbs return.
+- ``sqlite``: the SQLite engine (``SQLiteStore``), with its verbs in ``sqlite_jobs``
+  and ``sqlite_admin`` and its schema in ``migrations``.
+- ``identity``: which ledger a data dir holds, and whether it is whole.
+- ``backup``: a consistent copy of a SQLite ledger file, and its restore.
+
+Callers import from here: ``Ledger.open(data_dir)`` opens the SQLite ledger of a data
+dir; code that only uses a ledger takes a ``Store``.
+"""
+
+from __future__ import annotations
+
+from .migrations import SCHEMA_VERSION
+from .records import (
+    EarlierJob,
+    Event,
+    InFlightAction,
+    LedgerUsage,
+    OpenChange,
+    StoredCredential,
+    StoredPreview,
+    UnfinishedJob,
+)
+from .sqlite import DB_NAME, LOCK_NAME, SQLiteStore, take_lock
+from .store import Reader, Store, Transaction
+
+#: The default engine, under the name every caller knows: ``Ledger.open(data_dir)``.
+Ledger = SQLiteStore
+
+__all__ = [
+    "DB_NAME",
+    "LOCK_NAME",
+    "SCHEMA_VERSION",
+    "EarlierJob",
+    "Event",
+    "InFlightAction",
+    "Ledger",
+    "LedgerUsage",
+    "OpenChange",
+    "Reader",
+    "SQLiteStore",
+    "Store",
+    "StoredCredential",
+    "StoredPreview",
+    "Transaction",
+    "UnfinishedJob",
+    "take_lock",
+]

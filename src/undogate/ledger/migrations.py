@@ -1,0 +1,246 @@
+"""The SQLite engine's schema, as the migrations that build it, oldest first.
+
+A ledger's ``PRAGMA user_version`` is the number of migrations it has run. Each runs in
+its own ``BEGIN IMMEDIATE`` transaction with its version bump, so a crash leaves a
+ledger at one version or the next, never between. Migrations are only ever appended.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ..errors import LedgerError
+
+_MIGRATIONS: list[str] = [
+    # 1: the first schema.
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE jobs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        owner_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        summary TEXT NOT NULL,
+        attribution_label TEXT,
+        idempotency_key TEXT,
+        request_digest TEXT NOT NULL,
+        state TEXT NOT NULL,
+        undo_started INTEGER NOT NULL DEFAULT 0,
+        invalidated_reason TEXT,
+        confirm_attempts INTEGER NOT NULL DEFAULT 0,
+        payload_bytes INTEGER NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE UNIQUE INDEX jobs_idempotency ON jobs(owner_id, agent_id, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX jobs_by_agent ON jobs(owner_id, agent_id, seq DESC);
+    CREATE INDEX jobs_unfinished ON jobs(state)
+        WHERE state NOT IN ('undone', 'rejected', 'invalidated');
+    CREATE TABLE changes (
+        job_id TEXT NOT NULL REFERENCES jobs(id),
+        idx INTEGER NOT NULL,
+        resource_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        fields TEXT NOT NULL,
+        before_json TEXT,
+        after_json TEXT,
+        before_text TEXT,
+        after_text TEXT,
+        media_type TEXT NOT NULL,
+        prepared_etag TEXT NOT NULL,
+        assertion_kind TEXT,
+        state TEXT NOT NULL,
+        applied_etag TEXT,
+        applied_seq INTEGER,
+        PRIMARY KEY (job_id, idx)
+    );
+    CREATE INDEX changes_live ON changes(resource_id, state)
+        WHERE state IN ('applied', 'uncertain');
+    CREATE TABLE actions (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT NOT NULL REFERENCES jobs(id),
+        change_idx INTEGER NOT NULL,
+        operation TEXT NOT NULL,
+        status TEXT NOT NULL,
+        method TEXT NOT NULL,
+        url TEXT NOT NULL,
+        if_match TEXT,
+        response_status INTEGER,
+        result_etag TEXT,
+        address TEXT,
+        detail TEXT,
+        observation TEXT,
+        started_at REAL NOT NULL,
+        finished_at REAL,
+        FOREIGN KEY (job_id, change_idx) REFERENCES changes(job_id, idx)
+    );
+    CREATE INDEX actions_by_job ON actions(job_id, id);
+    CREATE INDEX actions_in_flight ON actions(status) WHERE status = 'dispatching';
+    CREATE TABLE previews (
+        token_hash TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL REFERENCES jobs(id),
+        operation TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        consumed_at REAL,
+        op_seq INTEGER,
+        snapshot TEXT NOT NULL,
+        receipt_seq INTEGER
+    );
+    CREATE INDEX previews_by_job ON previews(job_id, consumed_at);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        job_id TEXT,
+        at REAL NOT NULL,
+        actor TEXT NOT NULL,
+        access_path TEXT NOT NULL,
+        operation TEXT NOT NULL,
+        target TEXT,
+        from_state TEXT,
+        to_state TEXT,
+        detail TEXT
+    );
+    CREATE INDEX events_by_job ON events(job_id, id);
+    CREATE TABLE resource_identities (
+        resource_id TEXT PRIMARY KEY,
+        fingerprint TEXT NOT NULL
+    );
+    CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE TRIGGER events_append_only_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+    CREATE TRIGGER jobs_never_deleted BEFORE DELETE ON jobs
+        BEGIN SELECT RAISE(ABORT, 'jobs are never deleted'); END;
+    CREATE TRIGGER changes_never_deleted BEFORE DELETE ON changes
+        BEGIN SELECT RAISE(ABORT, 'changes are never deleted'); END;
+    CREATE TRIGGER actions_never_deleted BEFORE DELETE ON actions
+        BEGIN SELECT RAISE(ABORT, 'actions are never deleted'); END;
+    INSERT INTO meta(key, value) VALUES ('job_count', '0'), ('payload_bytes', '0');
+    """,
+    # 2: credentials (operator keys = owners, agent tokens). Only hashes are stored; a
+    # credential is never deleted and never changed except to revoke it, so no scope
+    # can be widened in place (issue a new key instead).
+    """
+    CREATE TABLE credentials (
+        id TEXT PRIMARY KEY,
+        kind TEXT NOT NULL CHECK (kind IN ('operator', 'agent')),
+        owner_id TEXT NOT NULL,
+        agent_id TEXT,
+        scopes TEXT NOT NULL,
+        agents TEXT,
+        label TEXT NOT NULL,
+        key_hash TEXT NOT NULL UNIQUE,
+        created_at REAL NOT NULL,
+        revoked_at REAL,
+        revoked_reason TEXT
+    );
+    CREATE INDEX credentials_by_owner ON credentials(owner_id);
+    CREATE TRIGGER credentials_never_deleted BEFORE DELETE ON credentials
+        BEGIN SELECT RAISE(ABORT, 'credentials are never deleted'); END;
+    CREATE TRIGGER credentials_immutable BEFORE UPDATE OF
+        id, kind, owner_id, agent_id, scopes, agents, label, key_hash, created_at
+        ON credentials
+        BEGIN SELECT RAISE(ABORT, 'credentials are immutable; issue a new one'); END;
+    CREATE TRIGGER credentials_revocation_final BEFORE UPDATE ON credentials
+        WHEN OLD.revoked_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a revoked credential stays revoked'); END;
+    """,
+    # 3: start-up recovery finds running jobs through an index of exactly those states
+    # (SQLite cannot prove "IN (applying, undoing)" implies the NOT IN of jobs_unfinished,
+    # so without this it read every job).
+    """
+    CREATE INDEX jobs_running ON jobs(state) WHERE state IN ('applying', 'undoing');
+    """,
+    # 4: a preview remembers the job's last operation when it was made, so a token from
+    # before a newer operation can never run on a job that merely looks the same again.
+    """
+    ALTER TABLE previews ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0;
+    """,
+    # 5: endpoint checks on a test copy (SPEC §11): evidence only (digests, counts,
+    # statuses, outcomes; never values), append-only like events.
+    """
+    CREATE TABLE endpoint_checks (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        resource_id TEXT NOT NULL,
+        test_copy_id TEXT NOT NULL,
+        production_fingerprint TEXT NOT NULL,
+        test_copy_fingerprint TEXT NOT NULL,
+        at REAL NOT NULL,
+        passed INTEGER NOT NULL,
+        evidence TEXT NOT NULL
+    );
+    CREATE INDEX endpoint_checks_by_resource ON endpoint_checks(resource_id, id DESC);
+    CREATE TRIGGER endpoint_checks_append_only_update BEFORE UPDATE ON endpoint_checks
+        BEGIN SELECT RAISE(ABORT, 'endpoint checks are append-only'); END;
+    CREATE TRIGGER endpoint_checks_append_only_delete BEFORE DELETE ON endpoint_checks
+        BEGIN SELECT RAISE(ABORT, 'endpoint checks are append-only'); END;
+    """,
+    # 6: the per-agent and per-owner quotas count unresolved jobs (jobs.UNRESOLVED_STATES,
+    # same order) inside every prepare's write: this index holds only those, so a count
+    # reads at most one owner's unresolved jobs, never the whole history.
+    """
+    CREATE INDEX jobs_unresolved ON jobs(owner_id, agent_id, state)
+        WHERE state IN ('prepared', 'applying', 'partially_applied', 'needs_review',
+                        'undoing', 'partially_undone');
+    """,
+    # 7: a change's two sides, kind-neutral: each is NULL (the resource does not exist
+    # on that side) or the JSON text its kind's adapter defines. From the columns that
+    # flattened the two kinds: a record's side is its lossless JSON text as it was; a
+    # document's is {"text", "media_type"}.
+    """
+    ALTER TABLE changes ADD COLUMN before_side TEXT;
+    ALTER TABLE changes ADD COLUMN after_side TEXT;
+    UPDATE changes SET
+        before_side = CASE WHEN before_text IS NOT NULL
+            THEN json_object('text', before_text, 'media_type', media_type)
+            ELSE before_json END,
+        after_side = CASE WHEN after_text IS NOT NULL
+            THEN json_object('text', after_text, 'media_type', media_type)
+            ELSE after_json END;
+    ALTER TABLE changes DROP COLUMN before_json;
+    ALTER TABLE changes DROP COLUMN after_json;
+    ALTER TABLE changes DROP COLUMN before_text;
+    ALTER TABLE changes DROP COLUMN after_text;
+    """,
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+def migrate(conn: sqlite3.Connection) -> None:
+    """Run the migrations ``conn``'s ledger has not run yet.
+
+    Raises:
+        LedgerError: the ledger has a newer schema than this undogate knows.
+    """
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise LedgerError(
+            f"the ledger has schema {version}, newer than this undogate ({SCHEMA_VERSION})"
+        )
+    for number in range(version, SCHEMA_VERSION):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _split_sql(_MIGRATIONS[number]):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {number + 1}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration into statements (triggers keep their inner semicolons)."""
+    statements: list[str] = []
+    current: list[str] = []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if text.endswith(";") and sqlite3.complete_statement(text):
+            statements.append(text)
+            current = []
+    if "\n".join(current).strip():
+        statements.append("\n".join(current).strip())
+    return statements

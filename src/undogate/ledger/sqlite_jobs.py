@@ -1,0 +1,533 @@
+"""The SQLite engine's verbs on jobs, changes, actions, previews and events.
+
+These run on every prepare and confirm: each is the fewest statements its promise
+needs, and the queries that must stay flat as the ledger grows are spelled exactly as
+the partial indexes they use (the tests check their query plans).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Any
+
+from ..errors import ChangedSincePreview, PreviewUsed
+from ..jobs import (
+    ABSENT,
+    UNRESOLVED_STATES,
+    Action,
+    ActionStatus,
+    AssertionKind,
+    Change,
+    ChangeState,
+    Job,
+    JobState,
+    Observation,
+    Operation,
+    SideValue,
+)
+from ..jsonvalue import JsonObject, dumps, loads_object
+from .records import EarlierJob, Event, LedgerUsage, OpenChange, StoredPreview
+
+# Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
+# SQLite uses a partial index only for a query that repeats its WHERE term. Each count
+# stops at the quota (the last ``?``), so even a ledger that held more unresolved jobs
+# before a quota was set costs at most that many index entries. Built from enum
+# constants only, never from input.
+_UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES) + ")"
+_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?)"
+COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
+COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
+# The states a job ends in (``jobs_unfinished`` holds every other one).
+_FINISHED = ("undone", "rejected", "invalidated")
+
+
+class JobVerbs:
+    """Jobs, changes, actions, previews, events and counters, on one connection inside
+    the transaction the store opened (see ``store.Transaction``)."""
+
+    connection: sqlite3.Connection
+
+    # -- counters --------------------------------------------------------------------
+
+    def counter(self, key: str) -> int:
+        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _bump(self, key: str, by: int) -> None:
+        self.connection.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + ?",
+            (key, str(by), by),
+        )
+
+    def usage(self) -> LedgerUsage:
+        counts = dict(
+            self.connection.execute(
+                "SELECT key, value FROM meta WHERE key IN (?, ?)", ("job_count", "payload_bytes")
+            ).fetchall()
+        )
+        return LedgerUsage(
+            jobs=int(counts.get("job_count", 0)),
+            payload_bytes=int(counts.get("payload_bytes", 0)),
+        )
+
+    def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
+        if agent_id is None:
+            row = self.connection.execute(COUNT_OWNER_SQL, (owner_id, stop_at)).fetchone()
+        else:
+            row = self.connection.execute(COUNT_AGENT_SQL, (owner_id, agent_id, stop_at)).fetchone()
+        return int(row[0])
+
+    def count_unfinished(self, owner_id: str) -> int:
+        row = self.connection.execute(
+            "SELECT COUNT(*) FROM jobs WHERE owner_id = ? AND state NOT IN (?, ?, ?)",
+            (owner_id, *_FINISHED),
+        ).fetchone()
+        return int(row[0])
+
+    # -- events ----------------------------------------------------------------------
+
+    def add_event(
+        self,
+        *,
+        job_id: str | None,
+        actor: str,
+        access_path: str,
+        operation: str,
+        target: str | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        detail: JsonObject | None = None,
+    ) -> None:
+        c = self.connection
+        c.execute(
+            "INSERT INTO events(job_id, at, actor, access_path, operation, target, "
+            "from_state, to_state, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job_id,
+                time.time(),
+                actor,
+                access_path,
+                operation,
+                target,
+                from_state,
+                to_state,
+                dumps(detail) if detail is not None else None,
+            ),
+        )
+
+    def events(self, job_id: str) -> list[Event]:
+        rows = self.connection.execute(
+            "SELECT id, job_id, at, actor, access_path, operation, target, from_state, "
+            "to_state, detail FROM events WHERE job_id = ? ORDER BY id",
+            (job_id,),
+        ).fetchall()
+        return [
+            Event(*row[:9], loads_object(row[9]) if row[9] else None)  # type: ignore[call-arg]
+            for row in rows
+        ]
+
+    # -- jobs ------------------------------------------------------------------------
+
+    def insert_job(self, job: Job, request_digest: str, payload: int) -> None:
+        c = self.connection
+        c.execute(
+            "INSERT INTO jobs(id, owner_id, agent_id, summary, attribution_label, "
+            "idempotency_key, request_digest, state, undo_started, payload_bytes, "
+            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            (
+                job.id,
+                job.owner_id,
+                job.agent_id,
+                job.summary,
+                job.attribution_label,
+                job.idempotency_key,
+                request_digest,
+                job.state.value,
+                payload,
+                job.created_at,
+                job.updated_at,
+            ),
+        )
+        for ch in job.changes:
+            c.execute(_INSERT_CHANGE, (job.id, *_change_row(ch)))
+        self._bump("job_count", 1)
+        self._bump("payload_bytes", payload)
+
+    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
+        c = self.connection
+        row = c.execute(
+            "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
+            "undo_started, created_at, updated_at, invalidated_reason FROM jobs WHERE id = ?",
+            (job_id,),
+        ).fetchone()
+        if row is None:
+            return None
+        changes = tuple(_change_from_row(r) for r in c.execute(_SELECT_CHANGES, (job_id,)))
+        actions: tuple[Action, ...] = ()
+        if with_actions:
+            actions = tuple(
+                _action_from_row(r)
+                for r in c.execute(
+                    "SELECT id, job_id, change_idx, operation, status, method, url, if_match, "
+                    "response_status, result_etag, address, detail, observation, started_at, "
+                    "finished_at FROM actions WHERE job_id = ? ORDER BY id",
+                    (job_id,),
+                )
+            )
+        return Job(
+            id=row[0],
+            owner_id=row[1],
+            agent_id=row[2],
+            summary=row[3],
+            attribution_label=row[4],
+            idempotency_key=row[5],
+            state=JobState(row[6]),
+            undo_started=bool(row[7]),
+            created_at=row[8],
+            updated_at=row[9],
+            invalidated_reason=row[10],
+            changes=changes,
+            actions=actions,
+        )
+
+    def list_jobs(
+        self, owner_id: str, agent_id: str, limit: int = 100
+    ) -> list[tuple[str, str, str, float, int]]:
+        return [
+            (r[0], r[1], r[2], r[3], r[4])
+            for r in self.connection.execute(
+                "SELECT j.id, j.state, j.summary, j.created_at, "
+                "(SELECT COUNT(*) FROM changes ch WHERE ch.job_id = j.id) "
+                "FROM jobs j WHERE j.owner_id = ? AND j.agent_id = ? "
+                "ORDER BY j.seq DESC LIMIT ?",
+                (owner_id, agent_id, limit),
+            )
+        ]
+
+    def find_idempotent(self, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:
+        row = self.connection.execute(
+            "SELECT id, request_digest, created_at FROM jobs WHERE owner_id = ? "
+            "AND agent_id = ? AND idempotency_key = ? ORDER BY seq DESC LIMIT 1",
+            (owner_id, agent_id, key),
+        ).fetchone()
+        return EarlierJob(row[0], row[1], row[2]) if row else None
+
+    def confirm_attempts(self, job_id: str) -> int:
+        row = self.connection.execute(
+            "SELECT confirm_attempts FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    def count_confirm_attempt(self, job_id: str) -> None:
+        self.connection.execute(
+            "UPDATE jobs SET confirm_attempts = confirm_attempts + 1 WHERE id = ?", (job_id,)
+        )
+
+    def set_job_state(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        undo_started: bool | None = None,
+        invalidated_reason: str | None = None,
+    ) -> None:
+        c = self.connection
+        c.execute(
+            "UPDATE jobs SET state = ?, updated_at = ?, "
+            "undo_started = COALESCE(?, undo_started), "
+            "invalidated_reason = COALESCE(?, invalidated_reason) WHERE id = ?",
+            (
+                state.value,
+                time.time(),
+                None if undo_started is None else int(undo_started),
+                invalidated_reason,
+                job_id,
+            ),
+        )
+
+    def set_change_state(
+        self,
+        job_id: str,
+        index: int,
+        state: ChangeState,
+        *,
+        applied_etag: str | None = None,
+        applied_seq: int | None = None,
+    ) -> None:
+        c = self.connection
+        c.execute(
+            "UPDATE changes SET state = ?, applied_etag = COALESCE(?, applied_etag), "
+            "applied_seq = COALESCE(?, applied_seq) WHERE job_id = ? AND idx = ?",
+            (state.value, applied_etag, applied_seq, job_id, index),
+        )
+
+    def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
+        """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
+        outlives a config change). Two indexed reads: changes_live and actions_in_flight."""
+        c = self.connection
+        held = c.execute(
+            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0 FROM changes "
+            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
+            (resource_id, exclude_job),
+        ).fetchall()
+        flying = c.execute(
+            "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1 "
+            "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
+            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
+            (resource_id, exclude_job),
+        ).fetchall()
+        return [
+            OpenChange(
+                job_id=r[0],
+                kind=r[1],
+                fields=_fields_from_json(r[2]),
+                state=ChangeState(r[3]),
+                applied_seq=r[4],
+                fingerprint=r[5],
+                in_flight=bool(r[6]),
+            )
+            for r in (*flying, *held)
+        ]
+
+    # -- actions ---------------------------------------------------------------------
+
+    def begin_action(
+        self,
+        *,
+        job_id: str,
+        change_idx: int,
+        operation: Operation,
+        method: str,
+        url: str,
+        if_match: str | None,
+    ) -> int:
+        c = self.connection
+        cur = c.execute(
+            "INSERT INTO actions(job_id, change_idx, operation, status, method, url, if_match, "
+            "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job_id,
+                change_idx,
+                operation.value,
+                ActionStatus.DISPATCHING.value,
+                method,
+                url,
+                if_match,
+                time.time(),
+            ),
+        )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def finish_action(
+        self,
+        action_id: int,
+        status: ActionStatus,
+        *,
+        response_status: int | None = None,
+        result_etag: str | None = None,
+        address: str | None = None,
+        detail: str | None = None,
+        observation: Observation | None = None,
+    ) -> None:
+        c = self.connection
+        c.execute(
+            "UPDATE actions SET status = ?, response_status = COALESCE(?, response_status), "
+            "result_etag = COALESCE(?, result_etag), address = COALESCE(?, address), "
+            "detail = COALESCE(?, detail), observation = COALESCE(?, observation), "
+            "finished_at = ? WHERE id = ?",
+            (
+                status.value,
+                response_status,
+                result_etag,
+                address,
+                detail,
+                observation.value if observation else None,
+                time.time(),
+                action_id,
+            ),
+        )
+
+    # -- previews --------------------------------------------------------------------
+
+    def insert_preview(
+        self,
+        *,
+        token_hash: str,
+        job_id: str,
+        operation: Operation,
+        expires_at: float,
+        snapshot: JsonObject,
+    ) -> None:
+        c = self.connection
+        c.execute(
+            "INSERT INTO previews(token_hash, job_id, operation, created_at, expires_at, "
+            "snapshot, base_seq) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                token_hash,
+                job_id,
+                operation.value,
+                time.time(),
+                expires_at,
+                dumps(snapshot),
+                self.latest_consumed_seq(job_id) or 0,
+            ),
+        )
+
+    def load_preview(self, token_hash: str) -> StoredPreview | None:
+        c = self.connection
+        row = c.execute(
+            "SELECT token_hash, job_id, operation, created_at, expires_at, consumed_at, op_seq, "
+            "snapshot FROM previews WHERE token_hash = ?",
+            (token_hash,),
+        ).fetchone()
+        if row is None:
+            return None
+        return StoredPreview(
+            token_hash=row[0],
+            job_id=row[1],
+            operation=Operation(row[2]),
+            created_at=row[3],
+            expires_at=row[4],
+            consumed_at=row[5],
+            op_seq=row[6],
+            snapshot=loads_object(row[7]),
+        )
+
+    def latest_consumed_seq(self, job_id: str) -> int | None:
+        c = self.connection
+        row = c.execute(
+            "SELECT MAX(op_seq) FROM previews WHERE job_id = ? AND consumed_at IS NOT NULL",
+            (job_id,),
+        ).fetchone()
+        return row[0] if row and row[0] is not None else None
+
+    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> int:
+        """Consume the preview for one operation; returns its operation sequence number.
+
+        Inside the write transaction, so of two concurrent confirms exactly one wins:
+        the other finds the token spent, or the job moved on.
+
+        Raises:
+            PreviewUsed: another confirm consumed this token first, or another operation
+                ran on the job after this preview was made.
+            ChangedSincePreview: the job's state moved since this confirm read it.
+        """
+        c = self.connection
+        row = c.execute(
+            "SELECT consumed_at, base_seq FROM previews WHERE token_hash = ?", (token_hash,)
+        ).fetchone()
+        if row is None or row[0] is not None:
+            raise PreviewUsed("this preview was used by another confirm; preview again")
+        if (self.latest_consumed_seq(job_id) or 0) != row[1]:
+            raise PreviewUsed(
+                "another operation ran on this job after this preview; preview again",
+                job=job_id,
+            )
+        state = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if state is None or state[0] != expected_state:
+            raise ChangedSincePreview(
+                "the job moved on while this confirm was checking it; nothing was written. "
+                "Preview again",
+                job=job_id,
+            )
+        seq = self.next_seq()
+        c.execute(
+            "UPDATE previews SET consumed_at = ?, op_seq = ? WHERE token_hash = ?",
+            (time.time(), seq, token_hash),
+        )
+        return seq
+
+    def next_seq(self) -> int:
+        c = self.connection
+        self._bump("op_seq", 1)
+        row = c.execute("SELECT value FROM meta WHERE key = 'op_seq'").fetchone()
+        return int(row[0])
+
+
+def _fields_from_json(fields_json: str) -> tuple[str, ...]:
+    fields_value = loads_object('{"f":' + fields_json + "}")["f"]
+    assert isinstance(fields_value, list)
+    return tuple(str(f) for f in fields_value)
+
+
+# -- a change as a row: its encoding, in one place ----------------------------------------
+
+# Written by a prepare (applied_etag and applied_seq start empty) and read back.
+_SELECT_CHANGES = (
+    "SELECT idx, resource_id, kind, fingerprint, fields, before_side, after_side, media_type, "
+    "prepared_etag, assertion_kind, state, applied_etag, applied_seq "
+    "FROM changes WHERE job_id = ? ORDER BY idx"
+)
+_INSERT_CHANGE = (
+    "INSERT INTO changes(job_id, idx, resource_id, kind, fingerprint, fields, before_side, "
+    "after_side, media_type, prepared_etag, assertion_kind, state) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _side_text(side: SideValue) -> str | None:
+    """A side as stored: NULL where the resource does not exist, else lossless JSON."""
+    return None if side is ABSENT else dumps(side)
+
+
+def _side_value(text: str | None) -> SideValue:
+    return ABSENT if text is None else loads_object(text)
+
+
+def _change_row(ch: Change) -> tuple[Any, ...]:
+    """The values of ``_INSERT_CHANGE`` after the job id."""
+    return (
+        ch.index,
+        ch.resource_id,
+        ch.kind,
+        ch.fingerprint,
+        dumps(list(ch.fields)),
+        _side_text(ch.before),
+        _side_text(ch.after),
+        ch.media_type,
+        ch.prepared_etag,
+        ch.assertion_kind.value if ch.assertion_kind else None,
+        ch.state.value,
+    )
+
+
+def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
+    """A row of ``_SELECT_CHANGES``."""
+    return Change(
+        index=r[0],
+        resource_id=r[1],
+        kind=r[2],
+        fingerprint=r[3],
+        fields=_fields_from_json(r[4]),
+        before=_side_value(r[5]),
+        after=_side_value(r[6]),
+        media_type=r[7],
+        prepared_etag=r[8],
+        assertion_kind=AssertionKind(r[9]) if r[9] else None,
+        state=ChangeState(r[10]),
+        applied_etag=r[11],
+        applied_at=r[12],
+    )
+
+
+def _action_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Action:
+    return Action(
+        id=r[0],
+        job_id=r[1],
+        change_index=r[2],
+        operation=Operation(r[3]),
+        status=ActionStatus(r[4]),
+        method=r[5],
+        url=r[6],
+        if_match=r[7],
+        response_status=r[8],
+        result_etag=r[9],
+        address=r[10],
+        detail=r[11],
+        observation=Observation(r[12]) if r[12] else None,
+        started_at=r[13],
+        finished_at=r[14],
+    )

@@ -1,0 +1,346 @@
+"""The store protocol: the one door to the ledger, whichever engine is behind it.
+
+A ``Store`` runs a caller's function inside one transaction and hands it a
+``Transaction`` (``write``) or a ``Reader`` (``read``): objects that speak the
+ledger's own verbs (claim a preview, begin an action, record an outcome, find the open
+changes on a resource...). No SQL and no driver type crosses this line: only
+``ledger/`` knows how an engine stores a job, and ``tests/ledger/test_store_contract.py``
+holds every engine to the same verbs.
+
+What every engine promises:
+
+- ``write`` runs its function as one transaction on the ledger's one writer and
+  commits it durably before returning, or rolls all of it back and raises: a state
+  change and its event row commit together or not at all. Two writes never interleave.
+- ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
+  (same thread) it reads that write's own transaction.
+- Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
+  and events and endpoint checks never updated: the database itself refuses it.
+- What the engine's driver raises leaves the store as ``LedgerError`` (damage as
+  ``LedgerDamaged``); a ``UndogateError`` raised by the caller's function passes
+  through unchanged, after the rollback.
+
+A ``Reader`` or ``Transaction`` is valid only inside the call that received it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Literal, Protocol, TypeVar
+
+from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operation
+from ..jsonvalue import JsonObject
+from .records import (
+    EarlierJob,
+    Event,
+    InFlightAction,
+    LedgerUsage,
+    OpenChange,
+    StoredCredential,
+    StoredPreview,
+    UnfinishedJob,
+)
+
+T = TypeVar("T")
+
+
+class Reader(Protocol):
+    """What a read may ask, inside one consistent snapshot."""
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
+        """The job with its changes (and its actions, unless ``with_actions`` is off)."""
+        ...
+
+    def list_jobs(
+        self, owner_id: str, agent_id: str, limit: int = 100
+    ) -> list[tuple[str, str, str, float, int]]:
+        """Newest first: (id, state, summary, created_at, change count). No values."""
+        ...
+
+    def events(self, job_id: str) -> list[Event]:
+        """The job's events, oldest first."""
+        ...
+
+    def find_idempotent(self, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:
+        """The newest job this owner's agent prepared under idempotency ``key``."""
+        ...
+
+    def confirm_attempts(self, job_id: str) -> int:
+        """How many confirmations of the job were counted (0 for no such job)."""
+        ...
+
+    # -- limits and quotas ------------------------------------------------------------------
+
+    def counter(self, key: str) -> int:
+        """A ledger-wide counter (``job_count``, ``payload_bytes``, ``op_seq``); 0 if unset."""
+        ...
+
+    def usage(self) -> LedgerUsage:
+        """The counters the ledger-wide limits bound, read together."""
+        ...
+
+    def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
+        """The owner's jobs in ``jobs.UNRESOLVED_STATES`` (only ``agent_id``'s when
+        given), counted no further than ``stop_at``: a quota check never reads more than
+        its quota, however long the history."""
+        ...
+
+    def count_unfinished(self, owner_id: str) -> int:
+        """The owner's jobs that are not undone, rejected or invalidated (an applied job
+        still counts: someone may have to undo it)."""
+        ...
+
+    # -- overlaps and previews --------------------------------------------------------------
+
+    def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
+        """Other jobs' changes that hold ``resource_id`` (whatever its identity now: a
+        quarantine outlives a config change): writes in flight first, then applied or
+        uncertain changes."""
+        ...
+
+    def load_preview(self, token_hash: str) -> StoredPreview | None: ...
+
+    def latest_consumed_seq(self, job_id: str) -> int | None:
+        """The operation sequence number of the job's last claimed preview."""
+        ...
+
+    # -- start-up recovery ------------------------------------------------------------------
+
+    def in_flight_actions(self) -> list[InFlightAction]:
+        """Every action still ``dispatching`` (read through an index of exactly those)."""
+        ...
+
+    def running_jobs(self) -> list[str]:
+        """The ids of jobs ``applying`` or ``undoing`` (an index of exactly those)."""
+        ...
+
+    def resource_identities(self) -> dict[str, str]:
+        """Each resource's fingerprint as recorded at the last start: resource -> print."""
+        ...
+
+    def unfinished_jobs_on(self, resource_id: str, fingerprint: str) -> list[UnfinishedJob]:
+        """Unfinished jobs with a change on ``resource_id`` prepared under another
+        fingerprint than ``fingerprint``."""
+        ...
+
+    # -- credentials ------------------------------------------------------------------------
+
+    def credential(self, credential_id: str) -> StoredCredential | None: ...
+
+    def credentials(self) -> list[StoredCredential]:
+        """Every credential, revoked ones included, oldest first."""
+        ...
+
+    def count_live_operators(self) -> int: ...
+
+    def live_agent_tokens(self, owner_id: str) -> list[str]:
+        """The ids of the unrevoked agent tokens ``owner_id`` issued, in id order."""
+        ...
+
+    # -- endpoint checks --------------------------------------------------------------------
+
+    def latest_check_passed(self, resource_id: str, fingerprint: str) -> bool:
+        """Whether the latest endpoint check of ``resource_id`` under ``fingerprint``
+        passed (False when there is none)."""
+        ...
+
+
+class Transaction(Reader, Protocol):
+    """What a write may do; it reads its own writes. Everything commits together."""
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    def insert_job(self, job: Job, request_digest: str, payload: int) -> None:
+        """Record a prepared job and its changes; counts it and its payload bytes."""
+        ...
+
+    def set_job_state(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        undo_started: bool | None = None,
+        invalidated_reason: str | None = None,
+    ) -> None:
+        """Move the job (``updated_at`` is now); ``None`` leaves a column as it is."""
+        ...
+
+    def set_change_state(
+        self,
+        job_id: str,
+        index: int,
+        state: ChangeState,
+        *,
+        applied_etag: str | None = None,
+        applied_seq: int | None = None,
+    ) -> None:
+        """Move one change; ``None`` leaves the applied version and sequence as they are."""
+        ...
+
+    def count_confirm_attempt(self, job_id: str) -> None:
+        """One more confirmation of the job (``limits.max_confirm_attempts``)."""
+        ...
+
+    def next_seq(self) -> int:
+        """The next operation sequence number (orders applies across jobs)."""
+        ...
+
+    # -- previews and actions ---------------------------------------------------------------
+
+    def insert_preview(
+        self,
+        *,
+        token_hash: str,
+        job_id: str,
+        operation: Operation,
+        expires_at: float,
+        snapshot: JsonObject,
+    ) -> None:
+        """Record a preview's token (by hash) and the versions it showed; it remembers
+        the job's last claimed operation, so it can never run after a newer one."""
+        ...
+
+    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> int:
+        """Consume the preview for one operation; returns its operation sequence number.
+
+        Inside the write that records the operation's start, so of two concurrent
+        confirms exactly one wins: the other finds the token spent, or the job moved on.
+
+        Raises:
+            PreviewUsed: another confirm consumed this token first, or another operation
+                ran on the job after this preview was made.
+            ChangedSincePreview: the job is no longer in ``expected_state``.
+        """
+        ...
+
+    def begin_action(
+        self,
+        *,
+        job_id: str,
+        change_idx: int,
+        operation: Operation,
+        method: str,
+        url: str,
+        if_match: str | None,
+    ) -> int:
+        """Record the intent of one external write (``dispatching``); returns its id."""
+        ...
+
+    def finish_action(
+        self,
+        action_id: int,
+        status: ActionStatus,
+        *,
+        response_status: int | None = None,
+        result_etag: str | None = None,
+        address: str | None = None,
+        detail: str | None = None,
+        observation: Observation | None = None,
+    ) -> None:
+        """Record the outcome of one external write; ``None`` keeps what was recorded."""
+        ...
+
+    # -- events -----------------------------------------------------------------------------
+
+    def add_event(
+        self,
+        *,
+        job_id: str | None,
+        actor: str,
+        access_path: str,
+        operation: str,
+        target: str | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        detail: JsonObject | None = None,
+    ) -> None:
+        """Append one event (now). Events are never changed or deleted."""
+        ...
+
+    # -- credentials ------------------------------------------------------------------------
+
+    def insert_credential(
+        self,
+        *,
+        credential_id: str,
+        kind: Literal["operator", "agent"],
+        owner_id: str,
+        agent_id: str | None,
+        scopes: tuple[str, ...],
+        agents: tuple[str, ...] | None,
+        label: str,
+        key_hash: str,
+        created_at: float,
+    ) -> None:
+        """Record a new credential. It never changes after, except to be revoked."""
+        ...
+
+    def revoke_credential(self, credential_id: str, *, at: float, reason: str) -> None:
+        """Revoke a credential; the ledger refuses to revoke one twice.
+
+        Raises:
+            LedgerError: it was revoked already (at the commit).
+        """
+        ...
+
+    # -- start-up recovery and endpoint checks ------------------------------------------------
+
+    def replace_resource_identities(self, identities: Mapping[str, str]) -> None:
+        """Remember each resource's fingerprint (resource -> print) for the next start."""
+        ...
+
+    def record_endpoint_check(
+        self,
+        *,
+        resource_id: str,
+        test_copy_id: str,
+        production_fingerprint: str,
+        test_copy_fingerprint: str,
+        passed: bool,
+        evidence: str,
+    ) -> int:
+        """Append one endpoint check's evidence (JSON text: digests, counts, statuses,
+        never values); returns its id. Checks are never changed or deleted."""
+        ...
+
+
+class Store(Protocol):
+    """One ledger, open. ``write`` and ``read`` are the door; the rest are reads for
+    convenience, each one ``read``."""
+
+    def write(self, fn: Callable[[Transaction], T]) -> T:
+        """Run ``fn`` as one transaction; commit it durably or roll all of it back.
+
+        Raises:
+            LedgerError: the ledger could not start or commit the write (nothing of it
+                was kept); LedgerDamaged when it is damaged. What ``fn`` raises passes
+                through after the rollback.
+        """
+        ...
+
+    def read(self, fn: Callable[[Reader], T]) -> T:
+        """Run ``fn`` on one consistent snapshot of the last commit.
+
+        Raises:
+            LedgerError: the ledger could not be read (LedgerDamaged: it is damaged).
+        """
+        ...
+
+    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None: ...
+
+    def events(self, job_id: str) -> list[Event]: ...
+
+    def list_jobs(
+        self, owner_id: str, agent_id: str, limit: int = 100
+    ) -> list[tuple[str, str, str, float, int]]: ...
+
+    def counter(self, key: str) -> int: ...
+
+    def close(self) -> None:
+        """Release the ledger (idempotent)."""
+        ...
+
+
+__all__ = ["Reader", "Store", "Transaction"]
