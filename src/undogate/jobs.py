@@ -96,22 +96,37 @@ UNRESOLVED_STATES = (
     JobState.PARTIALLY_UNDONE,
 )
 
-# event name -> {from state: allowed to-states}
+
+class Transition(StrEnum):
+    """The events that move a job; each names the edges it may take in ``TRANSITIONS``."""
+
+    START_APPLY = "start_apply"
+    FINISH_APPLY = "finish_apply"
+    START_UNDO = "start_undo"
+    FINISH_UNDO = "finish_undo"
+    ACCEPT_OBSERVED = "accept_observed"
+    CRASH_RECOVERED = "crash_recovered"
+    REJECT = "reject"
+    INVALIDATE = "invalidate"
+
+
+# event -> {from state: allowed to-states}
 _S = JobState
-TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
-    "start_apply": {
+_T = Transition
+TRANSITIONS: dict[Transition, dict[JobState, frozenset[JobState]]] = {
+    _T.START_APPLY: {
         _S.PREPARED: frozenset({_S.APPLYING}),
         _S.PARTIALLY_APPLIED: frozenset({_S.APPLYING}),
     },
-    "finish_apply": {
+    _T.FINISH_APPLY: {
         _S.APPLYING: frozenset({_S.APPLIED, _S.PARTIALLY_APPLIED, _S.NEEDS_REVIEW, _S.PREPARED}),
     },
-    "start_undo": {
+    _T.START_UNDO: {
         _S.APPLIED: frozenset({_S.UNDOING}),
         _S.PARTIALLY_APPLIED: frozenset({_S.UNDOING}),
         _S.PARTIALLY_UNDONE: frozenset({_S.UNDOING}),
     },
-    "finish_undo": {
+    _T.FINISH_UNDO: {
         _S.UNDOING: frozenset(
             {
                 _S.UNDONE,
@@ -122,7 +137,7 @@ TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
             }
         ),
     },
-    "accept_observed": {
+    _T.ACCEPT_OBSERVED: {
         _S.NEEDS_REVIEW: frozenset(
             {
                 _S.APPLIED,
@@ -135,14 +150,14 @@ TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
     },
     # At start: an operation cut off by a crash. With a write in flight the job needs
     # review; cut off between writes, it settles where its changes stand.
-    "crash_recovered": {
+    _T.CRASH_RECOVERED: {
         _S.APPLYING: frozenset({_S.NEEDS_REVIEW, _S.PREPARED, _S.APPLIED, _S.PARTIALLY_APPLIED}),
         _S.UNDOING: frozenset(
             {_S.NEEDS_REVIEW, _S.APPLIED, _S.PARTIALLY_APPLIED, _S.PARTIALLY_UNDONE, _S.UNDONE}
         ),
     },
-    "reject": {_S.PREPARED: frozenset({_S.REJECTED})},
-    "invalidate": {
+    _T.REJECT: {_S.PREPARED: frozenset({_S.REJECTED})},
+    _T.INVALIDATE: {
         s: frozenset({_S.INVALIDATED})
         for s in (
             _S.PREPARED,
@@ -154,7 +169,7 @@ TRANSITIONS: dict[str, dict[JobState, frozenset[JobState]]] = {
 }
 
 
-def check_transition(event: str, current: JobState, target: JobState) -> None:
+def check_transition(event: Transition, current: JobState, target: JobState) -> None:
     """Raise ``TransitionNotAllowed`` unless ``event`` may move ``current`` to ``target``."""
     allowed = TRANSITIONS.get(event, {}).get(current)
     if not allowed or target not in allowed:
@@ -166,11 +181,11 @@ def check_transition(event: str, current: JobState, target: JobState) -> None:
         )
 
 
-def can_start(event: str, current: JobState) -> bool:
+def can_start(event: Transition, current: JobState) -> bool:
     return current in TRANSITIONS.get(event, {})
 
 
-def require_start(event: str, current: JobState) -> None:
+def require_start(event: Transition, current: JobState) -> None:
     """Raise ``TransitionNotAllowed`` unless ``event`` may begin from ``current``."""
     if not can_start(event, current):
         raise TransitionNotAllowed(

@@ -24,6 +24,7 @@ from ..jobs import (
     Job,
     JobState,
     Operation,
+    Transition,
     check_transition,
     state_after_apply,
     state_after_undo,
@@ -74,7 +75,9 @@ class Dispatch:
 
     def run(self) -> None:
         """Raises: the re-check's error when it fails before anything was recorded."""
-        start_event = "start_apply" if self.operation is Operation.APPLY else "start_undo"
+        start_event = (
+            Transition.START_APPLY if self.operation is Operation.APPLY else Transition.START_UNDO
+        )
         check_transition(start_event, self.job.state, self.running)
         for number, planned in enumerate(self.writes):
             last = number == len(self.writes) - 1
@@ -225,7 +228,9 @@ class Dispatch:
             if self.operation is Operation.APPLY
             else state_after_undo(ordered, self.job.state)
         )
-        event = "finish_apply" if self.operation is Operation.APPLY else "finish_undo"
+        event = (
+            Transition.FINISH_APPLY if self.operation is Operation.APPLY else Transition.FINISH_UNDO
+        )
         check_transition(event, self.running, final)
         tx.set_job_state(self.job.id, final)
         self._event(

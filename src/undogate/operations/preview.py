@@ -23,6 +23,7 @@ from ..jobs import (
     Observation,
     Operation,
     Preview,
+    Transition,
     require_start,
 )
 from ..jsonvalue import JsonObject
@@ -116,7 +117,7 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
             state=job.state.value,
         )
     if operation is Operation.APPLY:
-        require_start("start_apply", job.state)
+        require_start(Transition.START_APPLY, job.state)
         if job.undo_started:
             raise TransitionNotAllowed(
                 "Can't apply: an undo of this job has started, so it can never be applied "
@@ -125,10 +126,10 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
             )
         targets = [c for c in job.changes if c.state is ChangeState.PENDING]
     elif operation is Operation.UNDO:
-        require_start("start_undo", job.state)
+        require_start(Transition.START_UNDO, job.state)
         targets = [c for c in reversed(job.changes) if c.state is ChangeState.APPLIED]
     else:
-        require_start("accept_observed", job.state)
+        require_start(Transition.ACCEPT_OBSERVED, job.state)
         targets = [c for c in job.changes if c.state is ChangeState.UNCERTAIN]
     if not targets:
         raise TransitionNotAllowed(

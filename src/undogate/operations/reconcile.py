@@ -18,6 +18,7 @@ from ..jobs import (
     Job,
     Observation,
     Operation,
+    Transition,
     check_transition,
     state_after_settling,
 )
@@ -62,7 +63,7 @@ def accept_observed(
             else ChangeState.PENDING
         )
     final = state_after_settling([states[c.index] for c in job.changes], job.undo_started)
-    check_transition("accept_observed", job.state, final)
+    check_transition(Transition.ACCEPT_OBSERVED, job.state, final)
     uncertain = {
         a.change_index: a.id
         for a in job.actions

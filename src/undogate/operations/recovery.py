@@ -20,6 +20,7 @@ from ..jobs import (
     ActionStatus,
     ChangeState,
     JobState,
+    Transition,
     check_transition,
     state_after_apply,
     state_after_undo,
@@ -102,7 +103,7 @@ def _settle_in(
                 final = JobState.PARTIALLY_UNDONE
             if final is JobState.APPLIED and any(s is ChangeState.PENDING for s in states):
                 final = JobState.PARTIALLY_APPLIED
-        check_transition("crash_recovered", job.state, final)
+        check_transition(Transition.CRASH_RECOVERED, job.state, final)
         tx.set_job_state(job_id, final)
         tx.add_event(
             job_id=job_id,
@@ -143,7 +144,7 @@ def _invalidate_changed(tx: Transaction, config: Config, counts: dict[str, int])
                 if rid in current
                 else f"resource {rid!r} was removed from the config"
             )
-            check_transition("invalidate", from_state, JobState.INVALIDATED)
+            check_transition(Transition.INVALIDATE, from_state, JobState.INVALIDATED)
             tx.set_job_state(job_id, JobState.INVALIDATED, invalidated_reason=reason)
             tx.add_event(
                 job_id=job_id,

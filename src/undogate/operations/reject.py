@@ -8,6 +8,7 @@ from ..jobs import (
     Actor,
     Job,
     JobState,
+    Transition,
     check_transition,
 )
 from ..ledger import Transaction
@@ -19,12 +20,12 @@ log = logging.getLogger(__name__)
 def reject_job(gw: Context, actor: Actor, job_id: str) -> Job:
     """Raises: NotFound, TransitionNotAllowed."""
     job = gw.get_job(actor.owner_id, job_id)
-    check_transition("reject", job.state, JobState.REJECTED)
+    check_transition(Transition.REJECT, job.state, JobState.REJECTED)
 
     def commit(tx: Transaction) -> None:
         current = tx.load_job(job_id, with_actions=False)
         assert current is not None
-        check_transition("reject", current.state, JobState.REJECTED)
+        check_transition(Transition.REJECT, current.state, JobState.REJECTED)
         tx.set_job_state(job_id, JobState.REJECTED)
         tx.add_event(
             job_id=job_id,

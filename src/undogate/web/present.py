@@ -16,7 +16,7 @@ from markupsafe import Markup
 from .. import receipts
 from ..adapters import adapter_for
 from ..invisibles import visible
-from ..jobs import ChangeState, Job, JobState, Operation, Preview, can_start
+from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
 from ..jsonvalue import JsonValue, dumps
 
 STATE_WORDS: dict[str, str] = {
@@ -103,8 +103,8 @@ class Buttons:
 def buttons(job: Job, can_write: bool) -> Buttons:
     return Buttons(
         can_write=can_write,
-        apply=can_start("start_apply", job.state) and not job.undo_started,
-        undo=can_start("start_undo", job.state),
+        apply=can_start(Transition.START_APPLY, job.state) and not job.undo_started,
+        undo=can_start(Transition.START_UNDO, job.state),
         accept_observed=job.state is JobState.NEEDS_REVIEW,
         reject=job.state is JobState.PREPARED,
     )
