@@ -23,7 +23,7 @@ from .jobs import (
     PrepareRequest,
     Preview,
 )
-from .ledger import Event
+from .ledger import Event, JobSummary
 from .operations.confirm import confirm_preview
 from .operations.context import Context
 from .operations.prepare import prepare_job
@@ -48,7 +48,7 @@ class Gateway(Context):
     def list_resources(self, agent_id: str) -> list[Resource]:
         return self.config.resources_for(agent_id)
 
-    def list_jobs(self, owner_id: str, agent_id: str) -> list[tuple[str, str, str, float, int]]:
+    def list_jobs(self, owner_id: str, agent_id: str) -> list[JobSummary]:
         return self.ledger.list_jobs(owner_id, agent_id)
 
     def events(self, owner_id: str, job_id: str) -> list[Event]:

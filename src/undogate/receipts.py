@@ -17,7 +17,7 @@ from .adapters.views import field_rows, text_diff
 from .config import Resource
 from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
-from .ledger import Event
+from .ledger import Event, JobSummary
 
 REVIEW_LINE = (
     "A person reviews this job and confirms it before anything is written; "
@@ -193,7 +193,7 @@ def events_view(job_id: str, events: Sequence[Event]) -> JsonObject:
     return {"job_id": job_id, "events": [event_view(e) for e in events]}
 
 
-def job_rows(agent_id: str, rows: Sequence[tuple[str, str, str, float, int]]) -> JsonObject:
+def job_rows(agent_id: str, rows: Sequence[JobSummary]) -> JsonObject:
     """The job list: newest first, no values."""
     return {
         "agent": agent_id,

@@ -9,6 +9,16 @@ from ..jobs import ChangeState, JobState, Operation
 from ..jsonvalue import JsonObject
 
 
+class JobSummary(NamedTuple):
+    """One row of a job list: newest first, no values."""
+
+    id: str
+    state: str
+    summary: str
+    created_at: float
+    change_count: int
+
+
 @dataclass(frozen=True)
 class Event:
     id: int

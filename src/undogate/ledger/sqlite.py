@@ -26,7 +26,7 @@ from ..errors import LedgerError, LedgerInUse
 from ..jobs import Job
 from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
-from .records import Event
+from .records import Event, JobSummary
 from .sqlite_admin import AdminVerbs
 from .sqlite_jobs import JobVerbs
 from .store import Reader, Store, Transaction
@@ -240,9 +240,7 @@ class SQLiteStore:
     def events(self, job_id: str) -> list[Event]:
         return self.read(lambda tx: tx.events(job_id))
 
-    def list_jobs(
-        self, owner_id: str, agent_id: str, limit: int = 100
-    ) -> list[tuple[str, str, str, float, int]]:
+    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
         """Newest first: (id, state, summary, created_at, change count). No values."""
         return self.read(lambda tx: tx.list_jobs(owner_id, agent_id, limit))
 

@@ -27,7 +27,7 @@ from ..jobs import (
     SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
-from .records import EarlierJob, Event, LedgerUsage, OpenChange, StoredPreview
+from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -124,8 +124,30 @@ class JobVerbs:
             (job_id,),
         ).fetchall()
         return [
-            Event(*row[:9], loads_object(row[9]) if row[9] else None)  # type: ignore[call-arg]
-            for row in rows
+            Event(
+                id=event_id,
+                job_id=job,
+                at=at,
+                actor=actor,
+                access_path=path,
+                operation=operation,
+                target=target,
+                from_state=from_state,
+                to_state=to_state,
+                detail=loads_object(detail) if detail else None,
+            )
+            for (
+                event_id,
+                job,
+                at,
+                actor,
+                path,
+                operation,
+                target,
+                from_state,
+                to_state,
+                detail,
+            ) in rows
         ]
 
     # -- jobs ------------------------------------------------------------------------
@@ -192,11 +214,9 @@ class JobVerbs:
             actions=actions,
         )
 
-    def list_jobs(
-        self, owner_id: str, agent_id: str, limit: int = 100
-    ) -> list[tuple[str, str, str, float, int]]:
+    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
         return [
-            (r[0], r[1], r[2], r[3], r[4])
+            JobSummary(*r)
             for r in self.connection.execute(
                 "SELECT j.id, j.state, j.summary, j.created_at, "
                 "(SELECT COUNT(*) FROM changes ch WHERE ch.job_id = j.id) "

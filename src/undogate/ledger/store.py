@@ -34,6 +34,7 @@ from .records import (
     EarlierJob,
     Event,
     InFlightAction,
+    JobSummary,
     LedgerUsage,
     OpenChange,
     StoredCredential,
@@ -53,9 +54,7 @@ class Reader(Protocol):
         """The job with its changes (and its actions, unless ``with_actions`` is off)."""
         ...
 
-    def list_jobs(
-        self, owner_id: str, agent_id: str, limit: int = 100
-    ) -> list[tuple[str, str, str, float, int]]:
+    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
         """Newest first: (id, state, summary, created_at, change count). No values."""
         ...
 
@@ -332,9 +331,7 @@ class Store(Protocol):
 
     def events(self, job_id: str) -> list[Event]: ...
 
-    def list_jobs(
-        self, owner_id: str, agent_id: str, limit: int = 100
-    ) -> list[tuple[str, str, str, float, int]]: ...
+    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]: ...
 
     def counter(self, key: str) -> int: ...
 

@@ -139,13 +139,25 @@ class Dispatch:
 
     # -- ledger rows (each called inside Store.write) -----------------------------------
 
-    def _event(self, tx: Transaction, operation: str, **kw: str | JsonObject | None) -> None:
+    def _event(
+        self,
+        tx: Transaction,
+        operation: str,
+        *,
+        target: str | None = None,
+        from_state: str | None = None,
+        to_state: str | None = None,
+        detail: JsonObject | None = None,
+    ) -> None:
         tx.add_event(
             job_id=self.job.id,
             actor=self.actor_label,
             access_path=self.access_path,
             operation=operation,
-            **kw,  # type: ignore[arg-type]
+            target=target,
+            from_state=from_state,
+            to_state=to_state,
+            detail=detail,
         )
 
     def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> int:
@@ -258,39 +270,31 @@ class Dispatch:
         """SPEC §4: what the answer says on its own (the kind's reading of it), then, for
         a success, what the read-back shows."""
         status = response.status
-        here = {"response_status": status, "address": response.address}
+
+        def uncertain(detail: str) -> Outcome:
+            return Outcome(ActionStatus.UNCERTAIN, status, address=response.address, detail=detail)
+
         verdict = planned.adapter.classify(planned.write, response)
         if verdict is Verdict.REFUSED:
             return Outcome(
                 ActionStatus.REFUSED,
-                **here,  # type: ignore[arg-type]
+                status,
+                address=response.address,
                 detail=f"the server refused the write (HTTP {status}); it changed nothing",
             )
         if verdict is Verdict.UNCERTAIN:
-            return Outcome(
-                ActionStatus.UNCERTAIN,
-                **here,  # type: ignore[arg-type]
-                detail=f"HTTP {status}: the server may or may not have applied the write",
-            )
+            return uncertain(f"HTTP {status}: the server may or may not have applied the write")
         target = Side.AFTER if self.operation is Operation.APPLY else Side.BEFORE
         try:
             snap = self.remote.read(planned.resource, self.deadline)
         except UndogateError as exc:
-            return Outcome(
-                ActionStatus.UNCERTAIN,
-                **here,  # type: ignore[arg-type]
-                detail=f"read-back failed: {exc.message}",
-            )
+            return uncertain(f"read-back failed: {exc.message}")
         self.crash_point(self.operation, "after_readback")
         problem = planned.adapter.read_back_problem(
             planned.change, planned.write, response, snap, target
         )
         if problem is not None:
-            return Outcome(
-                ActionStatus.UNCERTAIN,
-                **here,  # type: ignore[arg-type]
-                detail=problem,
-            )
+            return uncertain(problem)
         return Outcome(
             ActionStatus.DONE,
             response_status=status,

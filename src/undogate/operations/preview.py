@@ -23,6 +23,7 @@ from ..jobs import (
     Observation,
     Operation,
     Preview,
+    SideValue,
     Transition,
     require_start,
 )
@@ -153,39 +154,50 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
 def _view(
     adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
 ) -> ChangeView:
-    base = {
-        "index": change.index,
-        "resource_id": change.resource_id,
-        "kind": change.kind,
-        "current_version": snap.etag.header,
-        "current": adapter.current(change, snap),
-    }
-    if operation is Operation.ACCEPT_OBSERVED:
-        observation = observe(adapter, job, change, snap)
+    def view(
+        planned: SideValue | None,
+        *,
+        moved_since_prepare: bool,
+        reversible: bool,
+        note: str | None = None,
+        observation: Observation | None = None,
+    ) -> ChangeView:
         return ChangeView(
-            **base,  # type: ignore[arg-type]
-            planned=None,
-            moved_since_prepare=False,
-            reversible=True,
+            index=change.index,
+            resource_id=change.resource_id,
+            kind=change.kind,
+            current_version=snap.etag.header,
+            current=adapter.current(change, snap),
+            planned=planned,
+            moved_since_prepare=moved_since_prepare,
+            reversible=reversible,
+            note=note,
             observation=observation,
         )
+
+    if operation is Operation.ACCEPT_OBSERVED:
+        return view(
+            None,
+            moved_since_prepare=False,
+            reversible=True,
+            observation=observe(adapter, job, change, snap),
+        )
     if operation is Operation.APPLY:
-        planned = change.after
         blocked = not adapter.shows(change, snap, Side.BEFORE)
         note = (
             "the values this job would replace changed since it was prepared; "
             "prepare a new job from the current values"
         )
+        planned = change.after
     else:
-        planned = change.before
         blocked = not adapter.undo_guard_holds(change, snap)
         note = (
             "the resource changed after this job applied it; undo would overwrite "
             "newer work, so it is refused: prepare a new reviewed change instead"
         )
-    return ChangeView(
-        **base,  # type: ignore[arg-type]
-        planned=planned,
+        planned = change.before
+    return view(
+        planned,
         moved_since_prepare=blocked,
         reversible=not (operation is Operation.UNDO and blocked),
         note=note if blocked else None,

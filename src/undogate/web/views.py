@@ -32,7 +32,8 @@ from ..api import STATUS_BY_CODE
 from ..auth import READ, WRITE, Keyring, Principal, require_scope
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
-from ..jobs import Job, Operation
+from ..jobs import Job, JobState, Operation
+from ..ledger import JobSummary
 from ..operations.endpoint_check import latest_verification
 from . import present
 from .refusals import Refusal, refusal_for, refusal_for_code
@@ -398,8 +399,8 @@ class WebUI:
                 {
                     "id": agent.id,
                     "jobs": len(jobs),
-                    "needs_review": sum(1 for j in jobs if j[1] == "needs_review"),
-                    "prepared": sum(1 for j in jobs if j[1] == "prepared"),
+                    "needs_review": sum(1 for j in jobs if j.state == JobState.NEEDS_REVIEW),
+                    "prepared": sum(1 for j in jobs if j.state == JobState.PREPARED),
                 }
             )
         return self.render("agents.html", session, agents=rows)
@@ -507,8 +508,10 @@ class WebUI:
         return self._redirect(_job_path(job.id))
 
 
-def present_rows(agent_id: str, rows: list[tuple[str, str, str, float, int]]) -> list[Any]:
-    return list(receipts.job_rows(agent_id, rows)["jobs"])  # type: ignore[arg-type]
+def present_rows(agent_id: str, rows: list[JobSummary]) -> list[Any]:
+    jobs = receipts.job_rows(agent_id, rows)["jobs"]
+    assert isinstance(jobs, list)
+    return jobs
 
 
 def present_events(job_id: str, events: list[Any]) -> list[Any]:
