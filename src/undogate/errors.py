@@ -8,6 +8,7 @@ its own vocabulary in one place.
     UndogateError
     ├── ConfigError                 config_invalid         (carries every problem found)
     ├── InvalidRequest              invalid_request
+    ├── PayloadTooLarge             payload_too_large      (a request body over the limit)
     ├── NotFound                    not_found
     ├── Forbidden                   forbidden
     ├── Unauthorized                unauthorized
@@ -65,6 +66,10 @@ class ConfigError(UndogateError):
 
 class InvalidRequest(UndogateError):
     code = "invalid_request"
+
+
+class PayloadTooLarge(UndogateError):
+    code = "payload_too_large"
 
 
 class NotFound(UndogateError):
