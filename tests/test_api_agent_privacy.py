@@ -136,13 +136,14 @@ def test_an_endless_chunked_body_is_refused_and_read_no_further_than_the_drain_b
 def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
     agent_client: tuple[TestClient, str],
 ) -> None:
-    from undogate.mcp_server import build_mcp_app
+    from undogate.mcp_http import build_mcp_app
 
     client, key = agent_client
     gateway = client.app.state.undogate.gateway  # type: ignore[attr-defined]
     mcp = build_mcp_app(gateway, client.app.state.undogate.keyring)  # type: ignore[attr-defined]
     chunk = b" " * (256 * 1024)
     pulled = 0
+    sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         nonlocal pulled
@@ -150,7 +151,7 @@ def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
         return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
 
     async def send(message: dict[str, Any]) -> None:
-        return None
+        sent.append(message)
 
     scope = {
         "type": "http",
@@ -176,4 +177,5 @@ def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
             await mcp(scope, receive, send)
 
     anyio.run(scenario)
+    assert sent[0]["status"] == 413  # in the API's error shape, not a JSON-RPC 500
     assert pulled * len(chunk) <= MAX_BODY_BYTES + len(chunk)

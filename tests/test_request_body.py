@@ -43,7 +43,7 @@ def _chunks(size: int) -> Iterator[bytes]:
         yield b" " * (64 * 1024)
 
 
-@pytest.mark.parametrize("path", ["/api/v1/jobs"])
+@pytest.mark.parametrize("path", ["/api/v1/jobs", "/mcp"])
 @pytest.mark.parametrize("size", SIZES, ids=["2MiB", "8MiB"])
 @pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
 def test_every_client_reads_the_413_of_a_body_over_the_limit(
@@ -63,7 +63,7 @@ def test_every_client_reads_the_413_of_a_body_over_the_limit(
         }
 
 
-@pytest.mark.parametrize("path", ["/api/v1/jobs"])
+@pytest.mark.parametrize("path", ["/api/v1/jobs", "/mcp"])
 def test_a_refusal_before_the_body_is_read_reaches_the_client_too(
     served: dict[str, Any], path: str
 ) -> None:
