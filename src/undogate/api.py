@@ -55,6 +55,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "payload_too_large": 413,
     "unsupported_media_type": 415,
     "limit_reached": 422,
+    "too_many_streams": 429,
     "remote_contract_breach": 502,
     "remote_unavailable": 502,
     "blocked_address": 502,

@@ -9,6 +9,7 @@ its own vocabulary in one place.
     ├── ConfigError                 config_invalid         (carries every problem found)
     ├── InvalidRequest              invalid_request
     ├── PayloadTooLarge             payload_too_large      (a request body over the limit)
+    ├── TooManyStreams              too_many_streams       (open /mcp streams at their bound)
     ├── NotFound                    not_found
     ├── Forbidden                   forbidden
     ├── Unauthorized                unauthorized
@@ -70,6 +71,10 @@ class InvalidRequest(UndogateError):
 
 class PayloadTooLarge(UndogateError):
     code = "payload_too_large"
+
+
+class TooManyStreams(UndogateError):
+    code = "too_many_streams"
 
 
 class NotFound(UndogateError):
