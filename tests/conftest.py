@@ -308,3 +308,273 @@ def served(
             proc.stdout.close()
         if proc.stderr:
             proc.stderr.close()
+
+
+# -- MCP (issue 13 moved these here from test_mcp_server): a served gateway with agents
+# of every tool set, and the SDK's real client on both transports --------------------
+
+import json  # noqa: E402
+import re  # noqa: E402
+from collections.abc import AsyncIterator, Awaitable  # noqa: E402
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
+
+import anyio  # noqa: E402
+import httpx2  # noqa: E402
+from mcp import Client, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.types import CallToolResult  # noqa: E402
+
+from undogate.server import open_service  # noqa: E402
+
+from .raw_stdin import inject_raw  # noqa: E402
+
+RECORD = "/records/customer-123"
+WRAPPED = "/records/wrapped-7"
+REMOTE_TOKEN = "remote-secret-token-8c1f0e55d2"
+REMOTE_TOKEN_ENV = "UNDOGATE_TEST_REMOTE_TOKEN"
+UNSET_TOKEN_ENV = "UNDOGATE_TEST_UNSET_TOKEN"
+# The customer record's current values: an agent must never see them.
+BEFORE_VALUES = ('"lead"', '"sam"', "Ada Lovelace", "123456789012345678901234567890")
+ERROR_PREFIX = re.compile(r"^Error executing tool [a-z_]+: ([a-z_]+): ")
+ACCEPT_MCP = "application/json, text/event-stream"
+
+
+# -- the gateway ----------------------------------------------------------------------
+
+
+@contextmanager
+def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
+    """``undogate serve`` as a subprocess (needs ``/mcp`` mounted by ``serve``)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [*SERVE, "--config", str(config), "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_healthy(url, proc)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+        if proc.stderr:
+            proc.stderr.close()
+
+
+@dataclass
+class World:
+    url: str
+    contract: ContractServer
+    keys: dict[str, str]
+    results: list[str] = field(default_factory=list)
+
+    def api(self, method: str, path: str, body: Any = None, key: str = "operator") -> Any:
+        response = httpx.request(
+            method,
+            self.url + path,
+            json=body,
+            headers={"Authorization": f"Bearer {self.keys[key]}"},
+            timeout=30,
+            trust_env=False,
+        )
+        assert response.status_code < 400, response.text
+        return response.json()
+
+    def get(self, path: str, key: str = "operator") -> httpx.Response:
+        """A raw GET (read its body with ``jsonvalue.loads`` to keep numbers exact)."""
+        auth = {"Authorization": f"Bearer {self.keys[key]}"}
+        return httpx.get(self.url + path, headers=auth, timeout=30, trust_env=False)
+
+    def post(self, path: str, body: bytes, key: str) -> httpx.Response:
+        """A raw POST with the exact bytes given (no status check)."""
+        return httpx.post(
+            self.url + path,
+            content=body,
+            headers={
+                "Authorization": f"Bearer {self.keys[key]}",
+                "Content-Type": "application/json",
+            },
+            timeout=30,
+            trust_env=False,
+        )
+
+    def jobs(self, agent: str = "account-assistant") -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = self.api("GET", f"/api/v1/jobs?agent={agent}")["jobs"]
+        return jobs
+
+    @property
+    def secrets(self) -> list[str]:
+        return [
+            *self.keys.values(),
+            REMOTE_TOKEN,
+            REMOTE_TOKEN_ENV,
+            UNSET_TOKEN_ENV,
+            self.contract.base_url,
+            "http://",
+            "https://",
+            "127.0.0.1",
+            *BEFORE_VALUES,
+        ]
+
+
+def _config(contract: ContractServer, data_dir: Path) -> dict[str, Any]:
+    both = ["list_resources", "prepare_changes"]
+    return {
+        "server": {"data_dir": str(data_dir)},
+        "resources": [
+            resource(contract, "customer", RECORD, token_env=REMOTE_TOKEN_ENV),
+            {
+                **resource(contract, "notes", "/docs/notes.md", kind="webdav_text"),
+                "token_env": REMOTE_TOKEN_ENV,
+            },
+            {
+                **resource(contract, "wrapped", WRAPPED, token_env=UNSET_TOKEN_ENV),
+                "record_pointer": "/data",
+                "fields": ["status", "owner"],
+            },
+            {**resource(contract, "supplier", "/records/supplier-7"), "agent_id": "other-agent"},
+        ],
+        "agents": [
+            {"id": "account-assistant", "tools": both},
+            {"id": "other-agent", "tools": both},
+            {"id": "lister", "tools": ["list_resources"]},
+            {"id": "preparer", "tools": ["prepare_changes"]},
+            {"id": "wildcard", "tools": ["*"]},
+        ],
+    }
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with ContractServer(None, faults=True, token=REMOTE_TOKEN) as contract:
+        config = tmp_path / "undogate.yaml"
+        config.write_text(yaml.safe_dump(_config(contract, tmp_path / "data")))
+        env = {**base_env(), REMOTE_TOKEN_ENV: REMOTE_TOKEN}
+        keys: dict[str, str] = {}
+        with open_service(config, environ=env) as svc:
+            operator = svc.keyring.create_operator(label="alice")
+            keys["operator"] = operator.key
+            owner = operator.credential.id
+            for agent in ("account-assistant", "other-agent", "lister", "preparer", "wildcard"):
+                keys[agent] = svc.keyring.create_agent_token(
+                    owner_id=owner, agent_id=agent, label=agent
+                ).key
+            revoked = svc.keyring.create_agent_token(
+                owner_id=owner, agent_id="account-assistant", label="revoked"
+            )
+            svc.keyring.revoke(revoked.credential.id)
+            keys["revoked"] = revoked.key
+        with served_gateway(config, env) as url:
+            world = World(url=url, contract=contract, keys=keys)
+            yield world
+            for text in world.results:
+                for secret in world.secrets:
+                    assert secret not in text, f"{secret!r} leaked into a tool result: {text}"
+
+
+def base_env() -> dict[str, str]:
+    """This process's environment without undogate's own variables."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("UNDOGATE_")}
+
+
+# -- the clients ------------------------------------------------------------------------
+
+Connect = Callable[..., AbstractAsyncContextManager["Agent"]]
+
+
+@dataclass
+class Agent:
+    """One MCP client session, recording every tool result for the leak check."""
+
+    client: Client
+    world: World
+
+    async def tool_names(self) -> list[str]:
+        listed = await self.client.list_tools()
+        return sorted(t.name for t in listed.tools)
+
+    async def call(self, name: str, **arguments: Any) -> CallToolResult:
+        result = await self.client.call_tool(name, arguments)
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        self.world.results.append(text + json.dumps(result.structured_content))
+        return result
+
+    async def prepare(self, **arguments: Any) -> dict[str, Any]:
+        result = await self.call("prepare_changes", **arguments)
+        assert not result.is_error, result.content
+        assert result.structured_content is not None
+        return result.structured_content
+
+    async def refusal(self, name: str, **arguments: Any) -> tuple[str, str]:
+        """The stable code and the whole text of a refused call."""
+        result = await self.call(name, **arguments)
+        assert result.is_error, result.structured_content
+        text = getattr(result.content[0], "text", "")
+        match = ERROR_PREFIX.match(text)
+        assert match, text
+        return match.group(1), text
+
+
+@pytest.fixture(params=["http", "stdio"])
+def transport(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def connect(transport: str, world: World, tmp_path: Path) -> Connect:
+    """``connect(agent, raw=False)``: an MCP session of the SDK's client as ``agent``.
+    With ``raw``, every ``raw(...)`` placeholder in what the client sends is replaced by
+    its exact bytes on the way (numbers as written, duplicate keys, invalid UTF-8)."""
+
+    @asynccontextmanager
+    async def http(agent: str, raw: bool = False) -> AsyncIterator[Agent]:
+        headers = {"Authorization": f"Bearer {world.keys[agent]}"}
+        wire = RawInjecting() if raw else None
+        async with httpx2.AsyncClient(headers=headers, timeout=60, transport=wire) as http_client:
+            stream = streamable_http_client(f"{world.url}/mcp", http_client=http_client)
+            async with Client(stream) as client:
+                yield Agent(client, world)
+
+    @asynccontextmanager
+    async def stdio(agent: str, raw: bool = False) -> AsyncIterator[Agent]:
+        server = [sys.executable, "-m", "undogate.mcp_server"]
+        params = StdioServerParameters(
+            command=server[0],
+            args=["-m", "tests.raw_stdin", *server] if raw else server[1:],
+            env={
+                "UNDOGATE_URL": world.url,
+                "UNDOGATE_AGENT_TOKEN": world.keys[agent],
+                # The SDK's client passes on only a few variables; this worktree's code
+                # must be the code the subprocess runs.
+                **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
+            },
+            cwd=Path(__file__).parent.parent,
+        )
+        with (tmp_path / f"stdio-{agent}.log").open("w") as errlog:
+            async with Client(stdio_client(params, errlog=errlog)) as client:
+                yield Agent(client, world)
+
+    return http if transport == "http" else stdio
+
+
+class RawInjecting(httpx2.AsyncHTTPTransport):
+    """The MCP client's HTTP transport, with ``raw(...)`` placeholders injected."""
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = inject_raw(await request.aread())
+        headers = [(k, v) for k, v in request.headers.raw if k.lower() != b"content-length"]
+        sent = httpx2.Request(request.method, request.url, headers=headers, content=body)
+        return await super().handle_async_request(sent)
+
+
+def run(scenario: Callable[[], Awaitable[None]]) -> None:
+    anyio.run(scenario)

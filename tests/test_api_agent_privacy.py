@@ -18,6 +18,7 @@ from undogate.config import parse_config
 from undogate.engine import Gateway
 from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP
+from undogate.request_body import DRAIN_MAX_BYTES
 
 INTERNAL_HOST = "crm-internal.corp.example"
 INTERNAL_ADDRESS = "10.20.30.40"
@@ -91,7 +92,7 @@ def test_agent_refusals_name_no_host_address_or_variable(
         assert secret not in response.text
 
 
-def test_a_chunked_body_is_refused_once_over_the_limit_without_buffering_it(
+def test_an_endless_chunked_body_is_refused_and_read_no_further_than_the_drain_bound(
     agent_client: tuple[TestClient, str],
 ) -> None:
     client, key = agent_client
@@ -102,8 +103,8 @@ def test_a_chunked_body_is_refused_once_over_the_limit_without_buffering_it(
 
     async def receive() -> dict[str, Any]:
         nonlocal pulled
-        pulled += 1  # a body with no Content-Length, 64 chunks (16 MiB) if all were read
-        return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
+        pulled += 1  # a body with no Content-Length that never ends
+        return {"type": "http.request", "body": chunk, "more_body": True}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
@@ -128,19 +129,21 @@ def test_a_chunked_body_is_refused_once_over_the_limit_without_buffering_it(
     }
     anyio.run(app, scope, receive, send)
     assert sent[0]["status"] == 413
-    assert pulled * len(chunk) <= MAX_BODY_BYTES + len(chunk)  # stopped near the limit
+    # Read past the limit only to drop it (so the client can read the 413), and only so far.
+    assert DRAIN_MAX_BYTES < pulled * len(chunk) <= DRAIN_MAX_BYTES + 2 * len(chunk)
 
 
 def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
     agent_client: tuple[TestClient, str],
 ) -> None:
-    from undogate.mcp_server import build_mcp_app
+    from undogate.mcp_http import build_mcp_app
 
     client, key = agent_client
     gateway = client.app.state.undogate.gateway  # type: ignore[attr-defined]
     mcp = build_mcp_app(gateway, client.app.state.undogate.keyring)  # type: ignore[attr-defined]
     chunk = b" " * (256 * 1024)
     pulled = 0
+    sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
         nonlocal pulled
@@ -148,7 +151,7 @@ def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
         return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
 
     async def send(message: dict[str, Any]) -> None:
-        return None
+        sent.append(message)
 
     scope = {
         "type": "http",
@@ -174,4 +177,5 @@ def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
             await mcp(scope, receive, send)
 
     anyio.run(scenario)
+    assert sent[0]["status"] == 413  # in the API's error shape, not a JSON-RPC 500
     assert pulled * len(chunk) <= MAX_BODY_BYTES + len(chunk)

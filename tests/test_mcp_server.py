@@ -7,253 +7,25 @@ Every test runs against a real ``undogate serve`` subprocess.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import (
-    AbstractAsyncContextManager,
-    asynccontextmanager,
-    contextmanager,
-)
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx
-import httpx2
 import pytest
-import yaml
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
 
-from undogate.contract_server import ContractServer
 from undogate.jsonvalue import dumps
 from undogate.mcp_server import (
     Refusal,
     RemoteBackend,
     agent_error,
 )
-from undogate.server import open_service
 
-from .conftest import SERVE, free_port, resource, wait_healthy
+from .conftest import RECORD, Connect, World, base_env, free_port, run
 
-RECORD = "/records/customer-123"
-WRAPPED = "/records/wrapped-7"
-REMOTE_TOKEN = "remote-secret-token-8c1f0e55d2"
-REMOTE_TOKEN_ENV = "UNDOGATE_TEST_REMOTE_TOKEN"
-UNSET_TOKEN_ENV = "UNDOGATE_TEST_UNSET_TOKEN"
-# The customer record's current values: an agent must never see them.
-BEFORE_VALUES = ('"lead"', '"sam"', "Ada Lovelace", "123456789012345678901234567890")
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-ERROR_PREFIX = re.compile(r"^Error executing tool [a-z_]+: ([a-z_]+): ")
-
-
-# -- the gateway ----------------------------------------------------------------------
-
-
-@contextmanager
-def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
-    """``undogate serve`` as a subprocess (needs ``/mcp`` mounted by ``serve``)."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [*SERVE, "--config", str(config), "--port", str(port)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_healthy(url, proc)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        if proc.stderr:
-            proc.stderr.close()
-
-
-# The lead switches this to `served_gateway` once `undogate serve` mounts /mcp.
-
-
-@dataclass
-class World:
-    url: str
-    contract: ContractServer
-    keys: dict[str, str]
-    results: list[str] = field(default_factory=list)
-
-    def api(self, method: str, path: str, body: Any = None, key: str = "operator") -> Any:
-        response = httpx.request(
-            method,
-            self.url + path,
-            json=body,
-            headers={"Authorization": f"Bearer {self.keys[key]}"},
-            timeout=30,
-            trust_env=False,
-        )
-        assert response.status_code < 400, response.text
-        return response.json()
-
-    def jobs(self, agent: str = "account-assistant") -> list[dict[str, Any]]:
-        jobs: list[dict[str, Any]] = self.api("GET", f"/api/v1/jobs?agent={agent}")["jobs"]
-        return jobs
-
-    @property
-    def secrets(self) -> list[str]:
-        return [
-            *self.keys.values(),
-            REMOTE_TOKEN,
-            REMOTE_TOKEN_ENV,
-            UNSET_TOKEN_ENV,
-            self.contract.base_url,
-            "http://",
-            "https://",
-            "127.0.0.1",
-            *BEFORE_VALUES,
-        ]
-
-
-def _config(contract: ContractServer, data_dir: Path) -> dict[str, Any]:
-    both = ["list_resources", "prepare_changes"]
-    return {
-        "server": {"data_dir": str(data_dir)},
-        "resources": [
-            resource(contract, "customer", RECORD, token_env=REMOTE_TOKEN_ENV),
-            {
-                **resource(contract, "notes", "/docs/notes.md", kind="webdav_text"),
-                "token_env": REMOTE_TOKEN_ENV,
-            },
-            {
-                **resource(contract, "wrapped", WRAPPED, token_env=UNSET_TOKEN_ENV),
-                "record_pointer": "/data",
-                "fields": ["status", "owner"],
-            },
-            {**resource(contract, "supplier", "/records/supplier-7"), "agent_id": "other-agent"},
-        ],
-        "agents": [
-            {"id": "account-assistant", "tools": both},
-            {"id": "other-agent", "tools": both},
-            {"id": "lister", "tools": ["list_resources"]},
-            {"id": "preparer", "tools": ["prepare_changes"]},
-            {"id": "wildcard", "tools": ["*"]},
-        ],
-    }
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    with ContractServer(None, faults=True, token=REMOTE_TOKEN) as contract:
-        config = tmp_path / "undogate.yaml"
-        config.write_text(yaml.safe_dump(_config(contract, tmp_path / "data")))
-        env = {**_base_env(), REMOTE_TOKEN_ENV: REMOTE_TOKEN}
-        keys: dict[str, str] = {}
-        with open_service(config, environ=env) as svc:
-            operator = svc.keyring.create_operator(label="alice")
-            keys["operator"] = operator.key
-            owner = operator.credential.id
-            for agent in ("account-assistant", "other-agent", "lister", "preparer", "wildcard"):
-                keys[agent] = svc.keyring.create_agent_token(
-                    owner_id=owner, agent_id=agent, label=agent
-                ).key
-            revoked = svc.keyring.create_agent_token(
-                owner_id=owner, agent_id="account-assistant", label="revoked"
-            )
-            svc.keyring.revoke(revoked.credential.id)
-            keys["revoked"] = revoked.key
-        with served_gateway(config, env) as url:
-            world = World(url=url, contract=contract, keys=keys)
-            yield world
-            for text in world.results:
-                for secret in world.secrets:
-                    assert secret not in text, f"{secret!r} leaked into a tool result: {text}"
-
-
-def _base_env() -> dict[str, str]:
-    import os
-
-    return {k: v for k, v in os.environ.items() if not k.startswith("UNDOGATE_")}
-
-
-# -- the clients ------------------------------------------------------------------------
-
-Connect = Callable[[str], AbstractAsyncContextManager["Agent"]]
-
-
-@dataclass
-class Agent:
-    """One MCP client session, recording every tool result for the leak check."""
-
-    client: Client
-    world: World
-
-    async def tool_names(self) -> list[str]:
-        listed = await self.client.list_tools()
-        return sorted(t.name for t in listed.tools)
-
-    async def call(self, name: str, **arguments: Any) -> CallToolResult:
-        result = await self.client.call_tool(name, arguments)
-        text = " ".join(getattr(c, "text", "") for c in result.content)
-        self.world.results.append(text + json.dumps(result.structured_content))
-        return result
-
-    async def prepare(self, **arguments: Any) -> dict[str, Any]:
-        result = await self.call("prepare_changes", **arguments)
-        assert not result.is_error, result.content
-        assert result.structured_content is not None
-        return result.structured_content
-
-    async def refusal(self, name: str, **arguments: Any) -> tuple[str, str]:
-        """The stable code and the whole text of a refused call."""
-        result = await self.call(name, **arguments)
-        assert result.is_error, result.structured_content
-        text = getattr(result.content[0], "text", "")
-        match = ERROR_PREFIX.match(text)
-        assert match, text
-        return match.group(1), text
-
-
-@pytest.fixture(params=["http", "stdio"])
-def transport(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-@pytest.fixture
-def connect(transport: str, world: World, tmp_path: Path) -> Connect:
-
-    @asynccontextmanager
-    async def http(agent: str) -> AsyncIterator[Agent]:
-        headers = {"Authorization": f"Bearer {world.keys[agent]}"}
-        async with httpx2.AsyncClient(headers=headers, timeout=60) as http_client:
-            stream = streamable_http_client(f"{world.url}/mcp", http_client=http_client)
-            async with Client(stream) as client:
-                yield Agent(client, world)
-
-    @asynccontextmanager
-    async def stdio(agent: str) -> AsyncIterator[Agent]:
-        params = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "undogate.mcp_server"],
-            env={"UNDOGATE_URL": world.url, "UNDOGATE_AGENT_TOKEN": world.keys[agent]},
-        )
-        with (tmp_path / f"stdio-{agent}.log").open("w") as errlog:
-            async with Client(stdio_client(params, errlog=errlog)) as client:
-                yield Agent(client, world)
-
-    return http if transport == "http" else stdio
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    anyio.run(scenario)
 
 
 def customer_change(**extra: Any) -> dict[str, Any]:
@@ -557,7 +329,7 @@ def test_the_mcp_endpoint_takes_only_live_agent_tokens(world: World) -> None:
 def _stdio(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "undogate.mcp_server"],
-        env={**_base_env(), **env},
+        env={**base_env(), **env},
         input="",
         capture_output=True,
         text=True,

@@ -35,14 +35,13 @@ from .errors import (
     UndogateError,
 )
 from .jobs import AssertionKind, ChangeRequest, Job, Operation, PrepareRequest
-from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
+from .jsonvalue import JsonObject, JsonValue, dumps
 from .openapi import openapi_document
 from .operations import endpoint_check
+from .request_body import MAX_BODY_BYTES, DrainUnreadBody, parse_object, read_body
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-MAX_BODY_BYTES = 1024 * 1024
 
 # The one mapping from stable error codes to HTTP statuses.
 STATUS_BY_CODE: dict[str, int] = {
@@ -66,6 +65,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "limit_reached": 422,
     "quota_exceeded": 429,
     "rate_limited": 429,
+    "too_many_streams": 429,
     "remote_contract_breach": 502,
     "remote_unavailable": 502,
     "blocked_address": 502,
@@ -217,42 +217,18 @@ async def json_body(request: Request, *, optional: bool = False) -> JsonObject:
     """The request body as a lossless JSON object (big numbers exact, no duplicate keys).
 
     Raises:
-        InvalidRequest: not JSON, not an object, too large, or the wrong media type.
+        InvalidRequest: not JSON or not an object. PayloadTooLarge: over the limit.
+        HTTPException: 415, the wrong media type.
     """
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
-    # Counted as it streams: a chunked body has no Content-Length to refuse up front.
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _too_large()
-        chunks.append(chunk)
-    raw = b"".join(chunks)
+    raw = await read_body(request.scope, request.receive)
     if not raw.strip():
         if optional:
             return {}
         raise InvalidRequest("a JSON object body is required")
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
-        raise _unsupported_media()
-    try:
-        value = loads(raw)
-    except JsonError as exc:
-        raise InvalidRequest(f"the body is not acceptable JSON: {exc}", reason=exc.reason) from None
-    if not isinstance(value, dict):
-        raise InvalidRequest("the body must be a JSON object")
-    return value
-
-
-def _too_large() -> HTTPException:
-    return HTTPException(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
-
-
-def _unsupported_media() -> HTTPException:
-    return HTTPException(415, "send the body as application/json")
+        raise HTTPException(415, "send the body as application/json")
+    return parse_object(raw)
 
 
 def _only(body: JsonObject, allowed: Sequence[str], where: str = "body") -> None:
@@ -648,10 +624,12 @@ def create_app(
     app.state.undogate = Services(gateway=gateway, keyring=keyring)
     app.state.openapi = receipts.json_value(openapi_document())
     app.add_middleware(SecurityHeaders)
+    app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset
     return app
 
 
 __all__ = [
+    "MAX_BODY_BYTES",
     "STATUS_BY_CODE",
     "JSONResponse",
     "Services",

@@ -8,6 +8,8 @@ its own vocabulary in one place.
     UndogateError
     ├── ConfigError                 config_invalid         (carries every problem found)
     ├── InvalidRequest              invalid_request
+    ├── PayloadTooLarge             payload_too_large      (a request body over the limit)
+    ├── TooManyStreams              too_many_streams       (open /mcp streams at their bound)
     ├── NotFound                    not_found
     ├── Forbidden                   forbidden
     ├── Unauthorized                unauthorized
@@ -71,6 +73,14 @@ class ConfigError(UndogateError):
 
 class InvalidRequest(UndogateError):
     code = "invalid_request"
+
+
+class PayloadTooLarge(UndogateError):
+    code = "payload_too_large"
+
+
+class TooManyStreams(UndogateError):
+    code = "too_many_streams"
 
 
 class NotFound(UndogateError):

@@ -2,12 +2,18 @@
 
 One set of tools, two transports:
 
-- **Streamable HTTP** (``build_mcp_app``), mounted at ``/mcp`` on ``undogate serve``.
-  Every HTTP request carries an agent token as bearer; it is authenticated by the
-  ``Keyring`` on each request, and the tools call the ``Gateway`` in process.
-- **stdio** (``run_stdio``, ``undogate mcp``) for agents that launch tools as
-  subprocesses. It forwards to a running gateway's HTTP API (``UNDOGATE_URL``) with
-  the agent token from ``UNDOGATE_AGENT_TOKEN``.
+- **Streamable HTTP** (``mcp_http.build_mcp_app``), mounted at ``/mcp`` on
+  ``undogate serve``. Every HTTP request carries an agent token as bearer; it is
+  authenticated by the ``Keyring`` on each request, and the tools call the ``Gateway``
+  in process.
+- **stdio** (``run_stdio``, ``undogate mcp``; the transport is ``mcp_stdio``) for agents
+  that launch tools as subprocesses. It forwards to a running gateway's HTTP API
+  (``UNDOGATE_URL``) with the agent token from ``UNDOGATE_AGENT_TOKEN``.
+
+Both transports read every message losslessly before the SDK does (``mcp_wire``), and
+a tool takes its arguments from that reading, never from the SDK's float-parsed copy:
+``prepare_changes`` parses them with the API's own parser, so numbers keep their exact
+text and every refusal carries the code ``POST /api/v1/jobs`` gives for the same body.
 
 An agent sees only the tools its config lists (``Config.agent_tools``); there is no
 tool to apply, confirm, undo, reconcile or reject: those are a person's acts. The
@@ -22,8 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -32,23 +37,22 @@ import httpx
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.datastructures import Headers
-from starlette.types import Message, Receive, Scope, Send
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from . import __version__, receipts
-from .auth import Keyring, Principal
-from .config import AGENT_TOOLS, Config
+from .auth import Principal
+from .config import AGENT_TOOLS
 from .engine import Gateway
 from .errors import Forbidden, UndogateError
-from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, from_python, loads
+from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
+from .mcp_stdio import serve_stdio
+from .mcp_wire import inbound_message
 
 URL_ENV = "UNDOGATE_URL"
 TOKEN_ENV = "UNDOGATE_AGENT_TOKEN"  # noqa: S105 - a variable name
-PRINCIPAL_KEY = "undogate.principal"  # the ASGI scope key the HTTP auth layer fills
 
 INSTRUCTIONS = (
     "undogate lets you propose changes to a few configured external records and "
@@ -120,6 +124,23 @@ class ChangeInput(BaseModel):
     assertion_kind: Literal["observed", "inferred", "imported", "supplied"] | None = Field(
         default=None,
         description="How you know the new value: observed, inferred, imported or supplied.",
+    )
+
+
+class PrepareChangesInput(BaseModel):
+    """The arguments of prepare_changes as its input schema shows them to a model. The
+    tool reads the arguments with the API's parser (``api.parse_prepare``), not with
+    this model: it only describes them."""
+
+    model_config = ConfigDict(extra="forbid", title="prepare_changesArguments")
+
+    summary: str = Field(description="What and why, for the reviewer, in one or two sentences.")
+    changes: list[ChangeInput] = Field(description="1 to 8 changes.")
+    idempotency_key: str | None = Field(
+        default=None, description="A new unique string per intended job; repeat it on retries."
+    )
+    attribution_label: str | None = Field(
+        default=None, description="A label the reviewer sees as caller-supplied and unverified."
     )
 
 
@@ -370,76 +391,57 @@ def job_receipt(value: JsonValue) -> JobReceipt:
     )
 
 
-def prepare_body(
-    summary: str,
-    changes: Sequence[ChangeInput],
-    idempotency_key: str | None,
-    attribution_label: str | None,
-) -> JsonObject:
-    """The tool's arguments as the API's JSON body (``parse_prepare`` reads it).
+def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
+    """The call's arguments exactly as the agent sent them (read by ``mcp_wire``).
 
     Raises:
-        Refusal: a value that is not JSON (a non-finite number).
+        Refusal: they are not acceptable JSON or not an object (as the API refuses such a
+            body), or the call did not come through undogate's reader.
     """
-    raw: dict[str, Any] = {
-        "summary": summary,
-        "changes": [c.model_dump(exclude_none=True) for c in changes],
-    }
-    if idempotency_key is not None:
-        raw["idempotency_key"] = idempotency_key
-    if attribution_label is not None:
-        raw["attribution_label"] = attribution_label
+    message = inbound_message(ctx.request_context.request)
+    if message is None or not message.tool_call:
+        raise Refusal("internal_error", "the call did not arrive through undogate's reader", {})
     try:
-        body = from_python(raw)
-    except (JsonError, TypeError):
-        raise Refusal(
-            "invalid_request", "every value must be JSON (finite numbers only)", {}
-        ) from None
-    assert isinstance(body, dict)
-    return body
+        return message.tool_arguments()
+    except UndogateError as exc:
+        raise Refusal.of(exc) from None
 
 
-def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer:
+PREPARE_CHANGES_SCHEMA = PrepareChangesInput.model_json_schema()
+
+
+def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any]:
     """An MCP server offering exactly ``tools`` (a subset of ``AGENT_TOOLS``)."""
-    server: MCPServer = MCPServer(
-        "undogate",
-        instructions=INSTRUCTIONS,
-        version=__version__,
-        log_level="WARNING",
-    )
 
     async def list_resources(ctx: Context[Any, Any]) -> ResourceList:
         try:
+            call_arguments(ctx)  # it takes none, but refuses what is not JSON like any call
             found = await backend_for(ctx).list_resources()
             return ResourceList(resources=[resource_info(r) for r in found])
         except Refusal as refusal:
             raise agent_error(refusal) from None
 
-    async def prepare_changes(
-        summary: str,
-        changes: list[ChangeInput],
-        ctx: Context[Any, Any],
-        idempotency_key: str | None = None,
-        attribution_label: str | None = None,
-    ) -> JobReceipt:
+    async def prepare_changes(ctx: Context[Any, Any]) -> JobReceipt:
         try:
-            body = prepare_body(summary, changes, idempotency_key, attribution_label)
-            return job_receipt(await backend_for(ctx).prepare(body))
+            return job_receipt(await backend_for(ctx).prepare(call_arguments(ctx)))
         except Refusal as refusal:
             raise agent_error(refusal) from None
 
+    offered: list[Tool] = []
     if "list_resources" in tools:
-        server.add_tool(
-            list_resources,
-            name="list_resources",
-            title="List the resources you may change",
-            description=LIST_RESOURCES_DESCRIPTION,
-            annotations=ToolAnnotations(
-                read_only_hint=True, idempotent_hint=True, open_world_hint=False
-            ),
+        offered.append(
+            Tool.from_function(
+                list_resources,
+                name="list_resources",
+                title="List the resources you may change",
+                description=LIST_RESOURCES_DESCRIPTION,
+                annotations=ToolAnnotations(
+                    read_only_hint=True, idempotent_hint=True, open_world_hint=False
+                ),
+            )
         )
     if "prepare_changes" in tools:
-        server.add_tool(
+        tool = Tool.from_function(
             prepare_changes,
             name="prepare_changes",
             title="Prepare changes for a person to review",
@@ -451,109 +453,16 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer:
                 open_world_hint=False,
             ),
         )
-    return server
-
-
-# -- streamable HTTP: /mcp on `undogate serve` ----------------------------------------------
-
-# Bearer tokens are never sent by a browser on its own, so a rebinding page cannot act as
-# an agent; the gateway may sit behind any host name.
-_NO_HOST_CHECK = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-
-
-class McpApp:
-    """The ASGI app for ``/mcp``: authenticates each request's agent token and hands it
-    to the MCP server holding exactly that agent's tools.
-
-    Mount it as a route (``Route("/mcp", endpoint=app)``) and run ``app.lifespan()`` in
-    the host app's lifespan.
-    """
-
-    def __init__(self, gateway: Gateway, keyring: Keyring) -> None:
-        self.gateway = gateway
-        self.keyring = keyring
-        tool_sets = {config_tools(gateway.config, a.id) for a in gateway.config.agents} | {()}
-        self._servers: dict[tuple[str, ...], MCPServer] = {}
-        for tools in sorted(tool_sets):
-            server = build_server(tools, self._backend_for)
-            server.streamable_http_app(
-                stateless_http=True, json_response=True, transport_security=_NO_HOST_CHECK
-            )
-            self._servers[tools] = server
-
-    def _backend_for(self, ctx: Context[Any, Any]) -> AgentBackend:
-        scope = getattr(ctx.request_context.request, "scope", None)
-        principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
-        if not isinstance(principal, Principal) or principal.agent_id is None:
-            raise Refusal("unauthorized", "no agent token", {})
-        return GatewayBackend(self.gateway, principal)
-
-    @asynccontextmanager
-    async def lifespan(self, app: object = None) -> AsyncIterator[None]:
-        """Run the MCP session managers (the host app's lifespan must enter this)."""
-        async with AsyncExitStack() as stack:
-            for server in self._servers.values():
-                await stack.enter_async_context(server.session_manager.run())
-            yield
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from .api import error_response
-
-        if scope["type"] != "http":
-            return
-        header = Headers(scope=scope).get("authorization", "")
-        scheme, _, key = header.partition(" ")
-        key = key.strip()
-        try:
-            if scheme.lower() != "bearer" or not key or len(key) > 512:
-                raise Refusal("unauthorized", "send the agent token as 'Authorization: Bearer'", {})
-            try:
-                principal = self.keyring.verified(key)
-                if principal is None:
-                    principal = await anyio.to_thread.run_sync(self.keyring.authenticate, key)
-            except UndogateError as exc:
-                raise Refusal.of(exc) from None
-            if principal.kind != "agent" or principal.agent_id is None:
-                raise Refusal("forbidden", "the MCP endpoint is for agent tokens", {})
-        except Refusal as refusal:
-            response = error_response(refusal.code, refusal.message)
-            await response(scope, receive, send)
-            return
-        server = self._servers.get(config_tools(self.gateway.config, principal.agent_id))
-        server = server or self._servers[()]
-        await server.session_manager.handle_request(
-            {**scope, PRINCIPAL_KEY: principal}, _bounded(receive), send
-        )
-
-
-def _bounded(receive: Receive) -> Receive:
-    """``receive`` that stops a request body at MAX_BODY_BYTES, however it is sent
-    (a chunked body has no Content-Length to refuse up front)."""
-    from .api import MAX_BODY_BYTES
-
-    seen = 0
-
-    async def bounded() -> Message:
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > MAX_BODY_BYTES:
-                return {"type": "http.disconnect"}  # stop reading: the body is too large
-        return message
-
-    return bounded
-
-
-def config_tools(config: Config, agent_id: str) -> tuple[str, ...]:
-    """The agent's tools in a fixed order (so equal sets share one server)."""
-    opted = config.agent_tools(agent_id)
-    return tuple(t for t in AGENT_TOOLS if t in opted)
-
-
-def build_mcp_app(gateway: Gateway, keyring: Keyring) -> McpApp:
-    """The streamable-HTTP app to mount at ``/mcp`` (agent token as bearer)."""
-    return McpApp(gateway, keyring)
+        # The function takes its arguments from the wire, so its signature says nothing
+        # about them: the schema a model sees is the documented one.
+        offered.append(tool.model_copy(update={"parameters": PREPARE_CHANGES_SCHEMA}))
+    return MCPServer(
+        "undogate",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        tools=offered,
+    )
 
 
 # -- stdio: `undogate mcp` ----------------------------------------------------------------
@@ -591,7 +500,7 @@ async def _serve_stdio(url: str, token: str) -> int:
             return 2
         if not tools:
             _say("warning: this agent is opted in to no tools (see `agents` in the config)")
-        await build_server(tools, lambda ctx: backend).run_stdio_async()
+        await serve_stdio(build_server(tools, lambda ctx: backend))
         return 0
     finally:
         await backend.aclose()
@@ -611,22 +520,22 @@ if __name__ == "__main__":  # pragma: no cover
 
 
 __all__ = [
-    "PRINCIPAL_KEY",
+    "PREPARE_CHANGES_SCHEMA",
     "TOKEN_ENV",
     "URL_ENV",
     "AgentBackend",
+    "BackendFor",
     "ChangeInput",
     "GatewayBackend",
     "JobReceipt",
-    "McpApp",
+    "PrepareChangesInput",
     "Refusal",
     "RemoteBackend",
     "ResourceInfo",
     "agent_error",
-    "build_mcp_app",
     "build_server",
+    "call_arguments",
     "job_receipt",
-    "prepare_body",
     "resource_info",
     "run_stdio",
 ]

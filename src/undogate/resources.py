@@ -39,6 +39,10 @@ class Limits(StrictModel):
     max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1)
     max_confirm_attempts: int = Field(16, ge=1)
     idempotency_days: int = Field(30, ge=1)
+    # Open streams on /mcp (GET, subscriptions/listen): the gateway never sends on them.
+    max_mcp_streams: int = Field(64, ge=1)
+    max_mcp_streams_per_agent: int = Field(4, ge=1)
+    mcp_stream_idle_s: float = Field(60.0, gt=0)
     # Fair shares (docs/limits.md): an agent here is one agent id as one owner's tokens
     # speak for it. Strict integers: `true` or `"5"` must not quietly become a quota; the
     # ceiling keeps every value a SQLite integer.

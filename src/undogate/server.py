@@ -138,7 +138,7 @@ def build_app(gateway: Gateway, keyring: Keyring) -> Any:
     from starlette.routing import Route
 
     from .api import create_app
-    from .mcp_server import build_mcp_app
+    from .mcp_http import build_mcp_app
     from .web import web_routes
 
     mcp = build_mcp_app(gateway, keyring)
