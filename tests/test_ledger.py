@@ -130,3 +130,22 @@ def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path)
                 assert not plan.startswith("SCAN"), plan
     finally:
         ledger.close()
+
+
+def test_a_refused_open_keeps_no_handle_on_the_ledger(tmp_path: Path) -> None:
+    """A ledger from a newer undogate is refused, and the refusal holds nothing open:
+    no connection to the file and no lock, so the next open is refused the same way."""
+    Ledger.open(tmp_path).close()
+    with sqlite3.connect(tmp_path / DB_NAME) as raw:
+        raw.execute("PRAGMA user_version = 999")
+    raw.close()
+
+    def handles() -> int:
+        fds = Path("/proc/self/fd")
+        return sum(1 for fd in fds.iterdir() if fd.resolve().name.startswith(DB_NAME))
+
+    before = handles()
+    for _ in range(2):
+        with pytest.raises(LedgerError, match="newer than this undogate"):
+            Ledger.open(tmp_path)
+    assert handles() == before

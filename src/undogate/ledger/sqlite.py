@@ -110,6 +110,7 @@ class SQLiteStore:
                 fs,
             )
         lock_fd = take_lock(data_dir / LOCK_NAME)
+        conn: sqlite3.Connection | None = None
         try:
             db_path = data_dir / DB_NAME
             found = check_before_open(db_path, new_ledger=new_ledger)
@@ -123,6 +124,9 @@ class SQLiteStore:
                 migrate(conn)
             ledger.identity = remember(conn, db_path, found)
         except BaseException:
+            # A refused open keeps nothing: not the lock, not a half-configured connection.
+            if conn is not None:
+                conn.close()
             os.close(lock_fd)
             raise
         return ledger
