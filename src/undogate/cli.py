@@ -215,7 +215,8 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
     Exits 0 only when every step passed.
     """
-    from .operations.endpoint_check import report_lines, run_endpoint_check
+    from .operations.endpoint_check import report_lines
+    from .server import run_endpoint_check
 
     try:
         view, path = run_endpoint_check(config_path, test_copy_id, os.environ)
@@ -330,7 +331,7 @@ def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
 def _review(url: str, key: str, fn: Any) -> None:
     from rich.console import Console
 
-    from .server import ApiClient
+    from .client import ApiClient
 
     try:
         client = ApiClient(url, key)

@@ -1,9 +1,9 @@
-"""Running undogate: ``serve`` (uvicorn), ``init``, and key administration that works
-whether or not a server owns the ledger."""
+"""Running undogate: ``serve`` (uvicorn), ``init``, and the two verbs that work whether
+or not a server owns the ledger (key administration and the endpoint check): directly
+on the ledger, or through the running server's API (``client.ApiClient``)."""
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -11,15 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from .auth import MASTER_ENV, READ, SCOPES, Keyring
+from .client import ApiClient, is_loopback
 from .config import Config, load_config
 from .engine import Gateway, crash_point_from_env
-from .errors import InvalidRequest, LedgerInUse, UndogateError
-from .jsonvalue import JsonObject, JsonValue, dumps, from_python, loads
+from .errors import InvalidRequest, LedgerInUse
+from .jsonvalue import JsonObject, JsonValue
 from .ledger import Ledger
 from .net import RemoteHTTP
+from .operations.endpoint_check import CheckResult, check_endpoint, result_view
 from .redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
@@ -110,7 +110,7 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
         echo(svc.ledger.identity.describe(svc.ledger.path))
         for warning in svc.config.warnings:
             echo(f"warning: {warning}")
-        if not _is_loopback(host):
+        if not is_loopback(host):
             echo(
                 f"warning: listening on {host}: bearer keys cross the network in plain HTTP; "
                 "put a TLS-terminating proxy in front"
@@ -144,15 +144,6 @@ def build_app(gateway: Gateway, keyring: Keyring) -> Any:
     mcp = build_mcp_app(gateway, keyring)
     routes = [Route("/mcp", endpoint=mcp), *web_routes(gateway, keyring)]
     return create_app(gateway, keyring, routes=routes, lifespan=mcp.lifespan)
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:
@@ -263,77 +254,66 @@ def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
         client.close()
 
 
-class ApiError(UndogateError):
-    """An error answer from a remote undogate API, carrying its stable code."""
+# -- the endpoint check (SPEC §11): directly, or through the API when a server owns it ----
 
-    def __init__(self, code: str, message: str, status: int, details: JsonObject) -> None:
-        super().__init__(message, status=status, **details)
-        self.code = code  # type: ignore[misc]
+ENDPOINT_CHECK_PATH = "/api/v1/endpoint-checks"
+ENDPOINT_CHECK_TIMEOUT_S = 300.0  # a whole check: about a dozen requests, each bounded
 
 
-def require_safe_gateway_url(url: str) -> None:
-    """A key may travel to a gateway over https, or over plain http only to this machine.
+def run_endpoint_check(
+    config_path: Path, test_copy_id: str, environ: Mapping[str, str]
+) -> tuple[JsonObject, str]:
+    """Run the check directly on the ledger when no server owns it, or through the
+    server's API (``UNDOGATE_URL`` + ``UNDOGATE_KEY``, an operator key with
+    agents:write) when one does. Returns the ``result_view`` and the path taken
+    (``direct`` or ``api``).
 
     Raises:
-        InvalidRequest: plain http (or another scheme) to any other host.
+        ConfigError, LedgerError, InvalidRequest (a server owns the ledger and no URL
+        or key is set), ApiError (the server refused), and what ``check_endpoint`` raises.
     """
-    parsed = httpx.URL(url)
-    if parsed.scheme != "https" and not (parsed.scheme == "http" and _is_loopback(parsed.host)):
-        raise InvalidRequest(
-            f"refusing to send a key to {parsed.scheme}://{parsed.host}: use https "
-            "(plain http is only for 127.0.0.1 or localhost)"
-        )
-
-
-class ApiClient:
-    """A small client of undogate's own API (the CLI's only way to a running server)."""
-
-    def __init__(self, url: str, key: str, *, timeout: float = 60.0) -> None:
-        self.url = url.rstrip("/")
-        require_safe_gateway_url(self.url)
-        self._client = httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {key}"},
-            timeout=timeout,
-            trust_env=False,
-            follow_redirects=False,
-        )
-
-    def close(self) -> None:
-        self._client.close()
-
-    def request(self, method: str, path: str, body: Any = None) -> JsonValue:
-        """Raises: ApiError (the server's error), InvalidRequest (unreachable server)."""
-        content = dumps(from_python(body) if body is not None else {}) if body is not None else None
-        try:
-            response = self._client.request(
-                method,
-                path,
-                content=content,
-                headers={"Content-Type": "application/json"} if content is not None else None,
-            )
-        except httpx.HTTPError as exc:
+    try:
+        return result_view(_run_directly(config_path, test_copy_id, environ)), "direct"
+    except LedgerInUse as exc:
+        url, key = environ.get("UNDOGATE_URL"), environ.get("UNDOGATE_KEY")
+        if not url or not key:
             raise InvalidRequest(
-                f"cannot reach undogate at {self.url}: {exc.__class__.__name__}"
+                f"{exc.message}. To check while it serves, set UNDOGATE_URL and "
+                "UNDOGATE_KEY (an operator key with agents:write)"
             ) from None
+    client = ApiClient(url, key, timeout=ENDPOINT_CHECK_TIMEOUT_S)
+    try:
+        view = client.request("POST", ENDPOINT_CHECK_PATH, {"resource": test_copy_id})
+    finally:
+        client.close()
+    if not isinstance(view, dict):
+        raise InvalidRequest(f"{url} answered the check with something other than an object")
+    return view, "api"
+
+
+def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, str]) -> CheckResult:
+    """Load the config, own the ledger for the check, run it, close everything.
+
+    Raises:
+        ConfigError, LedgerInUse (a server owns the ledger), LedgerError, and what
+        ``check_endpoint`` raises.
+    """
+    config = load_config(config_path)
+    redaction = install_redaction(
+        [r.token_env for r in config.resources if r.token_env], environ=environ
+    )
+    try:
+        ledger = Ledger.open(config.server.data_dir)
         try:
-            value = loads(response.content)
-        except ValueError:
-            raise ApiError(
-                "invalid_response",
-                f"HTTP {response.status_code}: not JSON",
-                response.status_code,
-                {},
-            ) from None
-        if response.status_code >= 400:
-            error = value.get("error") if isinstance(value, dict) else None
-            if isinstance(error, dict):
-                details = error.get("details")
-                raise ApiError(
-                    str(error.get("code")),
-                    str(error.get("message")),
-                    response.status_code,
-                    details if isinstance(details, dict) else {},
-                )
-            raise ApiError("http_error", f"HTTP {response.status_code}", response.status_code, {})
-        return value
+            http = RemoteHTTP(
+                request_timeout_s=config.server.request_timeout_s,
+                ca_bundle=config.server.ca_bundle,
+            )
+            try:
+                return check_endpoint(config, ledger, http, test_copy_id, environ)
+            finally:
+                http.close()
+        finally:
+            ledger.close()
+    finally:
+        uninstall_redaction(redaction)
