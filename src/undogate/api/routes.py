@@ -1,163 +1,36 @@
-"""The HTTP API (SPEC §9): ``create_app`` builds the ASGI app from a routes list, a
-lifespan and exception handlers.
-
-Routes only translate: they authenticate the bearer credential, parse the body
-losslessly, call one ``Gateway`` or ``Keyring`` method in a worker thread, and render
-a view from ``receipts``. Domain errors become HTTP statuses in one place,
-``STATUS_BY_CODE``.
-"""
+"""The routes of SPEC §9 (and key administration), each a thin translation."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import receipts
-from .auth import READ, WRITE, Keyring, Principal, require_scope
-from .engine import Gateway
-from .errors import (
+from .. import receipts
+from ..auth import READ, WRITE, Keyring, Principal, require_scope
+from ..engine import Gateway
+from ..errors import (
     Forbidden,
     InvalidRequest,
     NotFound,
-    RateLimited,
     Unauthorized,
     UndogateError,
 )
-from .jobs import AssertionKind, ChangeRequest, Job, Operation, PrepareRequest
-from .jsonvalue import JsonObject, JsonValue, dumps
-from .openapi import openapi_document
-from .operations import endpoint_check
-from .request_body import MAX_BODY_BYTES, DrainUnreadBody, parse_object, read_body
+from ..jobs import Job, Operation
+from ..jsonvalue import JsonObject
+from ..operations import endpoint_check
+from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
+from .responses import NO_STORE, JSONResponse, error_response
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-# The one mapping from stable error codes to HTTP statuses.
-STATUS_BY_CODE: dict[str, int] = {
-    "invalid_request": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "stale_version": 409,
-    "idempotency_key_reused": 409,
-    "transition_not_allowed": 409,
-    "preview_used": 409,
-    "changed_since_preview": 409,
-    "conflict": 409,
-    "quarantined": 409,
-    "later_job_overlaps": 409,
-    "reconciliation_blocked": 409,
-    "preview_expired": 410,
-    "payload_too_large": 413,
-    "unsupported_media_type": 415,
-    "limit_reached": 422,
-    "quota_exceeded": 429,
-    "rate_limited": 429,
-    "too_many_streams": 429,
-    "remote_contract_breach": 502,
-    "remote_unavailable": 502,
-    "blocked_address": 502,
-    "missing_token": 503,
-    "ledger_in_use": 503,
-    "ledger_error": 503,
-    "config_invalid": 500,
-    "internal_error": 500,
-}
-NO_STORE = {"Cache-Control": "no-store"}
-SECURITY_HEADERS = (
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
-)
-
-
-class JSONResponse(Response):
-    """A lossless JSON response: ``JsonNumber`` values keep their exact text."""
-
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return dumps(content, sort_keys=False).encode("utf-8")
-
-
-def error_response(code: str, message: str, details: JsonObject | None = None) -> JSONResponse:
-    status = STATUS_BY_CODE.get(code, 400)
-    headers = {"WWW-Authenticate": 'Bearer realm="undogate"'} if status == 401 else None
-    body: JsonObject = {"error": {"code": code, "message": message, "details": details or {}}}
-    return JSONResponse(body, status_code=status, headers=headers)
-
-
-def _details(exc: UndogateError) -> JsonObject:
-    out: JsonObject = {}
-    for key, value in exc.details.items():
-        out[key] = receipts.json_value(value)
-    return out
-
-
-async def _undogate_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, UndogateError)
-    if getattr(request.state, "agent_facing", False):
-        message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
-        response = error_response(exc.code, message, details)
-    else:
-        response = error_response(exc.code, exc.message, _details(exc))
-    if isinstance(exc, RateLimited):
-        response.headers["Retry-After"] = str(exc.retry_after_s)
-    return response
-
-
-async def _http_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, HTTPException)
-    code = {
-        404: "not_found",
-        405: "method_not_allowed",
-        413: "payload_too_large",
-        415: "unsupported_media_type",
-    }.get(exc.status_code, "invalid_request")
-    response = error_response(code, str(exc.detail))
-    response.status_code = exc.status_code
-    if exc.headers:
-        response.headers.update(exc.headers)
-    return response
-
-
-class SecurityHeaders:
-    """Every response: ``nosniff`` and ``no-referrer``; every API response: ``no-store``."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        no_store = str(scope.get("path", "")).startswith("/api/")
-
-        async def wrapped(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = [
-                    (k, v)
-                    for k, v in message.get("headers", [])
-                    if k.lower() not in (b"x-content-type-options", b"referrer-policy")
-                ]
-                headers.extend(SECURITY_HEADERS)
-                if no_store and not any(k.lower() == b"cache-control" for k, _ in headers):
-                    headers.append((b"cache-control", b"no-store"))
-                message = {**message, "headers": headers}
-            await send(message)
-
-        await self.app(scope, receive, wrapped)
 
 
 @dataclass
@@ -208,103 +81,6 @@ def _agent_principal(request: Request, principal: Principal) -> str:
 def _master(principal: Principal) -> None:
     if principal.kind != "master":
         raise Forbidden("this route needs the master key")
-
-
-# -- bodies --------------------------------------------------------------------------
-
-
-async def json_body(request: Request, *, optional: bool = False) -> JsonObject:
-    """The request body as a lossless JSON object (big numbers exact, no duplicate keys).
-
-    Raises:
-        InvalidRequest: not JSON or not an object. PayloadTooLarge: over the limit.
-        HTTPException: 415, the wrong media type.
-    """
-    raw = await read_body(request.scope, request.receive)
-    if not raw.strip():
-        if optional:
-            return {}
-        raise InvalidRequest("a JSON object body is required")
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise HTTPException(415, "send the body as application/json")
-    return parse_object(raw)
-
-
-def _only(body: JsonObject, allowed: Sequence[str], where: str = "body") -> None:
-    extra = sorted(set(body) - set(allowed))
-    if extra:
-        raise InvalidRequest(f"{where}: unknown member {extra[0]!r}", member=extra[0])
-
-
-def _str(
-    body: JsonObject, key: str, *, required: bool = False, max_len: int = 10_000
-) -> str | None:
-    value = body.get(key)
-    if value is None:
-        if required:
-            raise InvalidRequest(f"{key} is required (a string)", member=key)
-        return None
-    if not isinstance(value, str) or len(value) > max_len:
-        raise InvalidRequest(f"{key} must be a string of at most {max_len} characters", member=key)
-    return value
-
-
-def _bool(body: JsonObject, key: str) -> bool:
-    value = body.get(key, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise InvalidRequest(f"{key} must be true or false", member=key)
-    return value
-
-
-def _change_request(value: JsonValue, i: int) -> ChangeRequest:
-    where = f"changes[{i}]"
-    if not isinstance(value, dict):
-        raise InvalidRequest(f"{where} must be an object")
-    _only(value, ("resource", "set", "remove", "text", "expected_version", "assertion_kind"), where)
-    resource = _str(value, "resource", required=True, max_len=64)
-    assert resource is not None
-    set_ = value.get("set")
-    if set_ is not None and not isinstance(set_, dict):
-        raise InvalidRequest(f"{where}.set must be an object of field values")
-    remove = value.get("remove") or []
-    if not isinstance(remove, list) or not all(isinstance(r, str) for r in remove):
-        raise InvalidRequest(f"{where}.remove must be a list of field names")
-    kind = _str(value, "assertion_kind", max_len=20)
-    try:
-        assertion = AssertionKind(kind) if kind is not None else None
-    except ValueError:
-        raise InvalidRequest(
-            f"{where}.assertion_kind must be one of " + ", ".join(k.value for k in AssertionKind)
-        ) from None
-    return ChangeRequest(
-        resource_id=resource,
-        set=set_,
-        remove=tuple(str(r) for r in remove),
-        text=_str(value, "text", max_len=10 * MAX_BODY_BYTES),
-        expected_version=_str(value, "expected_version", max_len=300),
-        assertion_kind=assertion,
-    )
-
-
-def parse_prepare(body: JsonObject) -> PrepareRequest:
-    """Raises: InvalidRequest."""
-    _only(body, ("summary", "changes", "idempotency_key", "attribution_label"))
-    summary = _str(body, "summary", required=True)
-    assert summary is not None
-    changes = body.get("changes")
-    if not isinstance(changes, list) or not changes:
-        raise InvalidRequest("changes must be a non-empty list")
-    if len(changes) > 64:
-        raise InvalidRequest("too many changes")
-    return PrepareRequest(
-        summary=summary,
-        changes=tuple(_change_request(c, i) for i, c in enumerate(changes)),
-        idempotency_key=_str(body, "idempotency_key", max_len=1000),
-        attribution_label=_str(body, "attribution_label", max_len=1000),
-    )
 
 
 # -- routes --------------------------------------------------------------------------
@@ -553,15 +329,6 @@ async def admin_create_key(request: Request) -> Response:
     return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
 
 
-def _str_list(body: JsonObject, key: str) -> list[str] | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise InvalidRequest(f"{key} must be a list of strings", member=key)
-    return [str(v) for v in value]
-
-
 @endpoint
 async def admin_revoke_key(request: Request) -> Response:
     _master(await authenticate(request))
@@ -595,49 +362,3 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
     ]
-
-
-def create_app(
-    gateway: Gateway,
-    keyring: Keyring,
-    *,
-    routes: Sequence[BaseRoute] = (),
-    lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
-    exception_handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]]
-    | None = None,
-) -> Starlette:
-    """The ASGI app: the API routes plus ``routes`` (web views, the MCP mount, ...).
-
-    Extra routes share the services (``request.app.state.undogate``), the security
-    headers and the error mapping; ``exception_handlers`` adds to (or overrides) it.
-    """
-    handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
-        UndogateError: _undogate_error,
-        HTTPException: _http_error,
-    }
-    handlers.update(exception_handlers or {})
-    app = Starlette(
-        routes=[*api_routes(), *routes],
-        lifespan=lifespan,
-        exception_handlers=handlers,
-    )
-    app.state.undogate = Services(gateway=gateway, keyring=keyring)
-    app.state.openapi = receipts.json_value(openapi_document())
-    app.add_middleware(SecurityHeaders)
-    app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset
-    return app
-
-
-__all__ = [
-    "MAX_BODY_BYTES",
-    "STATUS_BY_CODE",
-    "JSONResponse",
-    "Services",
-    "api_routes",
-    "authenticate",
-    "create_app",
-    "error_response",
-    "json_body",
-    "parse_prepare",
-    "services",
-]
