@@ -4,8 +4,8 @@ One set of tools, two transports:
 
 - **Streamable HTTP** (``mcp_http.build_mcp_app``), mounted at ``/mcp`` on
   ``undogate serve``. Every HTTP request carries an agent token as bearer; it is
-  authenticated by the ``Keyring`` on each request, and the tools call the ``Gateway``
-  in process.
+  authenticated by the ``Service`` on each request, and the tools call the ``Service``
+  in process (``mcp_http.ServiceBackend``).
 - **stdio** (``run_stdio``, ``undogate mcp``; the transport is ``mcp_stdio``) for agents
   that launch tools as subprocesses. It forwards to a running gateway's HTTP API
   (``UNDOGATE_URL``) with the agent token from ``UNDOGATE_AGENT_TOKEN``.
@@ -18,7 +18,7 @@ text and every refusal carries the code ``POST /api/v1/jobs`` gives for the same
 An agent sees only the tools its config lists (``Config.agent_tools``); there is no
 tool to apply, confirm, undo, reconcile or reject: those are a person's acts. The
 tools are thin: they call the same service functions as the API
-(``Gateway.list_resources``, ``parse_prepare`` + ``Gateway.prepare``) and render the
+(``Service.list_resources``, ``parse_prepare`` + ``Service.prepare``) and render the
 same views (``receipts.resource_view``, ``receipts.agent_receipt``). Results never
 carry URLs, tokens or before-values; refusals are MCP tool errors whose text starts
 with the stable error code and says what the model can do next.
@@ -43,10 +43,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
 
 from . import __version__, receipts
-from .auth import Principal
 from .config import AGENT_TOOLS
-from .engine import Gateway
-from .errors import Forbidden, UndogateError
+from .errors import UndogateError
 from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
 from .mcp_stdio import serve_stdio
 from .mcp_wire import inbound_message
@@ -232,36 +230,6 @@ class AgentBackend(Protocol):
     async def list_resources(self) -> list[JsonValue]: ...
 
     async def prepare(self, body: JsonObject) -> JsonValue: ...
-
-
-@dataclass(frozen=True)
-class GatewayBackend:
-    """The tools in process, as one authenticated agent (streamable HTTP)."""
-
-    gateway: Gateway
-    principal: Principal
-
-    @property
-    def agent_id(self) -> str:
-        assert self.principal.agent_id is not None
-        return self.principal.agent_id
-
-    async def list_resources(self) -> list[JsonValue]:
-        if "list_resources" not in self.gateway.config.agent_tools(self.agent_id):
-            raise Refusal.of(Forbidden("this agent is not opted in to list_resources"))
-        return [receipts.resource_view(r) for r in self.gateway.list_resources(self.agent_id)]
-
-    async def prepare(self, body: JsonObject) -> JsonValue:
-        from .api import parse_prepare  # the API's own parser: one door for both surfaces
-
-        try:
-            request = parse_prepare(body)
-            done = await anyio.to_thread.run_sync(
-                self.gateway.prepare, self.principal.actor("mcp"), self.agent_id, request
-            )
-        except UndogateError as exc:
-            raise Refusal.of(exc) from None
-        return receipts.agent_receipt(done.job, replay=done.replay)
 
 
 class RemoteBackend:
@@ -526,7 +494,6 @@ __all__ = [
     "AgentBackend",
     "BackendFor",
     "ChangeInput",
-    "GatewayBackend",
     "JobReceipt",
     "PrepareChangesInput",
     "Refusal",

@@ -18,8 +18,9 @@ from ..engine import Gateway
 from ..errors import UndogateError
 from ..openapi import openapi_document
 from ..request_body import DrainUnreadBody
+from ..service import Service
 from .responses import SecurityHeaders, _http_error, _undogate_error
-from .routes import Services, api_routes
+from .routes import api_routes
 
 
 def create_app(
@@ -46,7 +47,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers=handlers,
     )
-    app.state.undogate = Services(gateway=gateway, keyring=keyring)
+    app.state.undogate = Service(gateway, keyring)
     app.state.openapi = receipts.json_value(openapi_document())
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset

@@ -1,53 +1,36 @@
-"""The routes of SPEC §9 (and key administration), each a thin translation."""
+"""The routes of SPEC §9 (and key administration), each a thin translation: read the
+request, call the ``Service``, render its answer."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, TypeVar
 
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from .. import receipts
-from ..auth import READ, WRITE, Keyring, Principal, require_scope
-from ..engine import Gateway
-from ..errors import (
-    Forbidden,
-    InvalidRequest,
-    NotFound,
-    Unauthorized,
-    UndogateError,
-)
-from ..jobs import Job, Operation
+from ..auth import READ, WRITE
+from ..errors import InvalidRequest, UndogateError
+from ..jobs import Operation
 from ..jsonvalue import JsonObject
 from ..operations import endpoint_check
+from ..service import Principal, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
 from .responses import NO_STORE, JSONResponse, error_response
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
+
+ASK_FOR_BEARER = "send a credential as 'Authorization: Bearer <key>'"
 
 
-@dataclass
-class Services:
-    """What the routes call; reachable as ``request.app.state.undogate``."""
-
-    gateway: Gateway
-    keyring: Keyring
-
-
-def services(request: Request) -> Services:
+def service(request: Request) -> Service:
+    """The service the routes call (``request.app.state.undogate``)."""
     svc = request.app.state.undogate
-    assert isinstance(svc, Services)
+    assert isinstance(svc, Service)
     return svc
-
-
-# -- credentials ---------------------------------------------------------------------
 
 
 async def authenticate(request: Request) -> Principal:
@@ -57,30 +40,14 @@ async def authenticate(request: Request) -> Principal:
         Unauthorized: no credential, a malformed header, or an unknown/revoked key.
     """
     header = request.headers.get("authorization", "")
-    scheme, _, key = header.partition(" ")
-    key = key.strip()
-    if scheme.lower() != "bearer" or not key:
-        raise Unauthorized("send a credential as 'Authorization: Bearer <key>'")
-    if len(key) > 512:
-        raise Unauthorized("the credential is missing, unknown or revoked")
-    keyring = services(request).keyring
-    principal = keyring.verified(key)
-    if principal is None:
-        principal = await run_in_threadpool(keyring.authenticate, key)
-    return principal
+    return await service(request).authenticate_bearer(header, ask=ASK_FOR_BEARER)
 
 
-def _agent_principal(request: Request, principal: Principal) -> str:
-    if principal.kind != "agent" or principal.agent_id is None:
-        raise Forbidden("this route is for agent tokens")
+def _agent(request: Request, principal: Principal) -> str:
+    agent_id = Service.require_agent(principal)
     # From here on, refusals are shaped for an agent (no hosts, addresses, variables).
     request.state.agent_facing = True
-    return principal.agent_id
-
-
-def _master(principal: Principal) -> None:
-    if principal.kind != "master":
-        raise Forbidden("this route needs the master key")
+    return agent_id
 
 
 # -- routes --------------------------------------------------------------------------
@@ -106,10 +73,6 @@ def endpoint(fn: Endpoint) -> Endpoint:
     return wrapped
 
 
-async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await run_in_threadpool(fn, *args, **kwargs)
-
-
 @endpoint
 async def healthz(request: Request) -> Response:
     return JSONResponse({"status": "ok"})
@@ -122,86 +85,61 @@ async def openapi(request: Request) -> Response:
 @endpoint
 async def list_resources(request: Request) -> Response:
     principal = await authenticate(request)
-    agent_id = _agent_principal(request, principal)
-    gw = services(request).gateway
-    if "list_resources" not in gw.config.agent_tools(agent_id):
-        raise Forbidden(f"agent {agent_id!r} is not opted in to list_resources")
-    resources = [receipts.resource_view(r) for r in gw.list_resources(agent_id)]
+    agent_id = _agent(request, principal)
+    resources = [receipts.resource_view(r) for r in service(request).list_resources(principal)]
     return JSONResponse({"agent": agent_id, "resources": resources})
 
 
 @endpoint
 async def agent_info(request: Request) -> Response:
     """Which agent this token speaks for and which tools its config opts it in to."""
-    agent_id = _agent_principal(request, await authenticate(request))
-    tools = services(request).gateway.config.agent_tools(agent_id)
+    principal = await authenticate(request)
+    agent_id = _agent(request, principal)
+    tools = service(request).agent_tools(principal)
     return JSONResponse({"agent": agent_id, "tools": list(tools)})
 
 
 @endpoint
 async def prepare_job(request: Request) -> Response:
     principal = await authenticate(request)
-    agent_id = _agent_principal(request, principal)
+    _agent(request, principal)
     prepare = parse_prepare(await json_body(request))
-    gw = services(request).gateway
-    done = await call(gw.prepare, principal.actor("api"), agent_id, prepare)
+    done = await service(request).prepare(principal, "api", prepare)
     return JSONResponse(
         receipts.agent_receipt(done.job, replay=done.replay),
         status_code=200 if done.replay else 201,
     )
 
 
-def _reader(principal: Principal, scope: str) -> None:
-    require_scope(principal, scope)
-
-
-def _reviewer(principal: Principal) -> None:
-    """Previewing, confirming and rejecting show a job's values: write needs read too."""
-    require_scope(principal, WRITE)
-    require_scope(principal, READ)
-
-
-async def _visible_job(request: Request, principal: Principal, job_id: str) -> Job:
-    job = await call(services(request).gateway.get_job, principal.owner_id, job_id)
-    if not principal.sees_agent(job.agent_id):
-        raise NotFound(f"no job {job_id!r}", job=job_id)
-    return job
-
-
 @endpoint
 async def list_jobs(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, READ)
+    Service.require_reader(principal)
     agent_id = request.query_params.get("agent")
     if not agent_id:
         raise InvalidRequest("name the agent: /api/v1/jobs?agent=ID")
-    if not principal.sees_agent(agent_id):
-        raise Forbidden(f"this key has no access to agent {agent_id!r}", agent=agent_id)
-    rows = await call(services(request).gateway.list_jobs, principal.owner_id, agent_id)
+    rows = await service(request).list_jobs(principal, agent_id)
     return JSONResponse(receipts.job_rows(agent_id, rows))
 
 
 @endpoint
 async def get_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, READ)
-    job = await _visible_job(request, principal, request.path_params["job_id"])
+    job = await service(request).job(principal, request.path_params["job_id"])
     return JSONResponse(receipts.job_receipt(job), headers=NO_STORE)
 
 
 @endpoint
 async def job_events(request: Request) -> Response:
     principal = await authenticate(request)
-    _reader(principal, READ)
-    job = await _visible_job(request, principal, request.path_params["job_id"])
-    events = await call(services(request).gateway.events, principal.owner_id, job.id)
+    job, events = await service(request).events(principal, request.path_params["job_id"])
     return JSONResponse(receipts.events_view(job.id, events), headers=NO_STORE)
 
 
 @endpoint
 async def preview_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reviewer(principal)
+    Service.require_reviewer(principal)
     body = await json_body(request)
     _only(body, ("operation",))
     name = _str(body, "operation", required=True, max_len=40)
@@ -211,10 +149,9 @@ async def preview_job(request: Request) -> Response:
         raise InvalidRequest(
             "operation must be one of " + ", ".join(o.value for o in Operation)
         ) from None
-    job = await _visible_job(request, principal, request.path_params["job_id"])
-    gw = services(request).gateway
-    preview = await call(gw.preview, principal.actor("api"), job.id, operation)
-    view = receipts.preview_view(preview, job, gw.clock())
+    svc = service(request)
+    job, preview = await svc.preview(principal, "api", request.path_params["job_id"], operation)
+    view = receipts.preview_view(preview, job, svc.clock())
     if preview.blockers:
         # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
         # first blocked change, and per change what blocks it, as a raised guard gives.
@@ -229,28 +166,13 @@ async def preview_job(request: Request) -> Response:
 @endpoint
 async def confirm_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reviewer(principal)
+    Service.require_reviewer(principal)
     body = await json_body(request)
     _only(body, ("preview_token", "dry_run"))
     token = _str(body, "preview_token", required=True, max_len=200)
     assert token is not None
-    dry_run = _bool(body, "dry_run")
-    job = await _visible_job(request, principal, request.path_params["job_id"])
-    svc = services(request)
-
-    def reauthorize() -> None:
-        now = svc.keyring.recheck(principal)
-        require_scope(now, WRITE)
-        if not now.sees_agent(job.agent_id):
-            raise Forbidden("this key no longer has access to the job's agent")
-
-    confirmation = await call(
-        svc.gateway.confirm,
-        principal.actor("api"),
-        job.id,
-        token,
-        dry_run=dry_run,
-        reauthorize=reauthorize,
+    confirmation = await service(request).confirm(
+        principal, "api", request.path_params["job_id"], token, dry_run=_bool(body, "dry_run")
     )
     return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
 
@@ -258,10 +180,9 @@ async def confirm_job(request: Request) -> Response:
 @endpoint
 async def reject_job(request: Request) -> Response:
     principal = await authenticate(request)
-    _reviewer(principal)
+    Service.require_reviewer(principal)
     _only(await json_body(request, optional=True), ())
-    job = await _visible_job(request, principal, request.path_params["job_id"])
-    done = await call(services(request).gateway.reject, principal.actor("api"), job.id)
+    done = await service(request).reject(principal, "api", request.path_params["job_id"])
     return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
 
 
@@ -269,60 +190,47 @@ async def reject_job(request: Request) -> Response:
 async def check_test_copy(request: Request) -> Response:
     """Run the endpoint check (SPEC §11) on a test copy while serving."""
     principal = await authenticate(request)
-    _reviewer(principal)
+    Service.require_reviewer(principal)
     body = await json_body(request)
     _only(body, ("resource",))
     copy_id = _str(body, "resource", required=True, max_len=64)
     assert copy_id is not None
-    gw = services(request).gateway
-    copy = gw.config.resource(copy_id)
-    if copy is not None and not principal.sees_agent(copy.agent_id):
-        raise Forbidden(f"this key has no access to agent {copy.agent_id!r}", agent=copy.agent_id)
-    actor = principal.actor("api")
-    result = await call(
-        endpoint_check.check_endpoint,
-        gw.config,
-        gw.ledger,
-        gw.http,
-        copy_id,
-        gw.environ,
-        actor=actor.label,
-        access_path=actor.access_path,
-    )
+    result = await service(request).check_endpoint(principal, "api", copy_id)
     return JSONResponse(endpoint_check.result_view(result), headers=NO_STORE)
 
 
 @endpoint
 async def admin_list_keys(request: Request) -> Response:
-    _master(await authenticate(request))
-    creds = await call(services(request).keyring.list)
+    principal = await authenticate(request)
+    Service.require_master(principal)
+    creds = await service(request).list_keys(principal)
     return JSONResponse({"credentials": [c.to_json() for c in creds]})
 
 
 @endpoint
 async def admin_create_key(request: Request) -> Response:
-    _master(await authenticate(request))
+    principal = await authenticate(request)
+    Service.require_master(principal)
     body = await json_body(request)
     _only(body, ("kind", "label", "scopes", "agents", "agent", "owner"))
-    keyring = services(request).keyring
+    svc = service(request)
     kind = _str(body, "kind", required=True, max_len=20)
     label = _str(body, "label", max_len=200) or f"{kind} key"
     if kind == "operator":
         scopes = _str_list(body, "scopes")
         agents = _str_list(body, "agents")
-        issued = await call(
-            keyring.create_operator,
+        issued = await svc.create_operator(
+            principal,
             label=label,
             scopes=tuple(scopes) if scopes is not None else (READ, WRITE),
             agents=tuple(agents) if agents is not None else None,
-            actor="master",
         )
     elif kind == "agent":
         agent = _str(body, "agent", required=True, max_len=64)
         owner = _str(body, "owner", required=True, max_len=64)
         assert agent is not None and owner is not None
-        issued = await call(
-            keyring.create_agent_token, owner_id=owner, agent_id=agent, label=label, actor="master"
+        issued = await svc.create_agent_token(
+            principal, owner_id=owner, agent_id=agent, label=label
         )
     else:
         raise InvalidRequest("kind must be operator or agent")
@@ -331,14 +239,12 @@ async def admin_create_key(request: Request) -> Response:
 
 @endpoint
 async def admin_revoke_key(request: Request) -> Response:
-    _master(await authenticate(request))
+    principal = await authenticate(request)
+    Service.require_master(principal)
     body = await json_body(request, optional=True)
     _only(body, ("force",))
-    revocation = await call(
-        services(request).keyring.revoke,
-        request.path_params["credential_id"],
-        force=_bool(body, "force"),
-        actor="master",
+    revocation = await service(request).revoke(
+        principal, request.path_params["credential_id"], force=_bool(body, "force")
     )
     return JSONResponse(revocation.to_json())
 

@@ -38,13 +38,12 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     """Read every resource and record before/after. Writes nothing externally.
 
     Raises:
-        InvalidRequest, NotFound, Forbidden, LimitReached, QuotaExceeded, RateLimited,
+        InvalidRequest, NotFound, Forbidden (a resource without conditional writes),
+        LimitReached, QuotaExceeded, RateLimited,
         StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
         MissingToken.
     """
     limits = gw.config.limits
-    if "prepare_changes" not in gw.config.agent_tools(agent_id):
-        raise Forbidden(f"agent {agent_id!r} is not opted in to prepare_changes")
     summary = request.summary.strip()
     if not summary or len(summary) > 2000:
         raise InvalidRequest("a summary of 1 to 2000 characters is required")
