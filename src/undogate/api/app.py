@@ -31,11 +31,13 @@ def create_app(
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     exception_handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]]
     | None = None,
+    service: Service | None = None,
 ) -> Starlette:
     """The ASGI app: the API routes plus ``routes`` (web views, the MCP mount, ...).
 
-    Extra routes share the services (``request.app.state.undogate``), the security
-    headers and the error mapping; ``exception_handlers`` adds to (or overrides) it.
+    Extra routes share the service (``request.app.state.undogate``; pass ``service``
+    when they hold one already), the security headers and the error mapping;
+    ``exception_handlers`` adds to (or overrides) it.
     """
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         UndogateError: _undogate_error,
@@ -47,7 +49,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers=handlers,
     )
-    app.state.undogate = Service(gateway, keyring)
+    app.state.undogate = service or Service(gateway, keyring)
     app.state.openapi = receipts.json_value(openapi_document())
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset

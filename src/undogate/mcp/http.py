@@ -6,7 +6,7 @@ In front of the SDK's session manager, each request goes through, in order:
 1. the agent token, authenticated by the ``Service`` as on the API (401/403);
 2. the body, read by the API's rule (``request_body``): over the limit it is a 413 in
    the API's error shape, never a JSON-RPC error from a cut-off read;
-3. the message, read losslessly (``mcp_wire``): a message that is not acceptable JSON
+3. the message, read losslessly (``wire``): a message that is not acceptable JSON
    gets a JSON-RPC error carrying the API's code; otherwise it goes to the SDK with the
    ``InboundMessage`` in the scope, where the tools find their exact arguments;
 4. a request that opens a stream (``GET``, or a ``subscriptions/listen`` call) takes a
@@ -33,17 +33,17 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import receipts
-from .api import error_response, parse_prepare
-from .auth import Keyring
-from .config import AGENT_TOOLS, Limits
-from .engine import Gateway
-from .errors import TooManyStreams, UndogateError
-from .jsonvalue import JsonObject, JsonValue
-from .mcp_server import AgentBackend, Refusal, build_server
-from .mcp_wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message
-from .request_body import read_body
-from .service import Principal, Service
+from .. import receipts
+from ..api import error_response, parse_prepare
+from ..auth import Keyring
+from ..config import AGENT_TOOLS, Limits
+from ..engine import Gateway
+from ..errors import TooManyStreams, UndogateError
+from ..jsonvalue import JsonObject, JsonValue
+from ..request_body import read_body
+from ..service import Principal, Service
+from .tools import AgentBackend, Refusal, build_server
+from .wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message
 
 PRINCIPAL_KEY = "undogate.principal"  # the ASGI scope key of the authenticated agent
 ASK_FOR_BEARER = "send the agent token as 'Authorization: Bearer'"
