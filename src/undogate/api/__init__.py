@@ -3,18 +3,21 @@ lifespan and exception handlers.
 
 Routes only translate: they read the request (the body losslessly, ``bodies``), call
 the ``Service`` (which authenticates, authorizes and calls the gateway), and render a
-view from ``receipts``. Errors become HTTP statuses in one place (``responses``).
+view from ``receipts``. Errors become HTTP statuses by class in one place
+(``statuses``), for the web pages and ``/mcp`` too.
 """
 
 from ..request_body import MAX_BODY_BYTES
 from .app import create_app
 from .bodies import json_body, parse_prepare
-from .responses import STATUS_BY_CODE, JSONResponse, error_response
+from .responses import JSONResponse, error_response
 from .routes import api_routes, authenticate, service
+from .statuses import STATUS_BY_CODE, STATUS_BY_ERROR, status_for
 
 __all__ = [
     "MAX_BODY_BYTES",
     "STATUS_BY_CODE",
+    "STATUS_BY_ERROR",
     "JSONResponse",
     "api_routes",
     "authenticate",
@@ -23,4 +26,5 @@ __all__ = [
     "json_body",
     "parse_prepare",
     "service",
+    "status_for",
 ]

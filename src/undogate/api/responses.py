@@ -1,5 +1,5 @@
-"""What every API answer shares: lossless JSON, the one error shape, the mapping from
-errors to statuses, and the headers every response carries."""
+"""What every API answer shares: lossless JSON, the one error shape (its status from
+``statuses``), and the headers every response carries."""
 
 from __future__ import annotations
 
@@ -13,39 +13,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import receipts
 from ..errors import RateLimited, UndogateError
 from ..jsonvalue import JsonObject, dumps
+from .statuses import status_for, status_for_code
 
-# The one mapping from stable error codes to HTTP statuses.
-STATUS_BY_CODE: dict[str, int] = {
-    "invalid_request": 400,
-    "unauthorized": 401,
-    "forbidden": 403,
-    "not_found": 404,
-    "method_not_allowed": 405,
-    "stale_version": 409,
-    "idempotency_key_reused": 409,
-    "transition_not_allowed": 409,
-    "preview_used": 409,
-    "changed_since_preview": 409,
-    "conflict": 409,
-    "quarantined": 409,
-    "later_job_overlaps": 409,
-    "reconciliation_blocked": 409,
-    "preview_expired": 410,
-    "payload_too_large": 413,
-    "unsupported_media_type": 415,
-    "limit_reached": 422,
-    "quota_exceeded": 429,
-    "rate_limited": 429,
-    "too_many_streams": 429,
-    "remote_contract_breach": 502,
-    "remote_unavailable": 502,
-    "blocked_address": 502,
-    "missing_token": 503,
-    "ledger_in_use": 503,
-    "ledger_error": 503,
-    "config_invalid": 500,
-    "internal_error": 500,
-}
 NO_STORE = {"Cache-Control": "no-store"}
 SECURITY_HEADERS = (
     (b"x-content-type-options", b"nosniff"),
@@ -62,8 +31,15 @@ class JSONResponse(Response):
         return dumps(content, sort_keys=False).encode("utf-8")
 
 
-def error_response(code: str, message: str, details: JsonObject | None = None) -> JSONResponse:
-    status = STATUS_BY_CODE.get(code, 400)
+def error_response(
+    code: str, message: str, details: JsonObject | None = None, *, status: int | None = None
+) -> JSONResponse:
+    """The one error shape. ``status`` defaults to the code's (``statuses``).
+
+    Raises:
+        KeyError: no status given and none mapped for ``code`` (a bug, never a 400).
+    """
+    status = status_for_code(code) if status is None else status
     headers = {"WWW-Authenticate": 'Bearer realm="undogate"'} if status == 401 else None
     body: JsonObject = {"error": {"code": code, "message": message, "details": details or {}}}
     return JSONResponse(body, status_code=status, headers=headers)
@@ -78,11 +54,12 @@ def _details(exc: UndogateError) -> JsonObject:
 
 async def _undogate_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UndogateError)
+    status = status_for(exc)
     if getattr(request.state, "agent_facing", False):
         message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
-        response = error_response(exc.code, message, details)
+        response = error_response(exc.code, message, details, status=status)
     else:
-        response = error_response(exc.code, exc.message, _details(exc))
+        response = error_response(exc.code, exc.message, _details(exc), status=status)
     if isinstance(exc, RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after_s)
     return response
@@ -133,7 +110,6 @@ class SecurityHeaders:
 
 __all__ = [
     "NO_STORE",
-    "STATUS_BY_CODE",
     "JSONResponse",
     "SecurityHeaders",
     "error_response",

@@ -34,7 +34,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import receipts
-from ..api import error_response, parse_prepare
+from ..api import error_response, parse_prepare, status_for
 from ..auth import Keyring
 from ..config import AGENT_TOOLS, Limits
 from ..engine import Gateway
@@ -156,7 +156,9 @@ class McpApp:
         try:
             principal = await self._agent(scope)
         except UndogateError as exc:
-            await error_response(exc.code, exc.message)(scope, receive, send)
+            await error_response(exc.code, exc.message, status=status_for(exc))(
+                scope, receive, send
+            )
             return
         message: InboundMessage | None = None
         try:
@@ -199,7 +201,7 @@ class McpApp:
 def _refused(exc: UndogateError) -> Response:
     """A refusal to an agent, exactly as the API words it (``api._undogate_error``)."""
     sentence, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
-    return error_response(exc.code, sentence, details)
+    return error_response(exc.code, sentence, details, status=status_for(exc))
 
 
 def _with_body(scope: Scope, message: InboundMessage) -> Scope:

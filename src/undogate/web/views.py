@@ -3,7 +3,7 @@
 Views are thin: they establish the session, check the form came from this site with
 this session's CSRF token, call the ``Service`` (which authorizes and calls the
 gateway) and render a template. Domain errors become pages through ``refusals``
-(words) and the API's ``STATUS_BY_CODE`` (statuses), in ``_refused``.
+(words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
 Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
@@ -27,7 +27,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import receipts
-from ..api import STATUS_BY_CODE
+from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
@@ -150,14 +150,14 @@ class WebUI:
         session: Session | None,
         refusal: Refusal,
         *,
+        status: int,
         job_id: str | None = None,
         operation: str | None = None,
-        status: int | None = None,
     ) -> HTMLResponse:
         return self.render(
             "refusal.html",
             session,
-            status=status or STATUS_BY_CODE.get(refusal.code, 403),
+            status=status,
             refusal=refusal,
             job_id=job_id,
             operation=operation,
@@ -250,7 +250,7 @@ class WebUI:
             try:
                 form = await self._form(request)
             except InvalidRequest as exc:
-                return self._refused(session, refusal_for(exc))
+                return self._refused(session, refusal_for(exc), status=status_for(exc))
             if not session.csrf_ok(form.get("csrf")):
                 return self._refused(session, refusal_for_code("csrf"), status=403)
             return await self._run(view, request, session, form)
@@ -265,13 +265,16 @@ class WebUI:
             return self._refused(
                 session,
                 refusal_for(exc),
+                status=status_for(exc),
                 job_id=job_id if isinstance(job_id, str) else None,
                 operation=form.get("operation"),
             )
         except Exception:
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             return self._refused(
-                session, refusal_for_code("internal_error", "an internal error occurred")
+                session,
+                refusal_for_code("internal_error", "an internal error occurred"),
+                status=STATUS_BY_CODE["internal_error"],
             )
 
     @staticmethod
@@ -326,7 +329,7 @@ class WebUI:
         try:
             form = await self._form(request)
         except InvalidRequest as exc:
-            return self._refused(None, refusal_for(exc))
+            return self._refused(None, refusal_for(exc), status=status_for(exc))
         if not self.signin_tokens.check(form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)):
             return self._signin_page(
                 request, error="The sign-in form was out of date. Please try again."
