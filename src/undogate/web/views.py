@@ -419,7 +419,7 @@ class WebUI:
             session,
             job=job,
             page=present.job_page(job, self.service.verified(job)),
-            events=[dict(e) for e in present_events(job.id, events)],
+            events=present_events(job.id, events),
             buttons=present.buttons(job, WRITE in principal.scopes),
         )
 
@@ -501,8 +501,8 @@ def present_rows(agent_id: str, rows: list[JobSummary]) -> list[Any]:
     return jobs
 
 
-def present_events(job_id: str, events: list[Event]) -> list[Any]:
-    return list(receipts.events_view(job_id, events)["events"])  # type: ignore[arg-type]
+def present_events(job_id: str, events: list[Event]) -> list[dict[str, Any]]:
+    return present.objects(receipts.events_view(job_id, events)["events"])
 
 
 def web_routes(
