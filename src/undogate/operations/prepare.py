@@ -3,12 +3,12 @@ nothing externally. Idempotent replays, quotas and the ledger's limits are check
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 
 from ..adapters import Snapshot, adapter_for
 from ..config import Resource
+from ..digests import sha256_hex
 from ..errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -238,4 +238,4 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
         ],
     }
     # surrogatepass: a lone surrogate must reach the adapter's clear refusal, not crash here.
-    return hashlib.sha256(dumps(body).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(dumps(body).encode("utf-8", "surrogatepass"))
