@@ -30,6 +30,12 @@ def test_authentication_refuses_what_no_key_can_be(api_world: Any) -> None:
     service = Service(api_world.gateway, api_world.keyring)
     with pytest.raises(Unauthorized, match="missing, unknown or revoked"):
         anyio.run(service.authenticate, "ugo_" + "a" * MAX_KEY_CHARS)
+    with pytest.raises(Unauthorized, match=r"^as /mcp words it$"):
+        anyio.run(
+            lambda: service.authenticate_bearer(
+                "Bearer " + "a" * (MAX_KEY_CHARS + 1), ask="-", over_long="as /mcp words it"
+            )
+        )
     principal = anyio.run(service.authenticate, api_world.keys["owner"])
     assert principal.kind == "operator"
     with pytest.raises(Forbidden):

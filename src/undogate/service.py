@@ -78,26 +78,30 @@ class Service:
 
     # -- authentication ------------------------------------------------------------
 
-    async def authenticate(self, key: str) -> Principal:
+    async def authenticate(self, key: str, *, over_long: str = UNKNOWN_CREDENTIAL) -> Principal:
         """The principal behind a presented key.
 
         Raises:
-            Unauthorized: unknown, malformed, over-long or revoked.
+            Unauthorized: unknown, malformed or revoked; over-long (with ``over_long``,
+                the surface's words for it), without a lookup.
         """
         if len(key) > MAX_KEY_CHARS:
-            raise Unauthorized(UNKNOWN_CREDENTIAL)
+            raise Unauthorized(over_long)
         principal = self.keyring.verified(key)
         if principal is None:
             principal = await _in_thread(self.keyring.authenticate, key)
         return principal
 
-    async def authenticate_bearer(self, authorization: str, *, ask: str) -> Principal:
+    async def authenticate_bearer(
+        self, authorization: str, *, ask: str, over_long: str = UNKNOWN_CREDENTIAL
+    ) -> Principal:
         """The principal behind an ``Authorization`` header value.
 
         Raises:
             Unauthorized: no bearer key (``ask``), or as ``authenticate``.
         """
-        return await self.authenticate(bearer_key(authorization, ask=ask))
+        key = bearer_key(authorization, ask=ask)
+        return await self.authenticate(key, over_long=over_long)
 
     async def sign_in(self, key: str) -> Principal:
         """An operator signing in to the review pages with their key.

@@ -193,7 +193,10 @@ class McpApp:
     async def _agent(self, scope: Scope) -> Principal:
         """Raises: Unauthorized, Forbidden."""
         header = Headers(scope=scope).get("authorization", "")
-        principal = await self.service.authenticate_bearer(header, ask=ASK_FOR_BEARER)
+        # An over-long token gets the same words as none (as /mcp has always said).
+        principal = await self.service.authenticate_bearer(
+            header, ask=ASK_FOR_BEARER, over_long=ASK_FOR_BEARER
+        )
         Service.require_agent(principal, "the MCP endpoint")
         return principal
 
