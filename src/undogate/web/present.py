@@ -18,6 +18,7 @@ from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
 from ..jsonvalue import JsonValue, dumps
+from ..ledger import Event, JobSummary
 
 STATE_WORDS: dict[str, str] = {
     JobState.PREPARED: "prepared, waiting for review",
@@ -97,6 +98,16 @@ def objects(value: JsonValue) -> list[dict[str, Any]]:
         assert isinstance(item, dict)
         out.append(dict(item))
     return out
+
+
+def job_rows(agent_id: str, rows: list[JobSummary]) -> list[dict[str, Any]]:
+    """An agent's job list as the jobs page shows it."""
+    return objects(receipts.job_rows(agent_id, rows)["jobs"])
+
+
+def events(job_id: str, found: list[Event]) -> list[dict[str, Any]]:
+    """A job's history as the job page shows it."""
+    return objects(receipts.events_view(job_id, found)["events"])
 
 
 @dataclass(frozen=True)
@@ -209,7 +220,9 @@ __all__ = [
     "NOT_REVERSIBLE",
     "Buttons",
     "buttons",
+    "events",
     "job_page",
+    "job_rows",
     "json_text",
     "objects",
     "preview_page",

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import quote
 
 import jinja2
 from starlette.requests import Request
@@ -26,15 +26,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import receipts
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
 from ..jobs import JobState, Operation
-from ..ledger import Event, JobSummary
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
+from .forms import cross_site, read_form
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
 SIGNIN_COOKIE = "undogate_signin"
-MAX_FORM_BYTES = 16 * 1024
 CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -177,23 +175,9 @@ class WebUI:
         public = self.service.config.server.public_url or ""
         return request.url.scheme == "https" or public.startswith("https://")
 
-    def _allowed_origins(self, request: Request) -> set[str]:
-        origins = {f"{request.url.scheme}://{request.url.netloc}"}
-        public = self.service.config.server.public_url
-        if public:
-            parts = urlsplit(public)
-            origins.add(f"{parts.scheme}://{parts.netloc}")
-        return origins
-
     def _cross_site(self, request: Request) -> bool:
         """True when a state-changing request did not come from one of our own pages."""
-        fetch_site = request.headers.get("sec-fetch-site")
-        if fetch_site is not None:
-            # The browser's own word, which no page can forge. (With a no-referrer policy
-            # Chromium sends ``Origin: null`` even for same-origin forms.)
-            return fetch_site != "same-origin"
-        origin = request.headers.get("origin")
-        return origin is not None and origin not in self._allowed_origins(request)
+        return cross_site(request, self.service.config.server.public_url)
 
     async def _session(self, request: Request) -> Session | None:
         """The live session, with its credential re-checked now (revoked keys end it)."""
@@ -207,29 +191,6 @@ class WebUI:
             return None
         session.principal = principal
         return session
-
-    @staticmethod
-    async def _form(request: Request) -> dict[str, str]:
-        """A small url-encoded form; the first value of each name.
-
-        Raises:
-            InvalidRequest: another media type, or too large.
-        """
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                raise InvalidRequest("the form is too large")
-        if not body:
-            return {}
-        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media != "application/x-www-form-urlencoded":
-            raise InvalidRequest("send the form as application/x-www-form-urlencoded")
-        try:
-            parsed = parse_qs(body.decode("utf-8"), max_num_fields=16, strict_parsing=False)
-        except (UnicodeDecodeError, ValueError):
-            raise InvalidRequest("the form is not readable") from None
-        return {name: values[0] for name, values in parsed.items()}
 
     def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -248,7 +209,7 @@ class WebUI:
             if session is None:
                 return self._redirect("/signin")
             try:
-                form = await self._form(request)
+                form = await read_form(request)
             except InvalidRequest as exc:
                 return self._refused(session, refusal_for(exc), status=status_for(exc))
             if not session.csrf_ok(form.get("csrf")):
@@ -327,7 +288,7 @@ class WebUI:
         if self._cross_site(request):
             return self._refused(None, refusal_for_code("cross_site"), status=403)
         try:
-            form = await self._form(request)
+            form = await read_form(request)
         except InvalidRequest as exc:
             return self._refused(None, refusal_for(exc), status=status_for(exc))
         if not self.signin_tokens.check(form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)):
@@ -398,7 +359,7 @@ class WebUI:
         if agent_id not in self.service.visible_agents(principal):
             raise NotFound(f"no agent {agent_id!r}")
         rows = await self.service.list_jobs(principal, agent_id)
-        listing = present_rows(agent_id, rows)
+        listing = present.job_rows(agent_id, rows)
         return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
 
     async def open_job(self, request: Request, session: Session, form: Form) -> Response:
@@ -419,7 +380,7 @@ class WebUI:
             session,
             job=job,
             page=present.job_page(job, self.service.verified(job)),
-            events=present_events(job.id, events),
+            events=present.events(job.id, events),
             buttons=present.buttons(job, WRITE in principal.scopes),
         )
 
@@ -493,16 +454,6 @@ class WebUI:
         )
         session.notice = "Rejected. This job can never be applied."
         return self._redirect(_job_path(job.id))
-
-
-def present_rows(agent_id: str, rows: list[JobSummary]) -> list[Any]:
-    jobs = receipts.job_rows(agent_id, rows)["jobs"]
-    assert isinstance(jobs, list)
-    return jobs
-
-
-def present_events(job_id: str, events: list[Event]) -> list[dict[str, Any]]:
-    return present.objects(receipts.events_view(job_id, events)["events"])
 
 
 def web_routes(
