@@ -277,17 +277,7 @@ def served(
     assert made.returncode == 0, made.stderr
     agent_key = made.stdout.splitlines()[0]
     assert agent_key.startswith("uga_")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
-        [*SERVE, "--config", str(config), "--port", str(port)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_healthy(url, proc)
+    with serving(config, env) as (url, proc):
         yield {
             "url": url,
             "config": config,
@@ -297,17 +287,6 @@ def served(
             "env": {**env, "UNDOGATE_URL": url},
             "proc": proc,
         }
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
-        if proc.stdout:
-            proc.stdout.close()
-        if proc.stderr:
-            proc.stderr.close()
 
 
 # -- MCP (issue 13 moved these here from test_mcp_server): a served gateway with agents
@@ -345,8 +324,9 @@ ACCEPT_MCP = "application/json, text/event-stream"
 
 
 @contextmanager
-def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
-    """``undogate serve`` as a subprocess (needs ``/mcp`` mounted by ``serve``)."""
+def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """``undogate serve`` as a subprocess on a free port, healthy before it is yielded;
+    stopped with SIGTERM (then SIGKILL) after. Its stderr stays readable until then."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
@@ -358,9 +338,9 @@ def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
     )
     try:
         wait_healthy(url, proc)
-        yield url
+        yield url, proc
     finally:
-        proc.terminate()
+        proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
@@ -368,6 +348,13 @@ def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
             proc.wait(timeout=5)
         if proc.stderr:
             proc.stderr.close()
+
+
+@contextmanager
+def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
+    """``undogate serve`` as a subprocess (needs ``/mcp`` mounted by ``serve``)."""
+    with serving(config, env) as (url, _):
+        yield url
 
 
 @dataclass
