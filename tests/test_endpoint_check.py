@@ -92,6 +92,15 @@ def text_config(server: ContractServer, data_dir: Path, body: bytes) -> Config:
     )
 
 
+def copy_of_kind(
+    server: ContractServer, data_dir: Path, kind: str, text: bytes = b"one line\n"
+) -> tuple[Config, str, str]:
+    """(config, the test copy's id, its path) for a record or a document copy."""
+    if kind == "json_record":
+        return record_config(server, data_dir), "customer-copy", COPY
+    return text_config(server, data_dir, text), "notes-copy", COPY_TEXT
+
+
 def evidence_rows(ledger: Ledger) -> list[tuple[str, str, int, str]]:
     with ledger.raw() as c:
         return c.execute(
@@ -250,11 +259,7 @@ def test_a_server_that_matches_a_weak_if_match_fails_the_check(
     server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
 ) -> None:
     """RFC 9110: If-Match compares strongly, so W/"tag" never matches (WsgiDAV's flaw)."""
-    if kind == "json_record":
-        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
-    else:
-        config = text_config(server, data_dir, b"one line\n")
-        copy_id, path = "notes-copy", COPY_TEXT
+    config, copy_id, path = copy_of_kind(server, data_dir, kind)
     start = server.raw_bytes(path)
     server.arm("weak_if_match", path)
 
@@ -272,11 +277,7 @@ def test_a_server_that_matches_a_weak_if_match_fails_the_check(
 def test_a_server_that_creates_under_if_match_fails_and_the_probe_is_deleted(
     server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
 ) -> None:
-    if kind == "json_record":
-        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
-    else:
-        config = text_config(server, data_dir, b"one line\n")
-        copy_id, path = "notes-copy", COPY_TEXT
+    config, copy_id, path = copy_of_kind(server, data_dir, kind)
     paths, start = server.paths(), server.raw_bytes(path)
     server.arm("create_under_if_match")
 
@@ -324,10 +325,7 @@ def test_a_copy_that_cannot_be_put_back_says_exactly_what_to_restore_by_hand(
     """After the good write every write that passes If-Match answers 503: the refusal
     probes still pass (their If-Match fails first), the undo and the restore fail."""
     original = "# Copy\r\nno final newline ✓".encode()
-    if kind == "json_record":
-        config, copy_id, path = record_config(server, data_dir), "customer-copy", COPY
-    else:
-        config, copy_id, path = text_config(server, data_dir, original), "notes-copy", COPY_TEXT
+    config, copy_id, path = copy_of_kind(server, data_dir, kind, original)
     http.after[1] = lambda: server.arm("status:503", path, count=10)
 
     result = check_endpoint(config, ledger, http, copy_id, {})
