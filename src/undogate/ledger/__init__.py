@@ -4,8 +4,8 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sqlite``: the SQLite engine (``SQLiteStore``), with its verbs in ``sqlite_jobs``
-  and ``sqlite_admin`` and its schema in ``migrations``.
+- ``sql_jobs``, ``sql_admin``: the verbs, in the SQL both engines speak.
+- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
 - ``backup``: a consistent copy of a SQLite ledger file, and its restore.
 
