@@ -578,3 +578,19 @@ class RawInjecting(httpx2.AsyncHTTPTransport):
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     anyio.run(scenario)
+
+
+# -- a real PostgreSQL (tests/postgres.py): started once per session, when a test asks -------
+
+from .postgres import PostgresCluster, start_cluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A throwaway PostgreSQL cluster on 127.0.0.1; fails (never skips) when it cannot
+    start, with the reason."""
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

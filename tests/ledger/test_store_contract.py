@@ -599,6 +599,11 @@ def test_the_latest_endpoint_check_under_the_current_identity_counts(store: Stor
 # -- closing -----------------------------------------------------------------------------------
 
 
+def test_a_store_says_which_ledger_it_is_and_where(store: Store) -> None:
+    assert store.location and store.location in store.describe()
+    assert "password" not in store.describe().lower()
+
+
 def test_close_is_idempotent(store: Store) -> None:
     store.close()
     store.close()

@@ -147,6 +147,13 @@ class SQLiteStore:
                 f"synchronous={sync}, foreign_keys={fks})"
             )
 
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def describe(self) -> str:
+        return self.identity.describe(self.path)
+
     def close(self) -> None:
         """Close the connections and release ownership (idempotent)."""
         with self._mutex:

@@ -347,6 +347,15 @@ class Store(Protocol):
 
     def counter(self, key: str) -> int: ...
 
+    @property
+    def location(self) -> str:
+        """Where the ledger is, as shown to a person (a path, or a URL without password)."""
+        ...
+
+    def describe(self) -> str:
+        """The one start-up line: which ledger, where, how it was checked."""
+        ...
+
     def close(self) -> None:
         """Release the ledger (idempotent)."""
         ...
