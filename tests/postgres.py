@@ -106,6 +106,15 @@ class PostgresCluster:
         (self.data / "pg_hba.conf").write_text(
             "host all all 127.0.0.1/32 trust\nlocal all all trust\n"
         )
+        self.pg_ctl("start")
+        self.running = True
+        with self.admin() as conn:
+            conn.execute(f"CREATE DATABASE {TEMPLATE}")
+        return self
+
+    def pg_ctl(self, action: str, *extra: str) -> None:
+        """``pg_ctl start`` (on our port, loopback only, no fsync: throwaway) or another
+        action, waiting for it to finish."""
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port} "
             f"-c unix_socket_directories={self.root} -c fsync=off -c max_connections=100"
@@ -121,12 +130,9 @@ class PostgresCluster:
             "-w",
             "-t",
             "60",
-            "start",
+            *extra,
+            action,
         )
-        self.running = True
-        with self.admin() as conn:
-            conn.execute(f"CREATE DATABASE {TEMPLATE}")
-        return self
 
     def url(self, database: str) -> str:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"

@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 10
+#: How long a request waits for a pooled connection (the database down: then it fails)
+WAIT_S = 10.0
 _translated: dict[str, str] = {}
 
 
@@ -97,7 +99,7 @@ class PostgresStore:
         self._closed = False
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = POOL_SIZE) -> PostgresStore:
+    def open(cls, url: str, *, pool_size: int = POOL_SIZE, wait_s: float = WAIT_S) -> PostgresStore:
         """Connect, build or migrate the schema, and check it is an undogate ledger.
 
         Raises:
@@ -116,7 +118,7 @@ class PostgresStore:
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=_configure,
             check=ConnectionPool.check_connection,
-            timeout=30.0,
+            timeout=wait_s,
             open=False,
             name="undogate-ledger",
         )
