@@ -18,7 +18,7 @@ from .config import Config, load_config
 from .engine import Gateway, crash_point_from_env
 from .errors import InvalidRequest, LedgerInUse, UndogateError
 from .jsonvalue import JsonObject, JsonValue, dumps, from_python, loads
-from .ledger import Ledger
+from .ledger import Store, open_store
 from .net import RemoteHTTP
 from .redact import install_redaction, uninstall_redaction
 
@@ -47,7 +47,7 @@ agents:
 @dataclass
 class Opened:
     config: Config
-    ledger: Ledger
+    ledger: Store
     gateway: Gateway
     keyring: Keyring
 
@@ -75,7 +75,7 @@ def open_service(
         [r.token_env for r in config.resources if r.token_env], environ=env
     )
     try:
-        ledger = Ledger.open(config.server.data_dir, new_ledger=new_ledger)
+        ledger = open_store(config.server, new_ledger=new_ledger)
     except BaseException:
         uninstall_redaction(redaction)
         raise
@@ -107,7 +107,7 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
     import uvicorn
 
     with open_service(config_path, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.identity.describe(svc.ledger.path))
+        echo(svc.ledger.describe())
         for warning in svc.config.warnings:
             echo(f"warning: {warning}")
         if not _is_loopback(host):
@@ -125,7 +125,7 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
         if not svc.keyring.has_master:
             echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
         app = build_app(svc.gateway, svc.keyring)
-        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.path})")
+        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -167,7 +167,7 @@ def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | No
         config_path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
         echo(f"wrote an example config to {config_path}")
     with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.identity.describe(svc.ledger.path))
+        echo(svc.ledger.describe())
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None

@@ -6,16 +6,21 @@ to them. Only this package knows SQL or a database driver.
 - ``records``: the plain values the verbs return.
 - ``sql_jobs``, ``sql_admin``: the verbs, in the SQL both engines speak.
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
+- ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
+  ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
+- ``opening``: ``open_store(settings)``, the engine ``server.ledger`` names.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
 - ``backup``: a consistent copy of a SQLite ledger file, and its restore.
 
-Callers import from here: ``Ledger.open(data_dir)`` opens the SQLite ledger of a data
-dir; code that only uses a ledger takes a ``Store``.
+Callers import from here: ``open_store(config.server)`` opens the ledger the config
+names (``Ledger.open(data_dir)``: the SQLite ledger of a data dir); code that only uses a
+ledger takes a ``Store``.
 """
 
 from __future__ import annotations
 
 from .migrations import SCHEMA_VERSION
+from .opening import open_store
 from .records import (
     EarlierJob,
     Event,
@@ -51,5 +56,6 @@ __all__ = [
     "StoredPreview",
     "Transaction",
     "UnfinishedJob",
+    "open_store",
     "take_lock",
 ]

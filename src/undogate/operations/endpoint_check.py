@@ -36,7 +36,7 @@ from ..adapters import Evidence, Remote, adapter_for
 from ..config import Config, Resource, load_config
 from ..errors import Conflict, InvalidRequest, LedgerInUse, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from ..ledger import Ledger, Store, Transaction
+from ..ledger import Store, Transaction, open_store
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
 from ..urls import normalised_url
@@ -326,7 +326,7 @@ def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, st
         [r.token_env for r in config.resources if r.token_env], environ=environ
     )
     try:
-        ledger = Ledger.open(config.server.data_dir)
+        ledger = open_store(config.server)
         try:
             http = RemoteHTTP(
                 request_timeout_s=config.server.request_timeout_s,
