@@ -437,5 +437,35 @@ def mcp_command(url: str | None) -> None:
     sys.exit(run_stdio(url))
 
 
+@main.group("ledger")
+def ledger_group() -> None:
+    """Move the ledger between engines (docs/scaling.md)."""
+
+
+@ledger_group.command("copy")
+@click.option("--from", "source", required=True, help="sqlite:PATH (the data dir or its file).")
+@click.option("--to", "target", required=True, help="postgresql://user@host:port/db")
+def ledger_copy(source: str, target: str) -> None:
+    """Copy a SQLite ledger, whole, into an empty PostgreSQL ledger, in one transaction,
+    verified by row counts and a digest per table. Stop the server first. The password
+    comes from PGPASSWORD, never from the URL."""
+    from .config import ledger_url_problem
+    from .errors import InvalidRequest
+    from .ledger.postgres_copy import copy_sqlite_to_postgres
+
+    try:
+        if not source.startswith("sqlite:"):
+            raise InvalidRequest("--from must be sqlite:PATH")
+        problem = ledger_url_problem(target)
+        if problem is not None:
+            raise InvalidRequest(f"--to {problem}")
+        copied = copy_sqlite_to_postgres(Path(source.removeprefix("sqlite:")), target)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"copied ledger {copied.source_id} into {copied.target_id}, verified:")
+    for table in copied.tables:
+        click.echo(f"  {table.name:<20} {table.rows:>8} rows  sha256 {table.digest[:16]}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -30,7 +30,8 @@ from ..jobs import Job
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .records import Event, JobSummary
 from .sql_admin import AdminVerbs
-from .sql_jobs import Cursor, JobVerbs
+from .sql_base import Cursor
+from .sql_jobs import JobVerbs
 from .store import Reader, Store, Transaction
 
 log = logging.getLogger(__name__)

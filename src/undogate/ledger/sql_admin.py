@@ -10,7 +10,7 @@ from typing import Any, Literal
 from ..jobs import JobState, Operation
 from ..jsonvalue import dumps, loads
 from .records import InFlightAction, StoredCredential, UnfinishedJob
-from .sql_jobs import EngineHooks
+from .sql_base import EngineHooks
 
 # Each of these is served by a partial index (actions_in_flight, jobs_running); the
 # tests check the query plans, so start-up stays flat as the ledger grows.

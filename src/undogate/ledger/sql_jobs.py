@@ -14,8 +14,7 @@ IMMEDIATE`` already runs one write at a time.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import ChangedSincePreview, PreviewUsed
 from ..jobs import (
@@ -34,6 +33,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
 from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
+from .sql_base import EngineHooks
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -46,41 +46,6 @@ COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
 # The states a job ends in (``jobs_unfinished`` holds every other one).
 _FINISHED = ("undone", "rejected", "invalidated")
-
-
-class Cursor(Protocol):
-    """What the verbs read from a statement (sqlite3's cursor, psycopg's)."""
-
-    def fetchone(self) -> Any: ...
-
-    def fetchall(self) -> list[Any]: ...
-
-    def __iter__(self) -> Iterator[Any]: ...
-
-
-class Connection(Protocol):
-    """What the verbs ask of a connection: a statement with ``?`` placeholders."""
-
-    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
-
-    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
-
-
-class EngineHooks:
-    """The locks a verb takes before it reads for a decision; nothing on SQLite."""
-
-    connection: Connection
-    #: appended to a SELECT whose rows the write goes on to change
-    for_update: str = ""
-
-    def _lock(self, *names: str) -> None:
-        """Hold each of ``names`` until the write commits (a write only)."""
-
-    def _lock_job(self, job_id: str) -> None:
-        """Hold the job's row until the write commits (a write only)."""
-
-    def lock_resources(self, resource_ids: Iterable[str]) -> None:
-        self._lock(*(f"resource:{r}" for r in sorted(set(resource_ids))))
 
 
 class JobVerbs(EngineHooks):
