@@ -1,0 +1,80 @@
+"""The operations on a PostgreSQL ledger: prepare, preview, confirm, a racing confirm,
+undo and a restart's recovery, through the Gateway against the contract server."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from undogate.config import Config
+from undogate.contract_server import ContractServer
+from undogate.engine import Gateway
+from undogate.errors import UndogateError
+from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.ledger.postgres import PostgresStore
+
+from .conftest import AGENT, OWNER, make_config
+from .postgres import PostgresCluster
+
+PATH = "/records/customer-123"
+
+
+def test_a_job_is_applied_and_undone_on_a_postgresql_ledger(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    postgres_cluster: PostgresCluster,
+) -> None:
+    url = postgres_cluster.fresh_database()
+    config = make_config(server, data_dir, ledger=url)
+    gw = open_gateway(config)
+    assert isinstance(gw.ledger, PostgresStore)
+    before = server.get_record(PATH)
+
+    request = PrepareRequest(
+        summary="make them a customer",
+        changes=(ChangeRequest(resource_id="customer", set={"status": "customer"}),),
+        idempotency_key="once",
+    )
+    job_id = gw.prepare(AGENT, "account-assistant", request).job.id
+    assert gw.prepare(AGENT, "account-assistant", request).job.id == job_id  # a replay
+
+    preview = gw.preview(OWNER, job_id, Operation.APPLY)
+    assert preview.token is not None, preview.blockers
+    # Two confirms of one preview race: exactly one write reaches the endpoint.
+    writes = server.write_count(PATH)
+    outcomes: list[object] = []
+
+    def confirm() -> None:
+        try:
+            outcomes.append(gw.confirm(OWNER, job_id, preview.token or "").job.state)
+        except UndogateError as exc:
+            outcomes.append(exc.code)
+
+    threads = [threading.Thread(target=confirm) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert outcomes.count(JobState.APPLIED) == 1, outcomes
+    assert server.write_count(PATH) == writes + 1
+    assert server.get_record(PATH)["status"] == "customer"
+
+    undo = gw.preview(OWNER, job_id, Operation.UNDO)
+    assert undo.token is not None, undo.blockers
+    job = gw.confirm(OWNER, job_id, undo.token).job
+    assert job.state is JobState.UNDONE
+    assert [a.status for a in job.actions] == [ActionStatus.DONE, ActionStatus.DONE]
+    operations = [e.operation for e in gw.ledger.events(job_id)]
+    assert operations[0] == "prepare" and operations.count("prepare") == 1
+    assert "confirm_apply" in operations and "confirm_undo" in operations
+    assert server.get_record(PATH) == before
+
+    # A restart on the same database: the job is there, nothing is in flight.
+    gw.http.close()
+    gw.ledger.close()
+    again = open_gateway(config)
+    reopened = again.ledger.load_job(job_id)
+    assert reopened is not None and reopened.state is JobState.UNDONE
+    assert again.ledger.read(lambda tx: tx.in_flight_actions()) == []
