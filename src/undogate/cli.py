@@ -22,6 +22,17 @@ def _fail(exc: UndogateError) -> None:
     sys.exit(2)
 
 
+def _sqlite_only(ledger_url: str | None, doing: str) -> None:
+    """``backup`` and ``restore`` copy a SQLite file; a PostgreSQL ledger has its own tools."""
+    if ledger_url is not None:
+        from .errors import InvalidRequest
+
+        raise InvalidRequest(
+            f"the ledger is PostgreSQL (server.ledger): {doing} it with pg_dump and "
+            "pg_restore (docs/scaling.md), not with this command"
+        )
+
+
 @click.group()
 @click.version_option(__version__, prog_name="undogate")
 def main() -> None:
@@ -162,9 +173,9 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     from .config import load_config
 
     try:
-        result = backup_ledger(
-            load_config(config_path).server.data_dir, target, overwrite=overwrite
-        )
+        server = load_config(config_path).server
+        _sqlite_only(server.ledger, "back up")
+        result = backup_ledger(server.data_dir, target, overwrite=overwrite)
     except UndogateError as exc:
         _fail(exc)
     click.echo(
@@ -187,7 +198,9 @@ def restore(config_path: Path, source: Path) -> None:
     from .config import load_config
 
     try:
-        result = restore_ledger(source, load_config(config_path).server.data_dir)
+        server = load_config(config_path).server
+        _sqlite_only(server.ledger, "restore")
+        result = restore_ledger(source, server.data_dir)
     except UndogateError as exc:
         _fail(exc)
     click.echo(
