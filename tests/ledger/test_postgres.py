@@ -5,6 +5,7 @@ engine opens only an undogate ledger it understands."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from undogate.errors import LedgerError, PreviewUsed
+from undogate.errors import LedgerError, LedgerInUse, PreviewUsed
 from undogate.ledger import Transaction
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
@@ -28,8 +29,10 @@ def url(postgres_cluster: PostgresCluster) -> str:
 
 @pytest.fixture
 def two(url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    """Two stores on one database: two pools, as two gateway processes would hold."""
-    first, second = PostgresStore.open(url), PostgresStore.open(url)
+    """Two stores on one database: two pools, as two gateway processes will hold once
+    leases let them share it (``exclusive=False`` skips today's single owner)."""
+    first = PostgresStore.open(url, exclusive=False)
+    second = PostgresStore.open(url, exclusive=False)
     try:
         yield first, second
     finally:
@@ -293,7 +296,19 @@ def test_an_unreachable_database_is_refused_at_open_with_a_sentence() -> None:
     assert "127.0.0.1" in caught.value.message
 
 
-# -- which ledger ----------------------------------------------------------------------------
+# -- which ledger, and who owns it ------------------------------------------------------------
+
+
+def test_one_process_owns_the_ledger_until_it_closes(url: str) -> None:
+    owner = PostgresStore.open(url)
+    try:
+        with pytest.raises(LedgerInUse, match=rf"owned by undogate owner pid {os.getpid()}"):
+            PostgresStore.open(url)
+        shared = PostgresStore.open(url, exclusive=False)  # what leases will allow
+        shared.close()
+    finally:
+        owner.close()
+    PostgresStore.open(url).close()
 
 
 def test_a_reopened_ledger_keeps_its_id(url: str) -> None:

@@ -10,6 +10,9 @@ psycopg 3 connections.
   limits are checked (``UPDATE ... value + n`` keeps them exact).
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - A read or write inside a write on the same thread joins it, as on SQLite.
+- Until processes hold leases (the next step), one process owns the ledger, as on
+  SQLite: a session advisory lock on a connection of its own, held while the store is
+  open. A second owner gets ``LedgerInUse`` naming the first (pid and host).
 - What psycopg raises leaves as ``LedgerError`` with a sentence (a database that went
   away too); the URL carries no password (config.py refuses one), so none is ever shown.
 """
@@ -17,6 +20,8 @@ psycopg 3 connections.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import LedgerError
+from ..errors import LedgerError, LedgerInUse
 from ..jobs import Job
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .records import Event, JobSummary
@@ -41,6 +46,9 @@ CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 10
 #: How long a request waits for a pooled connection (the database down: then it fails)
 WAIT_S = 10.0
+#: The session advisory lock of the one owning process ("ownr" in ASCII).
+_OWNER_LOCK = 0x6F776E72
+_OWNER_NAME = "undogate owner"
 _translated: dict[str, str] = {}
 
 
@@ -91,8 +99,16 @@ class PostgresTransaction(JobVerbs, AdminVerbs):
 class PostgresStore:
     """A PostgreSQL ledger, open. Use ``PostgresStore.open`` and ``close``."""
 
-    def __init__(self, url: str, pool: ConnectionPool[Any], ledger_id: str, created: bool) -> None:
+    def __init__(
+        self,
+        url: str,
+        pool: ConnectionPool[Any],
+        ledger_id: str,
+        created: bool,
+        owner: psycopg.Connection[Any] | None,
+    ) -> None:
         self.url = url
+        self._owner = owner
         self.ledger_id = ledger_id
         self.created = created
         self._pool = pool
@@ -100,18 +116,38 @@ class PostgresStore:
         self._closed = False
 
     @classmethod
-    def open(cls, url: str, *, pool_size: int = POOL_SIZE, wait_s: float = WAIT_S) -> PostgresStore:
-        """Connect, build or migrate the schema, and check it is an undogate ledger.
+    def open(
+        cls,
+        url: str,
+        *,
+        pool_size: int = POOL_SIZE,
+        wait_s: float = WAIT_S,
+        exclusive: bool = True,
+    ) -> PostgresStore:
+        """Connect, build or migrate the schema, check it is an undogate ledger, and
+        (``exclusive``) own it. ``exclusive=False`` shares it: for tests of what several
+        processes will do, until leases make that safe.
 
         Raises:
+            LedgerInUse: another process owns it.
             LedgerError: the database cannot be reached, holds something else, or has a
                 newer schema than this undogate.
         """
+        owner: psycopg.Connection[Any] | None = None
         try:
-            with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
-                ledger_id, created = migrate(conn)
-        except psycopg.Error as exc:
-            raise failure("open", exc) from None
+            owner = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            if exclusive:
+                _take_ownership(owner, url)
+            ledger_id, created = migrate(owner)
+        except BaseException as exc:
+            if owner is not None:
+                owner.close()
+            if isinstance(exc, psycopg.Error):
+                raise failure("open", exc) from None
+            raise
+        if not exclusive:
+            owner.close()
+            owner = None
         pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
@@ -127,11 +163,13 @@ class PostgresStore:
             pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except PoolTimeout:
             pool.close()
+            if owner is not None:
+                owner.close()
             raise LedgerError(
                 f"the PostgreSQL ledger at {redacted(url)} accepted one connection but the "
                 "pool could not open more; check max_connections"
             ) from None
-        store = cls(url, pool, ledger_id, created)
+        store = cls(url, pool, ledger_id, created, owner)
         log.info("%s", store.describe())
         return store
 
@@ -150,6 +188,8 @@ class PostgresStore:
         if not self._closed:
             self._closed = True
             self._pool.close()
+            if self._owner is not None:
+                self._owner.close()  # ends the session: its ownership lock goes with it
 
     # -- the one door ----------------------------------------------------------
 
@@ -228,6 +268,27 @@ class PostgresStore:
         """A pooled connection itself (autocommit), for checks and tests."""
         with self._pool.connection() as conn:
             yield conn
+
+
+def _take_ownership(conn: psycopg.Connection[Any], url: str) -> None:
+    """Hold the owner lock on ``conn``'s session, or raise LedgerInUse naming the owner."""
+    me = f"{_OWNER_NAME} pid {os.getpid()} on {socket.gethostname()}"[:63]
+    conn.execute("SELECT set_config('application_name', %s, false)", (me,))
+    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_OWNER_LOCK,)).fetchone()
+    if row is not None and row[0]:
+        return
+    found = conn.execute(
+        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
+        "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s "
+        "AND a.datname = current_database()",
+        (_OWNER_LOCK,),
+    ).fetchone()
+    owner = str(found[0]) if found else "another undogate process"
+    raise LedgerInUse(
+        f"the PostgreSQL ledger at {redacted(url)} is owned by {owner}; stop it, or go "
+        "through its API (several processes on one ledger come with leases: docs/scaling.md)",
+        owner=owner,
+    )
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
