@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from undogate.errors import LedgerError, LedgerInUse, PreviewUsed
+from undogate.errors import ChangedSincePreview, LedgerError, LedgerInUse, PreviewUsed
+from undogate.jobs import JobState
 from undogate.ledger import Transaction
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
@@ -201,6 +202,48 @@ def test_counters_lose_no_update_across_stores(two: tuple[PostgresStore, Postgre
     _, errors = race(take(first), take(second))
     assert errors == []
     assert sorted(seqs) == list(range(1, 21))
+
+
+def test_a_job_loaded_in_a_write_is_held_so_a_reject_never_overwrites_a_confirm(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two
+    for round_ in range(4):
+        job_id = f"job_{round_}"
+        insert(first, job(job_id))
+        first.write(lambda tx, j=job_id: preview(tx, f"hash-{j}", j))
+
+        def confirm(j: str = job_id) -> object:
+            def intent(tx: Transaction) -> str:
+                tx.claim_preview(f"hash-{j}", j, "prepared")
+                tx.set_job_state(j, JobState.APPLYING)
+                time.sleep(0.05)
+                return "applying"
+
+            return first.write(intent)
+
+        def reject(j: str = job_id) -> object:
+            def commit(tx: Transaction) -> str:
+                current = tx.load_job(j, with_actions=False)
+                assert current is not None
+                if current.state is not JobState.PREPARED:
+                    return f"refused: {current.state.value}"
+                time.sleep(0.05)
+                tx.set_job_state(j, JobState.REJECTED)
+                return "rejected"
+
+            return second.write(commit)
+
+        results, errors = race(confirm, reject)
+        final = first.load_job(job_id)
+        assert final is not None
+        # Exactly one of them moved the job; never a reject over a claimed confirm.
+        if final.state is JobState.APPLYING:
+            assert sorted(map(str, results)) == ["applying", "refused: applying"], results
+            assert errors == []
+        else:
+            assert final.state is JobState.REJECTED and results == ["rejected"], results
+            assert [type(e) for e in errors] == [ChangedSincePreview], errors
 
 
 def test_a_check_on_a_resource_waits_for_the_write_that_holds_it(

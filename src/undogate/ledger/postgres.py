@@ -5,9 +5,10 @@ psycopg 3 connections.
   with ``synchronous_commit = on`` (set on every connection the pool makes). Writes run
   at once; each verb that reads for a decision first takes the lock it needs, held to
   the commit: ``pg_advisory_xact_lock(hashtext(name))`` on the idempotency key, the
-  owner's quota and each resource (``lock_resources``), the job's row ``FOR UPDATE``
-  before a preview is claimed, the ledger-wide counter rows ``FOR UPDATE`` before the
-  limits are checked (``UPDATE ... value + n`` keeps them exact).
+  owner's quota and each resource (``lock_resources``); the job's row ``FOR UPDATE``
+  before a preview is claimed or a write loads the job; the ledger-wide counter rows
+  ``FOR UPDATE`` before the limits are checked (``UPDATE ... value + n`` keeps them
+  exact).
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Until processes hold leases (the next step), one process owns the ledger, as on
@@ -19,6 +20,7 @@ psycopg 3 connections.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -189,7 +191,11 @@ class PostgresStore:
             self._closed = True
             self._pool.close()
             if self._owner is not None:
-                self._owner.close()  # ends the session: its ownership lock goes with it
+                # Released before the session ends: a backend exits after the client has
+                # closed, so a restart right after could otherwise find the lock held.
+                with contextlib.suppress(psycopg.Error):
+                    self._owner.execute("SELECT pg_advisory_unlock(%s)", (_OWNER_LOCK,))
+                self._owner.close()
 
     # -- the one door ----------------------------------------------------------
 

@@ -185,6 +185,7 @@ class JobVerbs(EngineHooks):
 
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection
+        self._lock_job(job_id)  # a write decides on what it loads: hold it to the commit
         row = c.execute(
             "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
             "undo_started, created_at, updated_at, invalidated_reason FROM jobs WHERE id = ?",

@@ -13,9 +13,9 @@ What every engine promises:
   returning, or rolls all of it back and raises: a state change and its event row
   commit together or not at all. Writes are serializable where it matters: SQLite runs
   one at a time; PostgreSQL runs them at once, and every verb that reads for a decision
-  first takes the lock that decision needs (the job's row to claim a preview, the
-  idempotency key, the owner's quota, the ledger-wide counters), and
-  ``lock_resources`` serializes the checks on a resource (call it first).
+  first takes the lock that decision needs (the job's row to claim a preview or when a
+  write loads the job, the idempotency key, the owner's quota, the ledger-wide
+  counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
 - Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
