@@ -4,8 +4,9 @@ root, and CI runs as root).
 
 ``PostgresCluster.start()`` makes the cluster and a template database; each test then
 gets a fresh database copied from it (``fresh_database``: ``CREATE DATABASE ... TEMPLATE``
-takes milliseconds). Authentication is ``trust``, and only on 127.0.0.1. When the cluster
-cannot be started, ``start`` raises with the reason: the tests fail, never skip, so CI
+takes milliseconds). Authentication is ``trust`` (``scram-sha-256`` for
+``PASSWORD_USER``), and only on 127.0.0.1. When the cluster cannot be started, ``start``
+raises with the reason: the tests fail, never skip, so CI
 cannot pass without PostgreSQL (scripts/system-deps.sh installs it).
 """
 
@@ -25,6 +26,7 @@ import psycopg
 
 USER = "undogate"
 TEMPLATE = "undogate_template"
+PASSWORD_USER = "undogate_pw"
 
 
 class PostgresUnavailable(RuntimeError):
@@ -102,8 +104,9 @@ class PostgresCluster:
             "--locale=C",
             "--no-sync",
         )
-        # Loopback only, and no other way in.
+        # Loopback only, and no other way in; PASSWORD_USER must give its password.
         (self.data / "pg_hba.conf").write_text(
+            f"host all {PASSWORD_USER} 127.0.0.1/32 scram-sha-256\n"
             "host all all 127.0.0.1/32 trust\nlocal all all trust\n"
         )
         self.pg_ctl("start")

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from undogate.config import parse_config
-from undogate.errors import ConfigError, InvalidRequest
+from undogate.errors import ConfigError, InvalidRequest, LedgerError
 from undogate.ledger import SQLiteStore, open_store
 from undogate.ledger.postgres import PostgresStore
 
-from ..postgres import PostgresCluster
+from ..postgres import PASSWORD_USER, PostgresCluster
 
 
 def test_without_server_ledger_the_sqlite_ledger_under_data_dir_opens(tmp_path: Path) -> None:
@@ -56,3 +56,31 @@ def test_a_ledger_url_that_cannot_be_used_is_refused_at_load(url: str, problem: 
     shown = str(caught.value)
     assert problem in shown and "server.ledger" in shown
     assert "s3cr3t-pw" not in shown
+
+
+def test_the_password_comes_from_pgpassword_and_is_never_shown(
+    postgres_cluster: PostgresCluster,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    secret = "correct-horse-battery-staple"
+    name = postgres_cluster.fresh_database().rsplit("/", 1)[1]
+    with postgres_cluster.admin() as admin:
+        admin.execute(f"CREATE ROLE {PASSWORD_USER} LOGIN PASSWORD '{secret}'")
+        admin.execute(f"ALTER DATABASE {name} OWNER TO {PASSWORD_USER}")
+    url = f"postgresql://{PASSWORD_USER}@127.0.0.1:{postgres_cluster.port}/{name}"
+    server = parse_config({"server": {"ledger": url}}).server
+
+    monkeypatch.setenv("PGPASSWORD", "wrong-" + secret)
+    with pytest.raises(LedgerError, match="password authentication failed") as caught:
+        open_store(server)
+    assert secret not in caught.value.message
+
+    monkeypatch.setenv("PGPASSWORD", secret)
+    store = open_store(server)
+    try:
+        store.write(lambda tx: tx.next_seq())
+        assert secret not in store.describe()
+    finally:
+        store.close()
+    assert secret not in caplog.text
