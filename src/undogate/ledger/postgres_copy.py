@@ -1,13 +1,14 @@
 """``undogate ledger copy``: a SQLite ledger, whole, into an empty PostgreSQL ledger.
 
 The SQLite ledger is opened as its owner (a running server refuses the copy: stop it
-first, so nothing is written while it is copied) and checked as at every start. The
+first, so nothing is written while it is copied), checked and brought to the current
+schema as at every start. The
 PostgreSQL ledger is made (or migrated) and must be empty. Every table is copied in one
 PostgreSQL transaction, the identity columns are moved past the copied ids, and each
 table is verified, still inside that transaction, by its row count and a digest
 computed the same way on both sides: SHA-256 over each row's values in primary-key
 order, as JSON (integers as integers, reals by their shortest exact repr). A mismatch
-rolls everything back. The SQLite ledger is left as it was.
+rolls everything back. Nothing else of the SQLite ledger changes.
 """
 
 from __future__ import annotations
