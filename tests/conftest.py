@@ -326,7 +326,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.types import CallToolResult  # noqa: E402
 
-from undogate.server import open_service  # noqa: E402
+from undogate.cli.serve import open_service  # noqa: E402
 
 from .raw_stdin import inject_raw  # noqa: E402
 
@@ -546,7 +546,7 @@ def connect(transport: str, world: World, tmp_path: Path) -> Connect:
 
     @asynccontextmanager
     async def stdio(agent: str, raw: bool = False) -> AsyncIterator[Agent]:
-        server = [sys.executable, "-m", "undogate.mcp_server"]
+        server = [sys.executable, "-m", "undogate.mcp"]
         params = StdioServerParameters(
             command=server[0],
             args=["-m", "tests.raw_stdin", *server] if raw else server[1:],

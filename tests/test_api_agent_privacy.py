@@ -136,7 +136,7 @@ def test_an_endless_chunked_body_is_refused_and_read_no_further_than_the_drain_b
 def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
     agent_client: tuple[TestClient, str],
 ) -> None:
-    from undogate.mcp_http import build_mcp_app
+    from undogate.mcp.http import build_mcp_app
 
     client, key = agent_client
     gateway = client.app.state.undogate.gateway  # type: ignore[attr-defined]

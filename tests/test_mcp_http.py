@@ -15,8 +15,8 @@ import httpx
 import pytest
 import yaml
 
+from undogate.cli.serve import open_service
 from undogate.contract_server import ContractServer
-from undogate.server import open_service
 
 from .conftest import ACCEPT_MCP, base_env, resource, served_gateway
 

@@ -1,6 +1,6 @@
 """The agent tools over MCP, end to end with the SDK's real client, on both transports:
 streamable HTTP (``/mcp`` on a running gateway) and stdio (``python -m
-undogate.mcp_server`` forwarding to that gateway's HTTP API).
+undogate.mcp`` forwarding to that gateway's HTTP API).
 
 Every test runs against a real ``undogate serve`` subprocess.
 """
@@ -17,11 +17,8 @@ import httpx
 import pytest
 
 from undogate.jsonvalue import dumps
-from undogate.mcp_server import (
-    Refusal,
-    RemoteBackend,
-    agent_error,
-)
+from undogate.mcp.bridge import RemoteBackend
+from undogate.mcp.tools import Refusal, agent_error
 
 from .conftest import RECORD, Connect, World, base_env, free_port, run
 
@@ -327,6 +324,7 @@ def test_the_mcp_endpoint_takes_only_live_agent_tokens(world: World) -> None:
 
 
 def _stdio(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    # The name agent configurations written before ``undogate.mcp`` still launch.
     return subprocess.run(
         [sys.executable, "-m", "undogate.mcp_server"],
         env={**base_env(), **env},

@@ -18,7 +18,7 @@ import pytest
 
 from undogate.errors import InvalidRequest
 from undogate.jsonvalue import dumps, loads
-from undogate.mcp_wire import InboundMessage, WireRefusal, read_message
+from undogate.mcp.wire import InboundMessage, WireRefusal, read_message
 
 from .conftest import ERROR_PREFIX, Connect, World, base_env, run
 from .raw_stdin import inject_raw, raw
@@ -160,7 +160,7 @@ def test_a_line_that_is_not_acceptable_json_gets_the_apis_code_over_stdio(world:
         "UNDOGATE_AGENT_TOKEN": world.keys["account-assistant"],
     }
     done = subprocess.run(
-        [sys.executable, "-m", "undogate.mcp_server"],
+        [sys.executable, "-m", "undogate.mcp"],
         input=lines + b"x" * (1024 * 1024 + 1) + b"\n",
         env=env,
         capture_output=True,

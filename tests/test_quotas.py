@@ -31,7 +31,7 @@ from undogate.jobs import (
 )
 from undogate.jsonvalue import JsonValue
 from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
-from undogate.mcp_server import Refusal, agent_error
+from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
 from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource

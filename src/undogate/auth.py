@@ -15,7 +15,6 @@ key is looked up by its public id and compared by hash in constant time.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import secrets
 import threading
@@ -24,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from .digests import sha256_hex
 from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Actor
 from .jsonvalue import JsonNumber, JsonObject
@@ -37,13 +37,9 @@ AGENT_PREFIX = "uga_"
 MASTER_ENV = "UNDOGATE_MASTER_KEY"
 MIN_MASTER_KEY_CHARS = 32
 _ID_HEX = 12
-_DUMMY_HASH = hashlib.sha256(b"undogate: no such credential").hexdigest()
+_DUMMY_HASH = sha256_hex(b"undogate: no such credential")
 
 Kind = Literal["operator", "agent", "master"]
-
-
-def hash_key(key: str) -> str:
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -177,7 +173,7 @@ class Keyring:
                 "(use `undogate keys master` to make one)"
             )
         self.ledger = ledger
-        self._master_hash = hash_key(master_key) if master_key else None
+        self._master_hash = sha256_hex(master_key) if master_key else None
         self._known_agents = known_agents
         self._clock = clock
         # Keys this process has verified against the ledger, by hash. Only this process
@@ -207,7 +203,7 @@ class Keyring:
         """The principal for a key already verified and not revoked since, without
         touching the ledger (cheap enough for an event loop); None: call ``authenticate``.
         """
-        presented_hash = hash_key(presented)
+        presented_hash = sha256_hex(presented)
         if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
             return _MASTER
         return self._verified.get(presented_hash)
@@ -218,7 +214,7 @@ class Keyring:
         Raises:
             Unauthorized: unknown, malformed or revoked key (one answer for all three).
         """
-        presented_hash = hash_key(presented)
+        presented_hash = sha256_hex(presented)
         if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
             return _MASTER
         with self._memo_lock:
@@ -342,7 +338,7 @@ class Keyring:
                 scopes=scopes,
                 agents=agents,
                 label=label,
-                key_hash=hash_key(key),
+                key_hash=sha256_hex(key),
                 created_at=now,
             )
             tx.add_event(
@@ -464,7 +460,6 @@ __all__ = [
     "Keyring",
     "Principal",
     "Revocation",
-    "hash_key",
     "new_master_key",
     "require_scope",
 ]

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import receipts
+from .app import build_app
 from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
@@ -35,7 +36,6 @@ from .jobs import Actor, Job, Operation, Preview
 from .jsonvalue import dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
-from .server import build_app
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
 

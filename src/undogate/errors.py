@@ -40,13 +40,15 @@ its own vocabulary in one place.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 
 class UndogateError(Exception):
     """Base of every domain error: a stable code, a sentence, JSON-safe details."""
 
-    code: ClassVar[str] = "error"
+    # A class attribute; only an error relayed from another gateway (``client.ApiError``)
+    # sets it per instance.
+    code: str = "error"
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)

@@ -8,13 +8,14 @@ an opaque key here: which kinds exist is the adapters' registry's business, and
 
 from __future__ import annotations
 
-import hashlib
 import json
 from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
+
+from .digests import sha256_label
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -102,7 +103,7 @@ class Resource(StrictModel):
             "fields": sorted(self.fields),
         }
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
-        return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        return sha256_label(text)
 
 
 def _alternatives(names: list[str]) -> str:

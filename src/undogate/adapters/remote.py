@@ -9,11 +9,11 @@ parse, and translates transport failures into the gateway's errors, once.
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..digests import sha256_label
 from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
 from ..etag import ETag, parse_etag
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
@@ -102,7 +102,7 @@ class Remote:
         return Snapshot(
             etag=etag,
             media_type=media_type,
-            digest="sha256:" + hashlib.sha256(response.body).hexdigest(),
+            digest=sha256_label(response.body),
             size=len(response.body),
             content=content,
             address=response.address,

@@ -10,7 +10,6 @@ the bytes are unchanged.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..digests import sha256_hex
 from ..etag import ETag
 from ..jsonvalue import JsonError, JsonObject, dumps, loads_object
 
@@ -90,7 +90,7 @@ def _opaque(generation: int, media_type: str, body: bytes) -> str:
 
 
 def _digest(media_type: str, body: bytes) -> str:
-    return hashlib.sha256(media_type.encode("utf-8") + b"\n" + body).hexdigest()
+    return sha256_hex(media_type.encode("utf-8") + b"\n" + body)
 
 
 def record_body(document: JsonObject) -> bytes:

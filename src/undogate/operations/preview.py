@@ -8,6 +8,7 @@ import secrets
 from typing import Any
 
 from ..adapters import Adapter, Side, Snapshot, adapter_for
+from ..digests import sha256_hex
 from ..errors import (
     Conflict,
     ReconciliationBlocked,
@@ -29,7 +30,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonObject
 from ..ledger import Transaction
-from .context import Context, hash_token
+from .context import Context
 from .overlaps import check_overlaps
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,7 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
     if not blockers:
         token = secrets.token_urlsafe(32)
         expires_at = gw.clock() + gw.config.server.preview_ttl_s
-        token_hash = hash_token(token)
+        token_hash = sha256_hex(token)
         exp = expires_at
 
         def commit(tx: Transaction) -> None:

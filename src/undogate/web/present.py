@@ -18,6 +18,7 @@ from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
 from ..jsonvalue import JsonValue, dumps
+from ..ledger import Event, JobSummary
 
 STATE_WORDS: dict[str, str] = {
     JobState.PREPARED: "prepared, waiting for review",
@@ -89,6 +90,26 @@ def state_words(state: str) -> str:
     return STATE_WORDS.get(state, state)
 
 
+def objects(value: JsonValue) -> list[dict[str, Any]]:
+    """A view's list of objects (``receipts`` builds them so), each a copy to add words to."""
+    assert isinstance(value, list)
+    out: list[dict[str, Any]] = []
+    for item in value:
+        assert isinstance(item, dict)
+        out.append(dict(item))
+    return out
+
+
+def job_rows(agent_id: str, rows: list[JobSummary]) -> list[dict[str, Any]]:
+    """An agent's job list as the jobs page shows it."""
+    return objects(receipts.job_rows(agent_id, rows)["jobs"])
+
+
+def events(job_id: str, found: list[Event]) -> list[dict[str, Any]]:
+    """A job's history as the job page shows it."""
+    return objects(receipts.events_view(job_id, found)["events"])
+
+
 @dataclass(frozen=True)
 class Buttons:
     """Which review steps the job offers now, for this key."""
@@ -151,8 +172,7 @@ def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, 
     the latest endpoint check under its current identity passed)."""
     receipt = receipts.job_receipt(job)
     changes: list[dict[str, Any]] = []
-    for raw, recorded in zip(receipt["changes"], job.changes, strict=True):  # type: ignore[arg-type]
-        change: dict[str, Any] = dict(raw)  # type: ignore[arg-type]
+    for change, recorded in zip(objects(receipt["changes"]), job.changes, strict=True):
         adapter = adapter_for(recorded.kind)
         change["noun"] = adapter.noun
         change["reversibility"] = adapter.reversibility(recorded)
@@ -161,8 +181,7 @@ def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, 
         change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
         changes.append(change)
     actions: list[dict[str, Any]] = []
-    for raw in receipt["actions"]:  # type: ignore[union-attr]
-        action = dict(raw)  # type: ignore[arg-type]
+    for action in objects(receipt["actions"]):
         action["status_words"] = ACTION_WORDS.get(str(action["status"]), action["status"])
         actions.append(action)
     return {"receipt": receipt, "changes": changes, "actions": actions, "notes": job_notes(job)}
@@ -174,8 +193,7 @@ def preview_page(
     """The preview's JSON view with diffs, observation sentences and the time left."""
     view = receipts.preview_view(preview, job, now)
     changes: list[dict[str, Any]] = []
-    for raw, shown_change in zip(view["changes"], preview.changes, strict=True):  # type: ignore[arg-type]
-        change: dict[str, Any] = dict(raw)  # type: ignore[arg-type]
+    for change, shown_change in zip(objects(view["changes"]), preview.changes, strict=True):
         adapter = adapter_for(shown_change.kind)
         change["noun"] = adapter.noun
         change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
@@ -202,8 +220,11 @@ __all__ = [
     "NOT_REVERSIBLE",
     "Buttons",
     "buttons",
+    "events",
     "job_page",
+    "job_rows",
     "json_text",
+    "objects",
     "preview_page",
     "shown",
     "state_words",

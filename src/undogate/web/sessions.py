@@ -23,14 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..auth import Principal
+from ..digests import sha256_hex
 from ..jobs import Preview
 
 MAX_PREVIEWS_PER_SESSION = 16
 SIGNIN_TOKEN_TTL_S = 30 * 60.0
-
-
-def _digest(value: str) -> str:
-    return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
 @dataclass
@@ -97,7 +94,7 @@ class SessionStore:
             last_seen=now,
         )
         with self._lock:
-            self._sessions[_digest(sid)] = session
+            self._sessions[sha256_hex(sid)] = session
             while len(self._sessions) > self.max_sessions:
                 self._sessions.popitem(last=False)
         return sid, session
@@ -106,7 +103,7 @@ class SessionStore:
         """The live session for a cookie value, touched; None when unknown or expired."""
         if not sid or len(sid) > 200:
             return None
-        key = _digest(sid)
+        key = sha256_hex(sid)
         now = self.clock()
         with self._lock:
             session = self._sessions.get(key)
@@ -122,7 +119,7 @@ class SessionStore:
     def end(self, sid: str | None) -> None:
         if sid:
             with self._lock:
-                self._sessions.pop(_digest(sid), None)
+                self._sessions.pop(sha256_hex(sid), None)
 
     def end_for_credential(self, credential_id: str) -> int:
         """End every session of one credential (e.g. when it was found revoked)."""

@@ -1,9 +1,9 @@
 """The review pages (SPEC §9): sign-in, agents, jobs, a job, its preview and receipt.
 
 Views are thin: they establish the session, check the form came from this site with
-this session's CSRF token, call one ``Gateway`` method in a worker thread and render a
-template. Domain errors become pages through ``refusals`` (words) and the API's
-``STATUS_BY_CODE`` (statuses), in ``_refused``.
+this session's CSRF token, call the ``Service`` (which authorizes and calls the
+gateway) and render a template. Domain errors become pages through ``refusals``
+(words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
 Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
@@ -17,36 +17,31 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
-from urllib.parse import parse_qs, quote, urlsplit
+from typing import Any
+from urllib.parse import quote
 
 import jinja2
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import receipts
-from ..api import STATUS_BY_CODE
-from ..auth import READ, WRITE, Keyring, Principal, require_scope
+from ..api import STATUS_BY_CODE, status_for
+from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
-from ..jobs import Job, JobState, Operation
-from ..ledger import JobSummary
-from ..operations.endpoint_check import latest_verification
+from ..jobs import JobState, Operation
+from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
+from .forms import cross_site, read_form
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
 SIGNIN_COOKIE = "undogate_signin"
-MAX_FORM_BYTES = 16 * 1024
-MAX_KEY_CHARS = 512
 CSP = (
     "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; "
     "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
@@ -97,11 +92,10 @@ def _job_path(job_id: str, *rest: str) -> str:
 
 
 class WebUI:
-    """The review pages over one gateway and keyring."""
+    """The review pages over the service."""
 
-    def __init__(self, gateway: Gateway, keyring: Keyring, settings: WebSettings) -> None:
-        self.gateway = gateway
-        self.keyring = keyring
+    def __init__(self, service: Service, settings: WebSettings) -> None:
+        self.service = service
         self.settings = settings
         self.sessions = SessionStore(
             idle_s=settings.session_idle_s,
@@ -154,14 +148,14 @@ class WebUI:
         session: Session | None,
         refusal: Refusal,
         *,
+        status: int,
         job_id: str | None = None,
         operation: str | None = None,
-        status: int | None = None,
     ) -> HTMLResponse:
         return self.render(
             "refusal.html",
             session,
-            status=status or STATUS_BY_CODE.get(refusal.code, 403),
+            status=status,
             refusal=refusal,
             job_id=job_id,
             operation=operation,
@@ -178,26 +172,12 @@ class WebUI:
     def _secure(self, request: Request) -> bool:
         if self.settings.secure_cookies is not None:
             return self.settings.secure_cookies
-        public = self.gateway.config.server.public_url or ""
+        public = self.service.config.server.public_url or ""
         return request.url.scheme == "https" or public.startswith("https://")
-
-    def _allowed_origins(self, request: Request) -> set[str]:
-        origins = {f"{request.url.scheme}://{request.url.netloc}"}
-        public = self.gateway.config.server.public_url
-        if public:
-            parts = urlsplit(public)
-            origins.add(f"{parts.scheme}://{parts.netloc}")
-        return origins
 
     def _cross_site(self, request: Request) -> bool:
         """True when a state-changing request did not come from one of our own pages."""
-        fetch_site = request.headers.get("sec-fetch-site")
-        if fetch_site is not None:
-            # The browser's own word, which no page can forge. (With a no-referrer policy
-            # Chromium sends ``Origin: null`` even for same-origin forms.)
-            return fetch_site != "same-origin"
-        origin = request.headers.get("origin")
-        return origin is not None and origin not in self._allowed_origins(request)
+        return cross_site(request, self.service.config.server.public_url)
 
     async def _session(self, request: Request) -> Session | None:
         """The live session, with its credential re-checked now (revoked keys end it)."""
@@ -205,35 +185,12 @@ class WebUI:
         if session is None:
             return None
         try:
-            principal = await run_in_threadpool(self.keyring.recheck, session.principal)
+            principal = await self.service.recheck(session.principal)
         except UndogateError:
             self.sessions.end_for_credential(session.principal.credential_id)
             return None
         session.principal = principal
         return session
-
-    @staticmethod
-    async def _form(request: Request) -> dict[str, str]:
-        """A small url-encoded form; the first value of each name.
-
-        Raises:
-            InvalidRequest: another media type, or too large.
-        """
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                raise InvalidRequest("the form is too large")
-        if not body:
-            return {}
-        media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media != "application/x-www-form-urlencoded":
-            raise InvalidRequest("send the form as application/x-www-form-urlencoded")
-        try:
-            parsed = parse_qs(body.decode("utf-8"), max_num_fields=16, strict_parsing=False)
-        except (UnicodeDecodeError, ValueError):
-            raise InvalidRequest("the form is not readable") from None
-        return {name: values[0] for name, values in parsed.items()}
 
     def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -252,9 +209,9 @@ class WebUI:
             if session is None:
                 return self._redirect("/signin")
             try:
-                form = await self._form(request)
+                form = await read_form(request)
             except InvalidRequest as exc:
-                return self._refused(session, refusal_for(exc))
+                return self._refused(session, refusal_for(exc), status=status_for(exc))
             if not session.csrf_ok(form.get("csrf")):
                 return self._refused(session, refusal_for_code("csrf"), status=403)
             return await self._run(view, request, session, form)
@@ -269,36 +226,28 @@ class WebUI:
             return self._refused(
                 session,
                 refusal_for(exc),
+                status=status_for(exc),
                 job_id=job_id if isinstance(job_id, str) else None,
                 operation=form.get("operation"),
             )
         except Exception:
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             return self._refused(
-                session, refusal_for_code("internal_error", "an internal error occurred")
+                session,
+                refusal_for_code("internal_error", "an internal error occurred"),
+                status=STATUS_BY_CODE["internal_error"],
             )
 
-    async def _call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        return await run_in_threadpool(fn, *args, **kwargs)
+    @staticmethod
+    def _job_id(principal: Principal, job_id: str) -> str:
+        """A job id as asked for; one no job can have is ``NotFound`` at once.
 
-    async def _job(self, principal: Principal, job_id: str) -> Job:
-        """The job if this key may see it; otherwise ``NotFound`` (never ``Forbidden``)."""
-        require_scope(principal, READ)
+        Raises: Forbidden (no agents:read, as the service would say), NotFound.
+        """
+        Service.require_reader(principal)
         if len(job_id) > 200:
             raise NotFound("no such job")
-        job = await self._call(self.gateway.get_job, principal.owner_id, job_id)
-        if not principal.sees_agent(job.agent_id):
-            raise NotFound(f"no job {job_id!r}", job=job_id)
-        return job
-
-    def _verified(self, job: Job) -> dict[str, bool]:
-        """Per resource of the job: did its latest endpoint check pass (SPEC §11)?"""
-        out: dict[str, bool] = {}
-        for change in job.changes:
-            res = self.gateway.config.resource(change.resource_id)
-            if res is not None and change.resource_id not in out:
-                out[res.id] = latest_verification(self.gateway.ledger, res)
-        return out
+        return job_id
 
     # -- sign-in ---------------------------------------------------------------------
 
@@ -339,9 +288,9 @@ class WebUI:
         if self._cross_site(request):
             return self._refused(None, refusal_for_code("cross_site"), status=403)
         try:
-            form = await self._form(request)
+            form = await read_form(request)
         except InvalidRequest as exc:
-            return self._refused(None, refusal_for(exc))
+            return self._refused(None, refusal_for(exc), status=status_for(exc))
         if not self.signin_tokens.check(form.get("csrf"), request.cookies.get(SIGNIN_COOKIE)):
             return self._signin_page(
                 request, error="The sign-in form was out of date. Please try again."
@@ -350,15 +299,15 @@ class WebUI:
         if not key or len(key) > MAX_KEY_CHARS:
             return self._signin_page(request, error="Enter your operator key.")
         try:
-            principal = await self._call(self.keyring.authenticate, key)
-        except UndogateError:
-            return self._signin_page(request, error="That key is unknown or has been revoked.")
-        if principal.kind != "operator":
+            principal = await self.service.sign_in(key)
+        except Forbidden:
             return self._signin_page(
                 request,
                 error="Only operator keys can sign in here; agent tokens and the master key "
                 "cannot review jobs.",
             )
+        except UndogateError:
+            return self._signin_page(request, error="That key is unknown or has been revoked.")
         self.sessions.end(request.cookies.get(SESSION_COOKIE))
         sid, _session = self.sessions.create(principal)
         response = self._redirect("/agents")
@@ -389,15 +338,13 @@ class WebUI:
 
     async def agents(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
-        require_scope(principal, READ)
+        Service.require_reader(principal)
         rows = []
-        for agent in self.gateway.config.agents:
-            if not principal.sees_agent(agent.id):
-                continue
-            jobs = await self._call(self.gateway.list_jobs, principal.owner_id, agent.id)
+        for agent_id in self.service.visible_agents(principal):
+            jobs = await self.service.list_jobs(principal, agent_id)
             rows.append(
                 {
-                    "id": agent.id,
+                    "id": agent_id,
                     "jobs": len(jobs),
                     "needs_review": sum(1 for j in jobs if j.state == JobState.NEEDS_REVIEW),
                     "prepared": sum(1 for j in jobs if j.state == JobState.PREPARED),
@@ -407,54 +354,62 @@ class WebUI:
 
     async def agent_jobs(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
-        require_scope(principal, READ)
+        Service.require_reader(principal)
         agent_id = str(request.path_params["agent_id"])
-        if self.gateway.config.agent(agent_id) is None or not principal.sees_agent(agent_id):
+        if agent_id not in self.service.visible_agents(principal):
             raise NotFound(f"no agent {agent_id!r}")
-        rows = await self._call(self.gateway.list_jobs, principal.owner_id, agent_id)
-        listing = present_rows(agent_id, rows)
+        rows = await self.service.list_jobs(principal, agent_id)
+        listing = present.job_rows(agent_id, rows)
         return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
 
     async def open_job(self, request: Request, session: Session, form: Form) -> Response:
         job_id = request.query_params.get("id", "").strip()
         if not job_id:
             return self._redirect("/agents")
-        job = await self._job(session.principal, job_id)
+        principal = session.principal
+        job = await self.service.job(principal, self._job_id(principal, job_id))
         return self._redirect(_job_path(job.id))
 
     async def job(self, request: Request, session: Session, form: Form) -> Response:
-        job = await self._job(session.principal, str(request.path_params["job_id"]))
-        events = await self._call(self.gateway.events, session.principal.owner_id, job.id)
+        principal = session.principal
+        job, events = await self.service.events(
+            principal, self._job_id(principal, str(request.path_params["job_id"]))
+        )
         return self.render(
             "job.html",
             session,
             job=job,
-            page=present.job_page(job, self._verified(job)),
-            events=[dict(e) for e in present_events(job.id, events)],
-            buttons=present.buttons(job, WRITE in session.principal.scopes),
+            page=present.job_page(job, self.service.verified(job)),
+            events=present.events(job.id, events),
+            buttons=present.buttons(job, WRITE in principal.scopes),
         )
 
     async def make_preview(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
-        require_scope(principal, WRITE)
+        Service.require_writer(principal)
         try:
             operation = Operation(form.get("operation", ""))
         except ValueError:
             raise InvalidRequest("unknown operation") from None
-        job = await self._job(principal, str(request.path_params["job_id"]))
-        preview = await self._call(self.gateway.preview, principal.actor("web"), job.id, operation)
+        job, preview = await self.service.preview(
+            principal, "web", self._job_id(principal, str(request.path_params["job_id"])), operation
+        )
         handle = session.hold_preview(job.id, preview)
         return self._redirect(_job_path(job.id, "previews", handle))
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
-        job = await self._job(session.principal, str(request.path_params["job_id"]))
+        principal = session.principal
+        job = await self.service.job(
+            principal, self._job_id(principal, str(request.path_params["job_id"]))
+        )
         handle = str(request.path_params["handle"])
         held = session.previews.get(handle)
         if held is None or held.job_id != job.id:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
             )
-        page = present.preview_page(held.preview, job, self.gateway.clock(), self._verified(job))
+        now = self.service.clock()
+        page = present.preview_page(held.preview, job, now, self.service.verified(job))
         return self.render(
             "preview.html",
             session,
@@ -462,30 +417,19 @@ class WebUI:
             handle=handle,
             page=page,
             operation=held.preview.operation.value,
-            can_write=WRITE in session.principal.scopes,
+            can_write=WRITE in principal.scopes,
         )
 
     async def confirm(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
-        require_scope(principal, WRITE)
+        Service.require_writer(principal)
         token = form.get("preview_token", "")
         if not token or len(token) > 200:
             raise InvalidRequest("the form carries no preview token; preview again")
-        job = await self._job(principal, str(request.path_params["job_id"]))
-
-        def reauthorize() -> None:
-            now = self.keyring.recheck(principal)
-            require_scope(now, WRITE)
-            if not now.sees_agent(job.agent_id):
-                raise Forbidden("this key no longer has access to the job's agent")
-
-        done = await self._call(
-            self.gateway.confirm,
-            principal.actor("web"),
-            job.id,
-            token,
-            reauthorize=reauthorize,
+        done = await self.service.confirm(
+            principal, "web", self._job_id(principal, str(request.path_params["job_id"])), token
         )
+        job = done.job
         session.previews.pop(form.get("handle", ""), None)
         if done.repeated:
             session.notice = "This preview was already confirmed; nothing was sent again."
@@ -494,35 +438,29 @@ class WebUI:
         return self._redirect(_job_path(job.id, "receipt"))
 
     async def receipt(self, request: Request, session: Session, form: Form) -> Response:
-        job = await self._job(session.principal, str(request.path_params["job_id"]))
+        principal = session.principal
+        job = await self.service.job(
+            principal, self._job_id(principal, str(request.path_params["job_id"]))
+        )
         return self.render(
-            "receipt.html", session, job=job, page=present.job_page(job, self._verified(job))
+            "receipt.html", session, job=job, page=present.job_page(job, self.service.verified(job))
         )
 
     async def reject(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
-        require_scope(principal, WRITE)
-        job = await self._job(principal, str(request.path_params["job_id"]))
-        await self._call(self.gateway.reject, principal.actor("web"), job.id)
+        Service.require_writer(principal)
+        job = await self.service.reject(
+            principal, "web", self._job_id(principal, str(request.path_params["job_id"]))
+        )
         session.notice = "Rejected. This job can never be applied."
         return self._redirect(_job_path(job.id))
-
-
-def present_rows(agent_id: str, rows: list[JobSummary]) -> list[Any]:
-    jobs = receipts.job_rows(agent_id, rows)["jobs"]
-    assert isinstance(jobs, list)
-    return jobs
-
-
-def present_events(job_id: str, events: list[Any]) -> list[Any]:
-    return list(receipts.events_view(job_id, events)["events"])  # type: ignore[arg-type]
 
 
 def web_routes(
     gateway: Gateway, keyring: Keyring, settings: WebSettings | None = None
 ) -> list[BaseRoute]:
     """The review UI's routes, to pass to ``create_app(..., routes=...)``."""
-    return WebUI(gateway, keyring, settings or WebSettings()).routes()
+    return WebUI(Service(gateway, keyring), settings or WebSettings()).routes()
 
 
 __all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]

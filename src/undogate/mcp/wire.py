@@ -3,7 +3,7 @@
 The MCP SDK parses JSON-RPC with floats: ``0.1000000000000000055511151231257827``
 becomes ``0.1``, ``1.50`` becomes ``1.5``, a duplicate key silently wins and ``1e400``
 becomes infinity. Tool arguments are an agent's data and must arrive exactly as
-``POST /api/v1/jobs`` reads a body, so both MCP transports (``mcp_http``, ``mcp_stdio``)
+``POST /api/v1/jobs`` reads a body, so both MCP transports (``http``, ``stdio``)
 hand every raw message to ``read_message`` first, and the SDK only routes:
 
 - The message is parsed by the API's own rule (``jsonvalue.loads``: numbers keep their
@@ -26,10 +26,10 @@ from typing import Any
 
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-from . import receipts
-from .errors import UndogateError
-from .jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
-from .request_body import json_refusal, require_object
+from .. import receipts
+from ..errors import UndogateError
+from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
+from ..request_body import json_refusal, require_object
 
 INBOUND_KEY = "undogate.mcp_message"  # the ASGI scope key of the message on /mcp
 TOOL_CALL = "tools/call"

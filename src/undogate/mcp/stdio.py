@@ -2,7 +2,7 @@
 
 The SDK's own stdio transport decodes stdin leniently (invalid UTF-8 becomes U+FFFD)
 and parses with floats. This one reads bytes: each line goes through
-``mcp_wire.read_message`` (the rule ``/mcp`` uses too) and reaches the SDK with the
+``wire.read_message`` (the rule ``/mcp`` uses too) and reaches the SDK with the
 ``InboundMessage`` attached as its request context, where the tools find their exact
 arguments. A line that is not acceptable JSON, or longer than the API's body limit,
 is answered here with a JSON-RPC error carrying the API's code; nothing else writes
@@ -21,8 +21,8 @@ from mcp.server import MCPServer
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp.types import INVALID_REQUEST, jsonrpc_message_adapter
 
-from .mcp_wire import WireRefusal, read_message
-from .request_body import MAX_BODY_BYTES, too_large
+from ..request_body import MAX_BODY_BYTES, too_large
+from .wire import WireRefusal, read_message
 
 
 async def serve_stdio(

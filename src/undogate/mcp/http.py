@@ -3,10 +3,10 @@ JSON answers).
 
 In front of the SDK's session manager, each request goes through, in order:
 
-1. the agent token, authenticated by the ``Keyring`` as on the API (401/403);
+1. the agent token, authenticated by the ``Service`` as on the API (401/403);
 2. the body, read by the API's rule (``request_body``): over the limit it is a 413 in
    the API's error shape, never a JSON-RPC error from a cut-off read;
-3. the message, read losslessly (``mcp_wire``): a message that is not acceptable JSON
+3. the message, read losslessly (``wire``): a message that is not acceptable JSON
    gets a JSON-RPC error carrying the API's code; otherwise it goes to the SDK with the
    ``InboundMessage`` in the scope, where the tools find their exact arguments;
 4. a request that opens a stream (``GET``, or a ``subscriptions/listen`` call) takes a
@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -32,17 +33,20 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import receipts
-from .api import error_response
-from .auth import Keyring, Principal
-from .config import AGENT_TOOLS, Config, Limits
-from .engine import Gateway
-from .errors import Forbidden, TooManyStreams, Unauthorized, UndogateError
-from .mcp_server import AgentBackend, GatewayBackend, Refusal, build_server
-from .mcp_wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message
-from .request_body import read_body
+from .. import receipts
+from ..api import error_response, parse_prepare, status_for
+from ..auth import Keyring
+from ..config import AGENT_TOOLS, Limits
+from ..engine import Gateway
+from ..errors import TooManyStreams, UndogateError
+from ..jsonvalue import JsonObject, JsonValue
+from ..request_body import read_body
+from ..service import Principal, Service
+from .tools import AgentBackend, Refusal, build_server
+from .wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message
 
 PRINCIPAL_KEY = "undogate.principal"  # the ASGI scope key of the authenticated agent
+ASK_FOR_BEARER = "send the agent token as 'Authorization: Bearer'"
 LISTEN = "subscriptions/listen"  # the one POST whose answer is a stream
 
 # Bearer tokens are never sent by a browser on its own, so a rebinding page cannot act as
@@ -86,6 +90,29 @@ class StreamSlots:
             self._open[agent_id] -= 1
 
 
+@dataclass(frozen=True)
+class ServiceBackend:
+    """The tools in process, as one authenticated agent."""
+
+    service: Service
+    principal: Principal
+
+    async def list_resources(self) -> list[JsonValue]:
+        try:
+            found = self.service.list_resources(self.principal)
+        except UndogateError as exc:
+            raise Refusal.of(exc) from None
+        return [receipts.resource_view(r) for r in found]
+
+    async def prepare(self, body: JsonObject) -> JsonValue:
+        try:
+            request = parse_prepare(body)  # the API's own parser: one door for both surfaces
+            done = await self.service.prepare(self.principal, "mcp", request)
+        except UndogateError as exc:
+            raise Refusal.of(exc) from None
+        return receipts.agent_receipt(done.job, replay=done.replay)
+
+
 class McpApp:
     """The ASGI app for ``/mcp``: hands each authenticated request to the MCP server
     holding exactly that agent's tools.
@@ -94,12 +121,12 @@ class McpApp:
     the host app's lifespan.
     """
 
-    def __init__(self, gateway: Gateway, keyring: Keyring) -> None:
-        self.gateway = gateway
-        self.keyring = keyring
-        self.streams = StreamSlots(gateway.config.limits)
-        self.stream_idle_s = gateway.config.limits.mcp_stream_idle_s
-        tool_sets = {config_tools(gateway.config, a.id) for a in gateway.config.agents} | {()}
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        config = service.config
+        self.streams = StreamSlots(config.limits)
+        self.stream_idle_s = config.limits.mcp_stream_idle_s
+        tool_sets = {offered(service.opted_in(a.id)) for a in config.agents} | {()}
         self._servers: dict[tuple[str, ...], MCPServer[Any]] = {}
         for tools in sorted(tool_sets):
             server = build_server(tools, self._backend_for)
@@ -113,7 +140,7 @@ class McpApp:
         principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
         if not isinstance(principal, Principal) or principal.agent_id is None:
             raise Refusal("unauthorized", "no agent token", {})
-        return GatewayBackend(self.gateway, principal)
+        return ServiceBackend(self.service, principal)
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
@@ -129,7 +156,9 @@ class McpApp:
         try:
             principal = await self._agent(scope)
         except UndogateError as exc:
-            await error_response(exc.code, exc.message)(scope, receive, send)
+            await error_response(exc.code, exc.message, status=status_for(exc))(
+                scope, receive, send
+            )
             return
         message: InboundMessage | None = None
         try:
@@ -145,7 +174,7 @@ class McpApp:
         except ClientDisconnect:
             return
         assert principal.agent_id is not None
-        server = self._servers.get(config_tools(self.gateway.config, principal.agent_id))
+        server = self._servers.get(offered(self.service.agent_tools(principal)))
         handle = (server or self._servers[()]).session_manager.handle_request
         inner: Scope = {**scope, PRINCIPAL_KEY: principal}
         if message is not None:
@@ -163,22 +192,19 @@ class McpApp:
 
     async def _agent(self, scope: Scope) -> Principal:
         """Raises: Unauthorized, Forbidden."""
-        scheme, _, key = Headers(scope=scope).get("authorization", "").partition(" ")
-        key = key.strip()
-        if scheme.lower() != "bearer" or not key or len(key) > 512:
-            raise Unauthorized("send the agent token as 'Authorization: Bearer'")
-        principal = self.keyring.verified(key)
-        if principal is None:
-            principal = await anyio.to_thread.run_sync(self.keyring.authenticate, key)
-        if principal.kind != "agent" or principal.agent_id is None:
-            raise Forbidden("the MCP endpoint is for agent tokens")
+        header = Headers(scope=scope).get("authorization", "")
+        # An over-long token gets the same words as none (as /mcp has always said).
+        principal = await self.service.authenticate_bearer(
+            header, ask=ASK_FOR_BEARER, over_long=ASK_FOR_BEARER
+        )
+        Service.require_agent(principal, "the MCP endpoint")
         return principal
 
 
 def _refused(exc: UndogateError) -> Response:
     """A refusal to an agent, exactly as the API words it (``api._undogate_error``)."""
     sentence, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
-    return error_response(exc.code, sentence, details)
+    return error_response(exc.code, sentence, details, status=status_for(exc))
 
 
 def _with_body(scope: Scope, message: InboundMessage) -> Scope:
@@ -228,15 +254,14 @@ async def _until_idle(
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
-def config_tools(config: Config, agent_id: str) -> tuple[str, ...]:
-    """The agent's tools in a fixed order (so equal sets share one server)."""
-    opted = config.agent_tools(agent_id)
+def offered(opted: tuple[str, ...]) -> tuple[str, ...]:
+    """Opted-in tools in a fixed order (so equal sets share one server)."""
     return tuple(t for t in AGENT_TOOLS if t in opted)
 
 
 def build_mcp_app(gateway: Gateway, keyring: Keyring) -> McpApp:
     """The streamable-HTTP app to mount at ``/mcp`` (agent token as bearer)."""
-    return McpApp(gateway, keyring)
+    return McpApp(Service(gateway, keyring))
 
 
-__all__ = ["PRINCIPAL_KEY", "McpApp", "StreamSlots", "build_mcp_app", "config_tools"]
+__all__ = ["PRINCIPAL_KEY", "McpApp", "ServiceBackend", "StreamSlots", "build_mcp_app", "offered"]

@@ -11,9 +11,9 @@ from typing import Any
 
 import click
 
-from . import __version__
-from .errors import UndogateError
-from .invisibles import visible
+from .. import __version__
+from ..errors import UndogateError
+from ..invisibles import visible
 
 
 def _fail(exc: UndogateError) -> None:
@@ -25,7 +25,7 @@ def _fail(exc: UndogateError) -> None:
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
     """``backup`` and ``restore`` copy a SQLite file; a PostgreSQL ledger has its own tools."""
     if ledger_url is not None:
-        from .errors import InvalidRequest
+        from ..errors import InvalidRequest
 
         raise InvalidRequest(
             f"the ledger is PostgreSQL (server.ledger): {doing} it with pg_dump and "
@@ -48,7 +48,7 @@ def main() -> None:
 )
 def demo(data_dir: Path | None) -> None:
     """Walk prepare → preview → confirm → undo against a local contract server."""
-    from .demo import run_demo
+    from ..demo import run_demo
 
     try:
         ok = run_demo(data_dir)
@@ -67,7 +67,7 @@ def demo(data_dir: Path | None) -> None:
 )
 def check_config(config_path: Path) -> None:
     """Validate a config file and report every problem with its path."""
-    from .config import load_config
+    from ..config import load_config
 
     try:
         cfg = load_config(config_path)
@@ -91,7 +91,7 @@ def check_config(config_path: Path) -> None:
 @click.option("--faults", is_flag=True, help="Enable the test-only fault and reset routes.")
 def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -> None:
     """Serve records and documents under undogate's remote contract (SPEC §6)."""
-    from .contract_server import serve_forever
+    from ..contract_server import serve_forever
 
     serve_forever(
         data_dir,
@@ -135,7 +135,7 @@ _NEW_LEDGER = click.option(
 @_NEW_LEDGER
 def serve(config_path: Path, host: str, port: int, new_ledger: bool) -> None:
     """Own the ledger, recover interrupted work, and serve the HTTP API."""
-    from .server import serve as run
+    from .serve import serve as run
 
     try:
         run(config_path, host, port, _echo_err, new_ledger=new_ledger)
@@ -148,7 +148,7 @@ def serve(config_path: Path, host: str, port: int, new_ledger: bool) -> None:
 @_NEW_LEDGER
 def init(config_path: Path, new_ledger: bool) -> None:
     """Write an example config (if none), create the ledger, print a first operator key."""
-    from .server import init as run
+    from .serve import init as run
 
     try:
         key = run(config_path, _echo_err, new_ledger=new_ledger)
@@ -169,8 +169,8 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     Restore: stop the server, then `undogate restore TARGET --config ...`. Anything
     committed after the backup is not in it: that recovery history is lost.
     """
-    from .backup import backup_ledger
-    from .config import load_config
+    from ..backup import backup_ledger
+    from ..config import load_config
 
     try:
         server = load_config(config_path).server
@@ -194,8 +194,8 @@ def restore(config_path: Path, source: Path) -> None:
     The current ledger files are moved aside, never deleted; keys revoked in them stay
     revoked; the data dir's identity marker names the restored ledger.
     """
-    from .backup import restore_ledger
-    from .config import load_config
+    from ..backup import restore_ledger
+    from ..config import load_config
 
     try:
         server = load_config(config_path).server
@@ -228,7 +228,8 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
     Exits 0 only when every step passed.
     """
-    from .operations.endpoint_check import report_lines, run_endpoint_check
+    from ..operations.endpoint_check import report_lines
+    from .endpoint_check import run_endpoint_check
 
     try:
         view, path = run_endpoint_check(config_path, test_copy_id, os.environ)
@@ -250,8 +251,8 @@ def keys() -> None:
 
 
 def _run_keys(config_path: Path, cmd: Any) -> None:
-    from .jsonvalue import dumps
-    from .server import run_key_command
+    from ..jsonvalue import dumps
+    from .keys import run_key_command
 
     try:
         result, path = run_key_command(config_path, cmd)
@@ -274,7 +275,7 @@ def keys_create_operator(
     config_path: Path, label: str, read_only: bool, agents: tuple[str, ...]
 ) -> None:
     """Create an operator key: a new owner."""
-    from .server import KeyCommand
+    from .keys import KeyCommand
 
     cmd = KeyCommand("create_operator", label=label, read_only=read_only, agents=agents or None)
     _run_keys(config_path, cmd)
@@ -287,7 +288,7 @@ def keys_create_operator(
 @click.option("--label", default=None)
 def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | None) -> None:
     """Create an agent token for one agent, owned by one operator."""
-    from .server import KeyCommand
+    from .keys import KeyCommand
 
     _run_keys(config_path, KeyCommand("create_agent", label=label, agent=agent, owner=owner))
 
@@ -296,7 +297,7 @@ def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | No
 @_CONFIG
 def keys_list(config_path: Path) -> None:
     """List credentials (never the keys)."""
-    from .server import KeyCommand
+    from .keys import KeyCommand
 
     _run_keys(config_path, KeyCommand("list"))
 
@@ -307,7 +308,7 @@ def keys_list(config_path: Path) -> None:
 @click.option("--force", is_flag=True, help="Revoke even the only owner of unresolved jobs.")
 def keys_revoke(config_path: Path, credential: str, force: bool) -> None:
     """Revoke a credential (an operator key takes its agent tokens with it)."""
-    from .server import KeyCommand
+    from .keys import KeyCommand
 
     _run_keys(config_path, KeyCommand("revoke", credential=credential, force=force))
 
@@ -315,7 +316,7 @@ def keys_revoke(config_path: Path, credential: str, force: bool) -> None:
 @keys.command("master")
 def keys_master() -> None:
     """Print a new random master key to put in UNDOGATE_MASTER_KEY."""
-    from .auth import new_master_key
+    from ..auth import new_master_key
 
     click.echo(new_master_key())
 
@@ -343,7 +344,7 @@ def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
 def _review(url: str, key: str, fn: Any) -> None:
     from rich.console import Console
 
-    from .server import ApiClient
+    from ..client import ApiClient
 
     try:
         client = ApiClient(url, key)
@@ -373,7 +374,7 @@ def jobs() -> None:
 @click.option("--agent", required=True)
 def jobs_list(url: str, key: str, agent: str) -> None:
     """The newest 100 jobs of an agent, no values."""
-    from .review_cli import list_jobs
+    from .review import list_jobs
 
     _review(url, key, lambda c, con: list_jobs(c, con, agent))
 
@@ -384,7 +385,7 @@ def jobs_list(url: str, key: str, agent: str) -> None:
 @click.argument("job_id")
 def jobs_show(url: str, key: str, job_id: str) -> None:
     """A job's receipt: before/after per field, line diffs, actions."""
-    from .review_cli import show_job
+    from .review import show_job
 
     _review(url, key, lambda c, con: show_job(c, con, job_id))
 
@@ -396,7 +397,7 @@ def _confirming(operation: str, help_text: str) -> None:
     @click.argument("job_id")
     @click.option("--dry-run", is_flag=True, help="Show the exact requests; send nothing.")
     def command(url: str, key: str, job_id: str, dry_run: bool) -> None:
-        from .review_cli import confirm_operation
+        from .review import confirm_operation
 
         _review(
             url,
@@ -427,7 +428,7 @@ _confirming(
 @click.argument("job_id")
 def reject(url: str, key: str, job_id: str) -> None:
     """Reject a prepared job; it can never be applied after (needs a terminal)."""
-    from .review_cli import reject_job
+    from .review import reject_job
 
     _review(
         url,
@@ -445,7 +446,7 @@ def mcp_command(url: str | None) -> None:
 
     The agent token comes from UNDOGATE_AGENT_TOKEN, never from an argument.
     """
-    from .mcp_server import run_stdio
+    from ..mcp.bridge import run_stdio
 
     sys.exit(run_stdio(url))
 
@@ -462,9 +463,9 @@ def ledger_copy(source: str, target: str) -> None:
     """Copy a SQLite ledger, whole, into an empty PostgreSQL ledger, in one transaction,
     verified by row counts and a digest per table. Stop the server first. The password
     comes from PGPASSWORD, never from the URL."""
-    from .config import ledger_url_problem
-    from .errors import InvalidRequest
-    from .ledger.postgres_copy import copy_sqlite_to_postgres
+    from ..config import ledger_url_problem
+    from ..errors import InvalidRequest
+    from ..ledger.postgres_copy import copy_sqlite_to_postgres
 
     try:
         if not source.startswith("sqlite:"):

@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .invisibles import visible
-from .jsonvalue import JsonNumber, JsonValue, dumps
-from .server import ApiClient, ApiError
+from ..client import ApiClient, ApiError
+from ..invisibles import visible
+from ..jsonvalue import JsonNumber, JsonValue, dumps
 
 Ask = Callable[[str], str]
 SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}

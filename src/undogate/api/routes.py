@@ -1,0 +1,270 @@
+"""The routes of SPEC §9 (and key administration), each a thin translation: read the
+request, call the ``Service``, render its answer."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from .. import receipts
+from ..auth import READ, WRITE
+from ..errors import InvalidRequest, UndogateError
+from ..jobs import Operation
+from ..jsonvalue import JsonObject
+from ..operations import endpoint_check
+from ..service import Principal, Service
+from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
+from .responses import NO_STORE, JSONResponse, error_response
+
+log = logging.getLogger(__name__)
+
+ASK_FOR_BEARER = "send a credential as 'Authorization: Bearer <key>'"
+
+
+def service(request: Request) -> Service:
+    """The service the routes call (``request.app.state.undogate``)."""
+    svc = request.app.state.undogate
+    assert isinstance(svc, Service)
+    return svc
+
+
+async def authenticate(request: Request) -> Principal:
+    """The principal behind ``Authorization: Bearer ...``.
+
+    Raises:
+        Unauthorized: no credential, a malformed header, or an unknown/revoked key.
+    """
+    header = request.headers.get("authorization", "")
+    return await service(request).authenticate_bearer(header, ask=ASK_FOR_BEARER)
+
+
+def _agent(request: Request, principal: Principal) -> str:
+    agent_id = Service.require_agent(principal)
+    # From here on, refusals are shaped for an agent (no hosts, addresses, variables).
+    request.state.agent_facing = True
+    return agent_id
+
+
+# -- routes --------------------------------------------------------------------------
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+
+def endpoint(fn: Endpoint) -> Endpoint:
+    """Route wrapper: a bug becomes a 500 in the error shape (with the security
+    headers), never a stack trace; domain errors go to the exception handlers."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except (UndogateError, HTTPException):
+            raise
+        except Exception:
+            log.exception("unhandled error in %s %s", request.method, request.url.path)
+            return error_response("internal_error", "an internal error occurred")
+
+    wrapped.__name__ = fn.__name__
+    wrapped.__doc__ = fn.__doc__
+    return wrapped
+
+
+@endpoint
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def openapi(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+@endpoint
+async def list_resources(request: Request) -> Response:
+    principal = await authenticate(request)
+    agent_id = _agent(request, principal)
+    resources = [receipts.resource_view(r) for r in service(request).list_resources(principal)]
+    return JSONResponse({"agent": agent_id, "resources": resources})
+
+
+@endpoint
+async def agent_info(request: Request) -> Response:
+    """Which agent this token speaks for and which tools its config opts it in to."""
+    principal = await authenticate(request)
+    agent_id = _agent(request, principal)
+    tools = service(request).agent_tools(principal)
+    return JSONResponse({"agent": agent_id, "tools": list(tools)})
+
+
+@endpoint
+async def prepare_job(request: Request) -> Response:
+    principal = await authenticate(request)
+    _agent(request, principal)
+    prepare = parse_prepare(await json_body(request))
+    done = await service(request).prepare(principal, "api", prepare)
+    return JSONResponse(
+        receipts.agent_receipt(done.job, replay=done.replay),
+        status_code=200 if done.replay else 201,
+    )
+
+
+@endpoint
+async def list_jobs(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_reader(principal)
+    agent_id = request.query_params.get("agent")
+    if not agent_id:
+        raise InvalidRequest("name the agent: /api/v1/jobs?agent=ID")
+    rows = await service(request).list_jobs(principal, agent_id)
+    return JSONResponse(receipts.job_rows(agent_id, rows))
+
+
+@endpoint
+async def get_job(request: Request) -> Response:
+    principal = await authenticate(request)
+    job = await service(request).job(principal, request.path_params["job_id"])
+    return JSONResponse(receipts.job_receipt(job), headers=NO_STORE)
+
+
+@endpoint
+async def job_events(request: Request) -> Response:
+    principal = await authenticate(request)
+    job, events = await service(request).events(principal, request.path_params["job_id"])
+    return JSONResponse(receipts.events_view(job.id, events), headers=NO_STORE)
+
+
+@endpoint
+async def preview_job(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_reviewer(principal)
+    body = await json_body(request)
+    _only(body, ("operation",))
+    name = _str(body, "operation", required=True, max_len=40)
+    try:
+        operation = Operation(name or "")
+    except ValueError:
+        raise InvalidRequest(
+            "operation must be one of " + ", ".join(o.value for o in Operation)
+        ) from None
+    svc = service(request)
+    job, preview = await svc.preview(principal, "api", request.path_params["job_id"], operation)
+    view = receipts.preview_view(preview, job, svc.clock())
+    if preview.blockers:
+        # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
+        # first blocked change, and per change what blocks it, as a raised guard gives.
+        first = preview.blockers[0]
+        details: JsonObject = {"job": job.id, "blockers": view["blockers"], "preview": view}
+        response = error_response(str(first["code"]), str(first["message"]), details)
+        response.headers.update(NO_STORE)
+        return response
+    return JSONResponse(view, headers=NO_STORE)
+
+
+@endpoint
+async def confirm_job(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_reviewer(principal)
+    body = await json_body(request)
+    _only(body, ("preview_token", "dry_run"))
+    token = _str(body, "preview_token", required=True, max_len=200)
+    assert token is not None
+    confirmation = await service(request).confirm(
+        principal, "api", request.path_params["job_id"], token, dry_run=_bool(body, "dry_run")
+    )
+    return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
+
+
+@endpoint
+async def reject_job(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_reviewer(principal)
+    _only(await json_body(request, optional=True), ())
+    done = await service(request).reject(principal, "api", request.path_params["job_id"])
+    return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
+
+
+@endpoint
+async def check_test_copy(request: Request) -> Response:
+    """Run the endpoint check (SPEC §11) on a test copy while serving."""
+    principal = await authenticate(request)
+    Service.require_reviewer(principal)
+    body = await json_body(request)
+    _only(body, ("resource",))
+    copy_id = _str(body, "resource", required=True, max_len=64)
+    assert copy_id is not None
+    result = await service(request).check_endpoint(principal, "api", copy_id)
+    return JSONResponse(endpoint_check.result_view(result), headers=NO_STORE)
+
+
+@endpoint
+async def admin_list_keys(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_master(principal)
+    creds = await service(request).list_keys(principal)
+    return JSONResponse({"credentials": [c.to_json() for c in creds]})
+
+
+@endpoint
+async def admin_create_key(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_master(principal)
+    body = await json_body(request)
+    _only(body, ("kind", "label", "scopes", "agents", "agent", "owner"))
+    svc = service(request)
+    kind = _str(body, "kind", required=True, max_len=20)
+    label = _str(body, "label", max_len=200) or f"{kind} key"
+    if kind == "operator":
+        scopes = _str_list(body, "scopes")
+        agents = _str_list(body, "agents")
+        issued = await svc.create_operator(
+            principal,
+            label=label,
+            scopes=tuple(scopes) if scopes is not None else (READ, WRITE),
+            agents=tuple(agents) if agents is not None else None,
+        )
+    elif kind == "agent":
+        agent = _str(body, "agent", required=True, max_len=64)
+        owner = _str(body, "owner", required=True, max_len=64)
+        assert agent is not None and owner is not None
+        issued = await svc.create_agent_token(
+            principal, owner_id=owner, agent_id=agent, label=label
+        )
+    else:
+        raise InvalidRequest("kind must be operator or agent")
+    return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
+
+
+@endpoint
+async def admin_revoke_key(request: Request) -> Response:
+    principal = await authenticate(request)
+    Service.require_master(principal)
+    body = await json_body(request, optional=True)
+    _only(body, ("force",))
+    revocation = await service(request).revoke(
+        principal, request.path_params["credential_id"], force=_bool(body, "force")
+    )
+    return JSONResponse(revocation.to_json())
+
+
+def api_routes() -> list[BaseRoute]:
+    """The routes of SPEC §9 (and key administration), in the order OpenAPI lists them."""
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),
+        Route("/api/v1/agent", agent_info, methods=["GET"]),
+        Route("/api/v1/resources", list_resources, methods=["GET"]),
+        Route("/api/v1/jobs", prepare_job, methods=["POST"]),
+        Route("/api/v1/jobs", list_jobs, methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}", get_job, methods=["GET"]),
+        Route("/api/v1/jobs/{job_id}/previews", preview_job, methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/confirm", confirm_job, methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/reject", reject_job, methods=["POST"]),
+        Route("/api/v1/jobs/{job_id}/events", job_events, methods=["GET"]),
+        Route("/api/v1/endpoint-checks", check_test_copy, methods=["POST"]),
+        Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
+        Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
+        Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
+    ]

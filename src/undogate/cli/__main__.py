@@ -1,0 +1,5 @@
+"""``python -m undogate.cli``: the same as ``undogate``."""
+
+from . import main
+
+main()

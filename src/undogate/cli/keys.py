@@ -1,0 +1,104 @@
+"""Key administration that works whether or not a server owns the ledger: directly on
+the ledger, or through the running server's API with the master key."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..auth import MASTER_ENV, READ, SCOPES, Keyring
+from ..client import ApiClient
+from ..errors import InvalidRequest, LedgerInUse
+from ..jsonvalue import JsonValue
+from .serve import open_service
+
+
+@dataclass(frozen=True)
+class KeyCommand:
+    """One key operation, expressed once and run either way."""
+
+    action: str  # create_operator | create_agent | list | revoke
+    label: str | None = None
+    read_only: bool = False
+    agents: tuple[str, ...] | None = None
+    agent: str | None = None
+    owner: str | None = None
+    credential: str | None = None
+    force: bool = False
+
+
+def run_key_command(
+    config_path: Path, cmd: KeyCommand, environ: Mapping[str, str] | None = None
+) -> tuple[JsonValue, str]:
+    """Run ``cmd`` on the ledger directly, or through the API with the master key when a
+    server owns it. Returns the result and which path was used (``direct``/``api``).
+
+    Raises:
+        UndogateError: as the operation (or the API) refuses it.
+    """
+    env = os.environ if environ is None else environ
+    try:
+        with open_service(config_path, environ={}) as svc:
+            return _direct(svc.keyring, cmd), "direct"
+    except LedgerInUse as exc:
+        url = env.get("UNDOGATE_URL")
+        master = env.get(MASTER_ENV)
+        if not url or not master:
+            raise InvalidRequest(
+                f"{exc.message}. To manage keys while it runs, set UNDOGATE_URL and "
+                f"{MASTER_ENV} (the server's master key)"
+            ) from None
+        return _via_api(url, master, cmd), "api"
+
+
+def _scopes(cmd: KeyCommand) -> tuple[str, ...]:
+    return (READ,) if cmd.read_only else SCOPES
+
+
+def _direct(keyring: Keyring, cmd: KeyCommand) -> JsonValue:
+    if cmd.action == "create_operator":
+        return keyring.create_operator(
+            label=cmd.label or "operator", scopes=_scopes(cmd), agents=cmd.agents
+        ).to_json()
+    if cmd.action == "create_agent":
+        assert cmd.agent and cmd.owner
+        return keyring.create_agent_token(
+            owner_id=cmd.owner, agent_id=cmd.agent, label=cmd.label or cmd.agent
+        ).to_json()
+    if cmd.action == "list":
+        return {"credentials": [c.to_json() for c in keyring.list()]}
+    assert cmd.action == "revoke" and cmd.credential
+    return keyring.revoke(cmd.credential, force=cmd.force).to_json()
+
+
+def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
+    body: dict[str, Any] | None
+    if cmd.action == "create_operator":
+        method, path = "POST", "/api/v1/admin/keys"
+        body = {"kind": "operator", "label": cmd.label or "operator", "scopes": list(_scopes(cmd))}
+        if cmd.agents is not None:
+            body["agents"] = list(cmd.agents)
+    elif cmd.action == "create_agent":
+        method, path = "POST", "/api/v1/admin/keys"
+        body = {
+            "kind": "agent",
+            "label": cmd.label or cmd.agent,
+            "agent": cmd.agent,
+            "owner": cmd.owner,
+        }
+    elif cmd.action == "list":
+        method, path, body = "GET", "/api/v1/admin/keys", None
+    else:
+        method, path = "POST", f"/api/v1/admin/keys/{cmd.credential}/revoke"
+        body = {"force": cmd.force}
+    client = ApiClient(url, master)
+    try:
+        return client.request(method, path, body)
+    finally:
+        client.close()
+
+
+__all__ = ["KeyCommand", "run_key_command"]

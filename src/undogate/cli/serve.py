@@ -1,0 +1,146 @@
+"""Running undogate: ``open_service`` (own the ledger, build the gateway and keyring),
+``serve`` (uvicorn) and ``init``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..auth import MASTER_ENV, Keyring
+from ..client import is_loopback
+from ..config import Config, load_config
+from ..engine import Gateway, crash_point_from_env
+from ..ledger import Store, open_store
+from ..net import RemoteHTTP
+from ..redact import install_redaction, uninstall_redaction
+
+Echo = Callable[[str], None]
+
+EXAMPLE_CONFIG = """\
+# undogate config: see the README. Tokens live in environment variables, never here.
+server:
+  data_dir: ./.undogate          # the ledger (dir 0700, db 0600)
+  http_timeout_s: 45
+resources:
+  - id: customer
+    agent_id: account-assistant
+    name: Customer record
+    kind: json_record
+    url: https://records.example.com/customers/123
+    token_env: CUSTOMER_SERVICE_TOKEN
+    fields: [status, owner]
+    conditional_writes: false      # set true once the endpoint honours the contract (SPEC §6)
+agents:
+  - id: account-assistant
+    tools: [list_resources, prepare_changes]
+"""
+
+
+@dataclass
+class Opened:
+    config: Config
+    ledger: Store
+    gateway: Gateway
+    keyring: Keyring
+
+
+def known_agents(config: Config) -> Callable[[], set[str]]:
+    return lambda: {a.id for a in config.agents}
+
+
+@contextmanager
+def open_service(
+    config_path: Path, environ: Mapping[str, str] | None = None, *, new_ledger: bool = False
+) -> Iterator[Opened]:
+    """Load the config, own the ledger, build the gateway and keyring; closes both.
+    ``new_ledger`` replaces a lost ledger (see ``Ledger.open``).
+
+    Raises:
+        ConfigError, LedgerInUse, LedgerError (LedgerMissing, LedgerForeign: the data
+        dir remembers another ledger), InvalidRequest (a short master key, or
+        ``new_ledger`` on a ledger that is whole).
+    """
+    env = os.environ if environ is None else environ
+    config = load_config(config_path)
+    # Defence in depth: token values never reach a log line, whatever logs them.
+    redaction = install_redaction(
+        [r.token_env for r in config.resources if r.token_env], environ=env
+    )
+    try:
+        ledger = open_store(config.server, new_ledger=new_ledger)
+    except BaseException:
+        uninstall_redaction(redaction)
+        raise
+    http = RemoteHTTP(
+        request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
+    )
+    try:
+        gateway = Gateway(
+            config=config,
+            ledger=ledger,
+            http=http,
+            environ=env,
+            crash_at=crash_point_from_env(env),
+        )
+        keyring = Keyring.from_environ(ledger, env, known_agents(config))
+        yield Opened(config, ledger, gateway, keyring)
+    finally:
+        http.close()
+        ledger.close()
+        uninstall_redaction(redaction)
+
+
+def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bool = False) -> None:
+    """Own the ledger, recover, and serve the API until interrupted.
+
+    Raises:
+        ConfigError, LedgerInUse, LedgerError, InvalidRequest.
+    """
+    import uvicorn
+
+    with open_service(config_path, new_ledger=new_ledger) as svc:
+        echo(svc.ledger.describe())
+        for warning in svc.config.warnings:
+            echo(f"warning: {warning}")
+        if not is_loopback(host):
+            echo(
+                f"warning: listening on {host}: bearer keys cross the network in plain HTTP; "
+                "put a TLS-terminating proxy in front"
+            )
+        counts = svc.gateway.recover()
+        echo(
+            "recovery: {uncertain} interrupted write(s) now uncertain, {settled} operation(s) "
+            "settled, {invalidated} job(s) invalidated".format(**counts)
+        )
+        if svc.keyring.operator_count() == 0:
+            echo("warning: no operator key exists yet: run `undogate keys create-operator`")
+        if not svc.keyring.has_master:
+            echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
+        from ..app import build_app
+
+        app = build_app(svc.gateway, svc.keyring)
+        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
+        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+
+
+def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:
+    """Write an example config if none, create the ledger, and issue the first operator
+    key (returned, and printed once). Returns None when an operator key already exists.
+
+    Raises:
+        ConfigError, LedgerInUse, LedgerError, InvalidRequest (``new_ledger`` on a
+        ledger that is whole).
+    """
+    if not config_path.exists():
+        config_path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
+        echo(f"wrote an example config to {config_path}")
+    with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
+        echo(svc.ledger.describe())
+        if svc.keyring.operator_count():
+            echo("an operator key already exists; create more with `undogate keys create-operator`")
+            return None
+        issued = svc.keyring.create_operator(label="first operator", actor="cli:init")
+        return issued.key

@@ -1,0 +1,349 @@
+"""The agent tools (SPEC §9): ``list_resources`` and ``prepare_changes``, their schemas,
+what a model sees of a refusal, and ``build_server``, one MCP server offering exactly an
+agent's tools over an ``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``;
+forwarded to a running gateway by ``undogate mcp``, ``bridge.RemoteBackend``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
+
+from .. import __version__, receipts
+from ..errors import UndogateError
+from ..jsonvalue import JsonObject, JsonValue, dumps
+from .wire import inbound_message
+
+INSTRUCTIONS = (
+    "undogate lets you propose changes to a few configured external records and "
+    "documents. You prepare a job; a person reviews the exact before/after values and "
+    "confirms or rejects it. You can never apply, confirm, undo or reject anything, and "
+    "preparing writes nothing to the external system."
+)
+
+LIST_RESOURCES_DESCRIPTION = """\
+List the external resources you may prepare changes to.
+
+Each resource has an `id` (use it in prepare_changes), a `name`, a `kind` and `fields`:
+- kind `json_record`: a JSON record; you may set or remove only the listed top-level
+  `fields`.
+- kind `webdav_text`: a whole UTF-8 text document; a change replaces the whole text.
+
+Read-only: it changes nothing, and it never shows current values, URLs or credentials.
+Safe to call at any time and as often as you like."""
+
+PREPARE_CHANGES_DESCRIPTION = """\
+Prepare a job of 1 to 8 changes for a person to review. It writes NOTHING to the
+external system: undogate reads each resource now and records its current and planned
+values. A person then reviews the exact before/after values and confirms or rejects
+the job. You cannot apply, confirm, undo or reject a job, and you never need to.
+
+Each change names a resource `id` from list_resources and then, for a `json_record`,
+`set` (field -> new JSON value) and/or `remove` (field names), or, for a
+`webdav_text`, `text` (the complete new document). Optional per change:
+`expected_version` (the version you based the change on; if the resource has moved on,
+nothing is prepared and you get `stale_version` with the current version) and
+`assertion_kind` (how you know the value: observed, inferred, imported or supplied).
+`summary` tells the reviewer what and why, in one or two sentences.
+
+Retry safely: always pass an `idempotency_key` (a new unique string, e.g. a UUID, per
+intended job). If a call fails, times out or you are unsure it ran, call again with
+the same key and the same input: you get the original job back (`replay: true`) and no
+duplicate is created. The same key with different input is refused
+(`idempotency_key_reused`): use a new key for a new change.
+
+Returns the job id, its state, the resources and fields it will touch, and the path
+where a person reviews it. Errors start with a stable code (for example
+`stale_version`, `not_found`, `invalid_request`) followed by what to do next."""
+
+
+# -- tool input and output ----------------------------------------------------------
+
+
+class ChangeInput(BaseModel):
+    """One change in a prepare_changes call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    resource: str = Field(description="A resource id from list_resources.")
+    set: dict[str, Any] | None = Field(
+        default=None,
+        description="json_record only: field name -> new JSON value (top-level fields only).",
+    )
+    remove: list[str] | None = Field(
+        default=None, description="json_record only: field names to remove."
+    )
+    text: str | None = Field(
+        default=None, description="webdav_text only: the complete new text of the document."
+    )
+    expected_version: str | None = Field(
+        default=None,
+        description="The version (entity tag) you based this change on; a mismatch is "
+        "refused as stale_version and nothing is prepared.",
+    )
+    assertion_kind: Literal["observed", "inferred", "imported", "supplied"] | None = Field(
+        default=None,
+        description="How you know the new value: observed, inferred, imported or supplied.",
+    )
+
+
+class PrepareChangesInput(BaseModel):
+    """The arguments of prepare_changes as its input schema shows them to a model. The
+    tool reads the arguments with the API's parser (``api.parse_prepare``), not with
+    this model: it only describes them."""
+
+    model_config = ConfigDict(extra="forbid", title="prepare_changesArguments")
+
+    summary: str = Field(description="What and why, for the reviewer, in one or two sentences.")
+    changes: list[ChangeInput] = Field(description="1 to 8 changes.")
+    idempotency_key: str | None = Field(
+        default=None, description="A new unique string per intended job; repeat it on retries."
+    )
+    attribution_label: str | None = Field(
+        default=None, description="A label the reviewer sees as caller-supplied and unverified."
+    )
+
+
+class ResourceInfo(TypedDict):
+    id: str
+    name: str
+    kind: str
+    fields: list[str]
+
+
+class ResourceList(TypedDict):
+    resources: list[ResourceInfo]
+
+
+class TouchedChange(TypedDict):
+    resource: str
+    kind: str
+    fields: list[str]
+
+
+class JobReceipt(TypedDict):
+    job_id: str
+    state: str
+    replay: bool
+    changes: list[TouchedChange]
+    review: str
+    review_path: str
+
+
+# -- refusals -------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Refusal(Exception):
+    """A refusal from the service, whichever way it was reached (in process or HTTP)."""
+
+    code: str
+    message: str
+    details: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, exc: UndogateError) -> Refusal:
+        return cls(exc.code, exc.message, exc.details)
+
+
+_NEXT_STEP = {
+    "stale_version": "Nothing was prepared. Read the resource again and prepare again, "
+    "with expected_version set to the current_version below.",
+    "idempotency_key_reused": "Nothing new was prepared. To make a different change use a "
+    "new idempotency_key; to get the original job back, repeat its exact input.",
+    "not_found": "Nothing was prepared. Use only resource ids that list_resources returns.",
+    "invalid_request": "Nothing was prepared. Fix the input and call again.",
+    "forbidden": "Nothing was prepared. Only a person can change this; do not retry.",
+    "limit_reached": "Nothing was prepared. A person has to make room; do not retry now.",
+    "quota_exceeded": "Nothing was prepared. Too many of your jobs wait for a person; do "
+    "not retry until a person has applied or rejected some of them.",
+    "rate_limited": "Nothing was prepared. Wait retry_after_s seconds (in the details), then "
+    "call again with the same idempotency_key.",
+    "unauthorized": "A person has to issue a new agent token; do not retry.",
+    "remote_unavailable": "Nothing was prepared. You may retry later with the same "
+    "idempotency_key.",
+    "remote_contract_breach": "Nothing was prepared. A person has to check that system; "
+    "do not retry.",
+    "blocked_address": "Nothing was prepared. A person has to fix the configuration; do not retry.",
+    "missing_token": "Nothing was prepared. A person has to set the credential; do not retry.",
+}
+_UNKNOWN_OUTCOME = (
+    "It is unknown whether a job was prepared: call again with the same idempotency_key "
+    "and the same input; a replay returns the job if it exists and creates no duplicate."
+)
+
+
+def agent_error(refusal: Refusal) -> ToolError:
+    """The tool error a model sees: ``<code>: <sentence> <next step> Details: {...}``."""
+    code = refusal.code
+    sentence, details = receipts.agent_refusal(code, refusal.message, refusal.details)
+    text = f"{code}: {sentence} {_NEXT_STEP.get(code, _UNKNOWN_OUTCOME)}"
+    if details:
+        text += " Details: " + dumps(details)
+    return ToolError(text)
+
+
+# -- the service behind the tools -------------------------------------------------------
+
+
+class AgentBackend(Protocol):
+    """What the tools call. Raises ``Refusal`` for every refusal."""
+
+    async def list_resources(self) -> list[JsonValue]: ...
+
+    async def prepare(self, body: JsonObject) -> JsonValue: ...
+
+
+# -- the tools ---------------------------------------------------------------------------
+
+BackendFor = Callable[[Context[Any, Any]], AgentBackend]
+
+
+def _text(value: JsonValue) -> str:
+    if not isinstance(value, str):
+        raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+    return value
+
+
+def _texts(value: JsonValue) -> list[str]:
+    if not isinstance(value, list):
+        raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+    return [_text(v) for v in value]
+
+
+def _member(value: JsonValue, key: str) -> JsonValue:
+    if not isinstance(value, dict):
+        raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+    return value.get(key)
+
+
+def resource_info(value: JsonValue) -> ResourceInfo:
+    """Exactly the members an agent may see of a resource (whatever the source sent)."""
+    return ResourceInfo(
+        id=_text(_member(value, "id")),
+        name=_text(_member(value, "name")),
+        kind=_text(_member(value, "kind")),
+        fields=_texts(_member(value, "fields")),
+    )
+
+
+def job_receipt(value: JsonValue) -> JobReceipt:
+    """Exactly the members of the minimal agent receipt (never values or URLs)."""
+    changes = _member(value, "changes")
+    if not isinstance(changes, list):
+        raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+    replay = _member(value, "replay")
+    return JobReceipt(
+        job_id=_text(_member(value, "job_id")),
+        state=_text(_member(value, "state")),
+        replay=replay is True,
+        changes=[
+            TouchedChange(
+                resource=_text(_member(c, "resource")),
+                kind=_text(_member(c, "kind")),
+                fields=_texts(_member(c, "fields")),
+            )
+            for c in changes
+        ],
+        review=_text(_member(value, "review")),
+        review_path=_text(_member(value, "review_path")),
+    )
+
+
+def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
+    """The call's arguments exactly as the agent sent them (read by ``wire``).
+
+    Raises:
+        Refusal: they are not acceptable JSON or not an object (as the API refuses such a
+            body), or the call did not come through undogate's reader.
+    """
+    message = inbound_message(ctx.request_context.request)
+    if message is None or not message.tool_call:
+        raise Refusal("internal_error", "the call did not arrive through undogate's reader", {})
+    try:
+        return message.tool_arguments()
+    except UndogateError as exc:
+        raise Refusal.of(exc) from None
+
+
+PREPARE_CHANGES_SCHEMA = PrepareChangesInput.model_json_schema()
+
+
+def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any]:
+    """An MCP server offering exactly ``tools`` (a subset of ``AGENT_TOOLS``)."""
+
+    async def list_resources(ctx: Context[Any, Any]) -> ResourceList:
+        try:
+            call_arguments(ctx)  # it takes none, but refuses what is not JSON like any call
+            found = await backend_for(ctx).list_resources()
+            return ResourceList(resources=[resource_info(r) for r in found])
+        except Refusal as refusal:
+            raise agent_error(refusal) from None
+
+    async def prepare_changes(ctx: Context[Any, Any]) -> JobReceipt:
+        try:
+            return job_receipt(await backend_for(ctx).prepare(call_arguments(ctx)))
+        except Refusal as refusal:
+            raise agent_error(refusal) from None
+
+    offered: list[Tool] = []
+    if "list_resources" in tools:
+        offered.append(
+            Tool.from_function(
+                list_resources,
+                name="list_resources",
+                title="List the resources you may change",
+                description=LIST_RESOURCES_DESCRIPTION,
+                annotations=ToolAnnotations(
+                    read_only_hint=True, idempotent_hint=True, open_world_hint=False
+                ),
+            )
+        )
+    if "prepare_changes" in tools:
+        tool = Tool.from_function(
+            prepare_changes,
+            name="prepare_changes",
+            title="Prepare changes for a person to review",
+            description=PREPARE_CHANGES_DESCRIPTION,
+            annotations=ToolAnnotations(
+                read_only_hint=False,
+                destructive_hint=False,
+                idempotent_hint=True,
+                open_world_hint=False,
+            ),
+        )
+        # The function takes its arguments from the wire, so its signature says nothing
+        # about them: the schema a model sees is the documented one.
+        offered.append(tool.model_copy(update={"parameters": PREPARE_CHANGES_SCHEMA}))
+    return MCPServer(
+        "undogate",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+        tools=offered,
+    )
+
+
+__all__ = [
+    "PREPARE_CHANGES_SCHEMA",
+    "AgentBackend",
+    "BackendFor",
+    "ChangeInput",
+    "JobReceipt",
+    "PrepareChangesInput",
+    "Refusal",
+    "ResourceInfo",
+    "agent_error",
+    "build_server",
+    "call_arguments",
+    "job_receipt",
+    "resource_info",
+]

@@ -1,0 +1,341 @@
+"""The one door every surface calls: the API, the review web UI and ``/mcp``.
+
+- **Authenticate once.** ``bearer_key`` reads an ``Authorization`` header the same way
+  for every surface, and ``Service.authenticate`` turns a presented key into a
+  ``Principal`` (the keyring's in-memory answer when it has one, else one ledger read in
+  a worker thread). The web sign-in and each session's re-check go through the same
+  keyring, here.
+- **Authorize by name.** ``require_agent``, ``require_master``, ``require_reader``,
+  ``require_writer`` and ``require_reviewer`` say what a request needs; a surface may
+  call one early (before reading a body), and every verb below checks again what it
+  needs, so no surface can forget.
+- **May this principal see or act on this job**: ``job`` decides it, once; a job of
+  another owner, or of an agent the key may not see, is ``NotFound``.
+- **Re-authorization before each dispatch** (``confirm``): the credential is re-read
+  and must still hold ``agents:write`` and see the job's agent.
+- **The agent opt-in** (``agents[].tools`` in the config) is checked here and only here.
+
+Surfaces translate requests into these calls and what they return or raise into their
+own answers; the verbs call ``engine.Gateway`` and the ``Keyring`` and nothing climbs
+back up.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import anyio
+
+from .auth import READ, WRITE, CredentialInfo, IssuedKey, Keyring, Principal, Revocation
+from .auth import require_scope as _require_scope
+from .config import Config, Resource
+from .engine import Gateway
+from .errors import Forbidden, NotFound, Unauthorized
+from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview
+from .ledger import Event, JobSummary
+from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
+
+T = TypeVar("T")
+
+MAX_KEY_CHARS = 512  # longer is no key undogate issued
+UNKNOWN_CREDENTIAL = "the credential is missing, unknown or revoked"
+
+
+def bearer_key(authorization: str, *, ask: str) -> str:
+    """The key in an ``Authorization: Bearer <key>`` header value.
+
+    Raises:
+        Unauthorized: another scheme or no key (with ``ask``, the surface's words for
+            what to send).
+    """
+    scheme, _, key = authorization.partition(" ")
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
+        raise Unauthorized(ask)
+    return key
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args, **kwargs))
+
+
+@dataclass(frozen=True)
+class Service:
+    """The gateway and the keyring, as every surface may use them."""
+
+    gateway: Gateway
+    keyring: Keyring
+
+    @property
+    def config(self) -> Config:
+        return self.gateway.config
+
+    def clock(self) -> float:
+        return self.gateway.clock()
+
+    # -- authentication ------------------------------------------------------------
+
+    async def authenticate(self, key: str, *, over_long: str = UNKNOWN_CREDENTIAL) -> Principal:
+        """The principal behind a presented key.
+
+        Raises:
+            Unauthorized: unknown, malformed or revoked; over-long (with ``over_long``,
+                the surface's words for it), without a lookup.
+        """
+        if len(key) > MAX_KEY_CHARS:
+            raise Unauthorized(over_long)
+        principal = self.keyring.verified(key)
+        if principal is None:
+            principal = await _in_thread(self.keyring.authenticate, key)
+        return principal
+
+    async def authenticate_bearer(
+        self, authorization: str, *, ask: str, over_long: str = UNKNOWN_CREDENTIAL
+    ) -> Principal:
+        """The principal behind an ``Authorization`` header value.
+
+        Raises:
+            Unauthorized: no bearer key (``ask``), or as ``authenticate``.
+        """
+        key = bearer_key(authorization, ask=ask)
+        return await self.authenticate(key, over_long=over_long)
+
+    async def sign_in(self, key: str) -> Principal:
+        """An operator signing in to the review pages with their key.
+
+        Raises:
+            Unauthorized: as ``authenticate``. Forbidden: not an operator key.
+        """
+        principal = await self.authenticate(key)
+        if principal.kind != "operator":
+            raise Forbidden("only operator keys can sign in")
+        return principal
+
+    async def recheck(self, principal: Principal) -> Principal:
+        """The same credential, re-read now (a session's key may have been revoked).
+
+        Raises:
+            Unauthorized, NotFound: it is revoked, or gone.
+        """
+        return await _in_thread(self.keyring.recheck, principal)
+
+    # -- authorization by name -----------------------------------------------------
+
+    @staticmethod
+    def require_agent(principal: Principal, where: str = "this route") -> str:
+        """The agent an agent token speaks for.
+
+        Raises:
+            Forbidden: any other credential (``where`` names what refuses it).
+        """
+        if principal.kind != "agent" or principal.agent_id is None:
+            raise Forbidden(f"{where} is for agent tokens")
+        return principal.agent_id
+
+    @staticmethod
+    def require_master(principal: Principal) -> None:
+        """Raises: Forbidden unless the master key."""
+        if principal.kind != "master":
+            raise Forbidden("this route needs the master key")
+
+    @staticmethod
+    def require_reader(principal: Principal) -> None:
+        """Seeing jobs. Raises: Forbidden unless an operator key with agents:read."""
+        _require_scope(principal, READ)
+
+    @staticmethod
+    def require_writer(principal: Principal) -> None:
+        """Acting on jobs. Raises: Forbidden unless an operator key with agents:write."""
+        _require_scope(principal, WRITE)
+
+    @staticmethod
+    def require_reviewer(principal: Principal) -> None:
+        """Previewing, confirming and rejecting show a job's values: write needs read too.
+
+        Raises: Forbidden.
+        """
+        _require_scope(principal, WRITE)
+        _require_scope(principal, READ)
+
+    def visible_agents(self, principal: Principal) -> list[str]:
+        """The config's agents this key may see, in config order."""
+        return [a.id for a in self.config.agents if principal.sees_agent(a.id)]
+
+    def opted_in(self, agent_id: str) -> tuple[str, ...]:
+        """The tools the config opts ``agent_id`` in to, in config order."""
+        return self.config.agent_tools(agent_id)
+
+    def _require_tool(self, agent_id: str, tool: str) -> None:
+        if tool not in self.opted_in(agent_id):
+            raise Forbidden(f"agent {agent_id!r} is not opted in to {tool}")
+
+    # -- what an agent may do ------------------------------------------------------
+
+    def agent_tools(self, principal: Principal) -> tuple[str, ...]:
+        """The tools the agent's config opts it in to, in config order.
+
+        Raises: Forbidden: not an agent token.
+        """
+        return self.opted_in(self.require_agent(principal))
+
+    def list_resources(self, principal: Principal) -> list[Resource]:
+        """Raises: Forbidden: not an agent token, or not opted in to list_resources."""
+        agent_id = self.require_agent(principal)
+        self._require_tool(agent_id, "list_resources")
+        return self.gateway.list_resources(agent_id)
+
+    async def prepare(self, principal: Principal, via: str, request: PrepareRequest) -> Prepared:
+        """Raises: Forbidden (not an agent token, not opted in to prepare_changes), and
+        what ``Gateway.prepare`` raises."""
+        agent_id = self.require_agent(principal)
+        self._require_tool(agent_id, "prepare_changes")
+        return await _in_thread(self.gateway.prepare, principal.actor(via), agent_id, request)
+
+    # -- what an operator may see ----------------------------------------------------
+
+    async def list_jobs(self, principal: Principal, agent_id: str) -> list[JobSummary]:
+        """Raises: Forbidden: no agents:read, or no access to ``agent_id``."""
+        self.require_reader(principal)
+        if not principal.sees_agent(agent_id):
+            raise Forbidden(f"this key has no access to agent {agent_id!r}", agent=agent_id)
+        return await _in_thread(self.gateway.list_jobs, principal.owner_id, agent_id)
+
+    async def job(self, principal: Principal, job_id: str) -> Job:
+        """The job, if this key may see it: its owner's, of an agent it sees.
+
+        Raises:
+            Forbidden: no agents:read. NotFound: any other job (never ``Forbidden``, so
+            ids of other owners' jobs reveal nothing).
+        """
+        self.require_reader(principal)
+        job = await _in_thread(self.gateway.get_job, principal.owner_id, job_id)
+        if not principal.sees_agent(job.agent_id):
+            raise NotFound(f"no job {job_id!r}", job=job_id)
+        return job
+
+    async def events(self, principal: Principal, job_id: str) -> tuple[Job, list[Event]]:
+        """The job and its events. Raises: as ``job``."""
+        job = await self.job(principal, job_id)
+        return job, await _in_thread(self.gateway.events, principal.owner_id, job.id)
+
+    def verified(self, job: Job) -> dict[str, bool]:
+        """Per resource of the job: did its latest endpoint check pass (SPEC §11)?"""
+        out: dict[str, bool] = {}
+        for change in job.changes:
+            res = self.config.resource(change.resource_id)
+            if res is not None and change.resource_id not in out:
+                out[res.id] = latest_verification(self.gateway.ledger, res)
+        return out
+
+    # -- what an operator may do -----------------------------------------------------
+
+    async def preview(
+        self, principal: Principal, via: str, job_id: str, operation: Operation
+    ) -> tuple[Job, Preview]:
+        """Raises: Forbidden, NotFound (as ``job``), and what ``Gateway.preview`` raises."""
+        self.require_writer(principal)
+        job = await self.job(principal, job_id)
+        preview = await _in_thread(self.gateway.preview, principal.actor(via), job.id, operation)
+        return job, preview
+
+    async def confirm(
+        self, principal: Principal, via: str, job_id: str, token: str, *, dry_run: bool = False
+    ) -> Confirmation:
+        """Confirm a preview; the credential is re-checked before each dispatch.
+
+        Raises: Forbidden, NotFound (as ``job``), Unauthorized (revoked meanwhile), and
+        what ``Gateway.confirm`` raises.
+        """
+        self.require_writer(principal)
+        job = await self.job(principal, job_id)
+
+        def reauthorize() -> None:
+            now = self.keyring.recheck(principal)
+            _require_scope(now, WRITE)
+            if not now.sees_agent(job.agent_id):
+                raise Forbidden("this key no longer has access to the job's agent")
+
+        return await _in_thread(
+            self.gateway.confirm,
+            principal.actor(via),
+            job.id,
+            token,
+            dry_run=dry_run,
+            reauthorize=reauthorize,
+        )
+
+    async def reject(self, principal: Principal, via: str, job_id: str) -> Job:
+        """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed."""
+        self.require_writer(principal)
+        job = await self.job(principal, job_id)
+        return await _in_thread(self.gateway.reject, principal.actor(via), job.id)
+
+    async def check_endpoint(self, principal: Principal, via: str, copy_id: str) -> CheckResult:
+        """The endpoint check (SPEC §11) on a test copy of an agent this key sees.
+
+        Raises: Forbidden, and what ``operations.endpoint_check.check_endpoint`` raises.
+        """
+        self.require_reviewer(principal)
+        gw = self.gateway
+        copy = gw.config.resource(copy_id)
+        if copy is not None and not principal.sees_agent(copy.agent_id):
+            raise Forbidden(
+                f"this key has no access to agent {copy.agent_id!r}", agent=copy.agent_id
+            )
+        actor = principal.actor(via)
+        return await _in_thread(
+            check_endpoint,
+            gw.config,
+            gw.ledger,
+            gw.http,
+            copy_id,
+            gw.environ,
+            actor=actor.label,
+            access_path=actor.access_path,
+        )
+
+    # -- what the master key may do --------------------------------------------------
+
+    async def list_keys(self, principal: Principal) -> list[CredentialInfo]:
+        """Raises: Forbidden unless the master key."""
+        self.require_master(principal)
+        return await _in_thread(self.keyring.list)
+
+    async def create_operator(
+        self,
+        principal: Principal,
+        *,
+        label: str,
+        scopes: tuple[str, ...],
+        agents: tuple[str, ...] | None,
+    ) -> IssuedKey:
+        """Raises: Forbidden unless the master key; what ``Keyring.create_operator`` raises."""
+        self.require_master(principal)
+        return await _in_thread(
+            self.keyring.create_operator, label=label, scopes=scopes, agents=agents, actor="master"
+        )
+
+    async def create_agent_token(
+        self, principal: Principal, *, owner_id: str, agent_id: str, label: str
+    ) -> IssuedKey:
+        """Raises: Forbidden unless the master key; what ``Keyring.create_agent_token``
+        raises."""
+        self.require_master(principal)
+        return await _in_thread(
+            self.keyring.create_agent_token,
+            owner_id=owner_id,
+            agent_id=agent_id,
+            label=label,
+            actor="master",
+        )
+
+    async def revoke(self, principal: Principal, credential_id: str, *, force: bool) -> Revocation:
+        """Raises: Forbidden unless the master key; what ``Keyring.revoke`` raises."""
+        self.require_master(principal)
+        return await _in_thread(self.keyring.revoke, credential_id, force=force, actor="master")
+
+
+__all__ = ["MAX_KEY_CHARS", "Principal", "Service", "bearer_key"]
