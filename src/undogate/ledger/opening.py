@@ -8,17 +8,25 @@ carries one.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from ..errors import InvalidRequest
 from .sqlite import SQLiteStore
 from .store import Store
 
-if TYPE_CHECKING:
-    from ..config import ServerSettings
+
+class LedgerSettings(Protocol):
+    """What ``open_store`` reads of ``config.ServerSettings`` (ledger/ imports no config)."""
+
+    @property
+    def data_dir(self) -> Path: ...
+
+    @property
+    def ledger(self) -> str | None: ...
 
 
-def open_store(settings: ServerSettings, *, new_ledger: bool = False) -> Store:
+def open_store(settings: LedgerSettings, *, new_ledger: bool = False) -> Store:
     """Open the ledger the settings name.
 
     Raises:
