@@ -3,9 +3,14 @@ undo and a restart's recovery, through the Gateway against the contract server."
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+
+import httpx
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
@@ -14,7 +19,7 @@ from undogate.errors import UndogateError
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger.postgres import PostgresStore
 
-from .conftest import AGENT, OWNER, make_config
+from .conftest import AGENT, OWNER, free_port, make_config
 from .postgres import PostgresCluster
 
 PATH = "/records/customer-123"
@@ -78,3 +83,50 @@ def test_a_job_is_applied_and_undone_on_a_postgresql_ledger(
     reopened = again.ledger.load_job(job_id)
     assert reopened is not None and reopened.state is JobState.UNDONE
     assert again.ledger.read(lambda tx: tx.in_flight_actions()) == []
+
+
+def test_undogate_serve_on_a_postgresql_ledger_owns_it(
+    tmp_path: Path, postgres_cluster: PostgresCluster
+) -> None:
+    """``init`` makes the ledger in the database, ``serve`` says which ledger it serves,
+    and a second ``serve`` on the same ledger is refused, naming the first."""
+    url = postgres_cluster.fresh_database()
+    config = tmp_path / "undogate.yaml"
+    config.write_text(f"server:\n  ledger: {url}\n  data_dir: {tmp_path / 'data'}\n")
+    command = [sys.executable, "-m", "undogate.cli"]
+    init = subprocess.run(
+        [*command, "init", "--config", str(config)], capture_output=True, text=True, timeout=60
+    )
+    assert init.returncode == 0, init.stderr
+    assert f"ledger {url} (PostgreSQL, schema 1): new" in init.stderr
+    assert not (tmp_path / "data" / "ledger.sqlite3").exists()
+
+    port = free_port()
+    first = subprocess.Popen(
+        [*command, "serve", "--config", str(config), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        second = subprocess.run(
+            [*command, "serve", "--config", str(config), "--port", str(free_port())],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert second.returncode == 2
+        assert f"[ledger_in_use]: the PostgreSQL ledger at {url} is owned by" in second.stderr
+        assert f"pid {first.pid}" in second.stderr
+    finally:
+        first.terminate()
+        _, err = first.communicate(timeout=30)
+    assert f"ledger {url} (PostgreSQL, schema 1): opened" in err
+    assert f"(ledger {url})" in err
