@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests drive for real: Apache httpd with mod_dav
 # (tests/test_apache_dav.py starts it from a config the test writes; no system service)
-# and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright).
+# and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright), and
+# PostgreSQL (tests/postgres.py runs its initdb and pg_ctl in a temporary directory; the
+# package's own cluster is never started: policy-rc.d below).
 # Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -18,6 +20,10 @@ done
 
 if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then
     missing+=(chromium)
+fi
+
+if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
+    missing+=(postgresql)
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
@@ -46,3 +52,4 @@ mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
 apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 command -v apache2 >/dev/null 2>&1 || [ -x /usr/sbin/apache2 ]
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null

@@ -12,7 +12,7 @@ from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.jobs import Actor
-from undogate.ledger import Ledger
+from undogate.ledger import open_store
 from undogate.net import RemoteHTTP
 
 OWNER = Actor(id="op_alice", owner_id="op_alice", kind="operator", access_path="test")
@@ -93,7 +93,7 @@ def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], Gateway]]:
     opened: list[Gateway] = []
 
     def factory(config: Config, **kwargs: Any) -> Gateway:
-        ledger = Ledger.open(config.server.data_dir)
+        ledger = open_store(config.server)  # server.ledger: PostgreSQL; else SQLite
         http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
         gw = Gateway(config=config, ledger=ledger, http=http, **kwargs)
         gw.recover()
@@ -565,3 +565,19 @@ class RawInjecting(httpx2.AsyncHTTPTransport):
 
 def run(scenario: Callable[[], Awaitable[None]]) -> None:
     anyio.run(scenario)
+
+
+# -- a real PostgreSQL (tests/postgres.py): started once per session, when a test asks -------
+
+from .postgres import PostgresCluster, start_cluster  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A throwaway PostgreSQL cluster on 127.0.0.1; fails (never skips) when it cannot
+    start, with the reason."""
+    cluster = start_cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -119,7 +119,7 @@ def test_second_process_gets_ledger_in_use_until_owner_is_killed(tmp_path: Path)
 
 
 def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path) -> None:
-    from undogate.ledger.sqlite_admin import IN_FLIGHT_ACTIONS, RUNNING_JOBS
+    from undogate.ledger.sql_admin import IN_FLIGHT_ACTIONS, RUNNING_JOBS
 
     ledger = Ledger.open(tmp_path / "data")
     try:

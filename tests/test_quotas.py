@@ -30,7 +30,7 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonValue
-from undogate.ledger.sqlite_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
+from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
 from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 

@@ -15,7 +15,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic_core import PydanticCustomError
 
 from .adapters import adapter_for, kind_names
 from .errors import ConfigError
@@ -32,16 +33,54 @@ AGENT_TOOLS = ("list_resources", "prepare_changes")
 
 class ServerSettings(StrictModel):
     data_dir: Path = Path("./.undogate")
+    # Absent: the embedded SQLite ledger under data_dir. ``postgresql://user@host:port/db``:
+    # a PostgreSQL ledger; its password comes from the environment only (PGPASSWORD).
+    ledger: str | None = None
     http_timeout_s: float = Field(45.0, gt=0)
     request_timeout_s: float = Field(8.0, gt=0)
     preview_ttl_s: float = Field(300.0, gt=0)
     ca_bundle: Path | None = None
     public_url: str | None = None
 
+    @field_validator("ledger")
+    @classmethod
+    def _a_postgresql_url_without_password(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        problem = ledger_url_problem(value)
+        if problem is not None:
+            raise PydanticCustomError("ledger_url", problem)  # never echoes the value
+        return value
+
     @property
     def operation_timeout_s(self) -> float:
         """One preview or confirm stops at min(45 s, http_timeout_s)."""
         return min(45.0, self.http_timeout_s)
+
+
+def ledger_url_problem(url: str) -> str | None:
+    """Why ``url`` cannot name the ledger (None when it can). The message never repeats
+    the URL: it may carry the very password it refuses."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "must be a URL like postgresql://user@host:5432/database"
+    if parts.scheme not in ("postgresql", "postgres"):
+        return (
+            "must be a postgresql:// URL (leave server.ledger out for the embedded SQLite "
+            "ledger under data_dir)"
+        )
+    if parts.password is not None or "password" in parts.query.lower():
+        return (
+            "must not carry a password: give it in the PGPASSWORD environment variable "
+            "(or a ~/.pgpass file), never in the config"
+        )
+    if not parts.hostname or not parts.path.strip("/"):
+        return "must name a host and a database: postgresql://user@host:5432/database"
+    if port is not None and not 0 < port < 65536:
+        return "has a port out of range"
+    return None
 
 
 class Agent(StrictModel):

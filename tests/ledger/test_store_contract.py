@@ -436,6 +436,17 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
     }
 
 
+def test_a_write_that_locks_its_resources_sees_every_earlier_intent(store: Store) -> None:
+    insert(store, job("job_1"), job("job_2"))
+    store.write(lambda tx: (tx.lock_resources(["customer"]), begin(tx, "job_1")))
+
+    def check(tx: Transaction) -> list[str]:
+        tx.lock_resources(["ticket", "customer", "customer"])  # any order, repeats allowed
+        return [o.job_id for o in tx.open_changes("customer", "job_2")]
+
+    assert store.write(check) == ["job_1"]
+
+
 # -- events ------------------------------------------------------------------------------------
 
 
@@ -586,6 +597,11 @@ def test_the_latest_endpoint_check_under_the_current_identity_counts(store: Stor
 
 
 # -- closing -----------------------------------------------------------------------------------
+
+
+def test_a_store_says_which_ledger_it_is_and_where(store: Store) -> None:
+    assert store.location and store.location in store.describe()
+    assert "password" not in store.describe().lower()
 
 
 def test_close_is_idempotent(store: Store) -> None:

@@ -22,6 +22,17 @@ def _fail(exc: UndogateError) -> None:
     sys.exit(2)
 
 
+def _sqlite_only(ledger_url: str | None, doing: str) -> None:
+    """``backup`` and ``restore`` copy a SQLite file; a PostgreSQL ledger has its own tools."""
+    if ledger_url is not None:
+        from ..errors import InvalidRequest
+
+        raise InvalidRequest(
+            f"the ledger is PostgreSQL (server.ledger): {doing} it with pg_dump and "
+            "pg_restore (docs/scaling.md), not with this command"
+        )
+
+
 @click.group()
 @click.version_option(__version__, prog_name="undogate")
 def main() -> None:
@@ -162,9 +173,9 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     from ..config import load_config
 
     try:
-        result = backup_ledger(
-            load_config(config_path).server.data_dir, target, overwrite=overwrite
-        )
+        server = load_config(config_path).server
+        _sqlite_only(server.ledger, "back up")
+        result = backup_ledger(server.data_dir, target, overwrite=overwrite)
     except UndogateError as exc:
         _fail(exc)
     click.echo(
@@ -187,7 +198,9 @@ def restore(config_path: Path, source: Path) -> None:
     from ..config import load_config
 
     try:
-        result = restore_ledger(source, load_config(config_path).server.data_dir)
+        server = load_config(config_path).server
+        _sqlite_only(server.ledger, "restore")
+        result = restore_ledger(source, server.data_dir)
     except UndogateError as exc:
         _fail(exc)
     click.echo(
@@ -436,3 +449,37 @@ def mcp_command(url: str | None) -> None:
     from ..mcp.bridge import run_stdio
 
     sys.exit(run_stdio(url))
+
+
+@main.group("ledger")
+def ledger_group() -> None:
+    """Move the ledger between engines (docs/scaling.md)."""
+
+
+@ledger_group.command("copy")
+@click.option("--from", "source", required=True, help="sqlite:PATH (the data dir or its file).")
+@click.option("--to", "target", required=True, help="postgresql://user@host:port/db")
+def ledger_copy(source: str, target: str) -> None:
+    """Copy a SQLite ledger, whole, into an empty PostgreSQL ledger, in one transaction,
+    verified by row counts and a digest per table. Stop the server first. The password
+    comes from PGPASSWORD, never from the URL."""
+    from ..config import ledger_url_problem
+    from ..errors import InvalidRequest
+    from ..ledger.postgres_copy import copy_sqlite_to_postgres
+
+    try:
+        if not source.startswith("sqlite:"):
+            raise InvalidRequest("--from must be sqlite:PATH")
+        problem = ledger_url_problem(target)
+        if problem is not None:
+            raise InvalidRequest(f"--to {problem}")
+        copied = copy_sqlite_to_postgres(Path(source.removeprefix("sqlite:")), target)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"copied ledger {copied.source_id} into {copied.target_id}, verified:")
+    for table in copied.tables:
+        click.echo(f"  {table.name:<20} {table.rows:>8} rows  sha256 {table.digest[:16]}")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -10,7 +10,7 @@ from ..client import ApiClient
 from ..config import load_config
 from ..errors import InvalidRequest, LedgerInUse
 from ..jsonvalue import JsonObject
-from ..ledger import Ledger
+from ..ledger import open_store
 from ..net import RemoteHTTP
 from ..operations.endpoint_check import CheckResult, check_endpoint, result_view
 from ..redact import install_redaction, uninstall_redaction
@@ -62,7 +62,7 @@ def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, st
         [r.token_env for r in config.resources if r.token_env], environ=environ
     )
     try:
-        ledger = Ledger.open(config.server.data_dir)
+        ledger = open_store(config.server)
         try:
             http = RemoteHTTP(
                 request_timeout_s=config.server.request_timeout_s,

@@ -13,7 +13,7 @@ from ..auth import MASTER_ENV, Keyring
 from ..client import is_loopback
 from ..config import Config, load_config
 from ..engine import Gateway, crash_point_from_env
-from ..ledger import Ledger
+from ..ledger import Store, open_store
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
 
@@ -42,7 +42,7 @@ agents:
 @dataclass
 class Opened:
     config: Config
-    ledger: Ledger
+    ledger: Store
     gateway: Gateway
     keyring: Keyring
 
@@ -70,7 +70,7 @@ def open_service(
         [r.token_env for r in config.resources if r.token_env], environ=env
     )
     try:
-        ledger = Ledger.open(config.server.data_dir, new_ledger=new_ledger)
+        ledger = open_store(config.server, new_ledger=new_ledger)
     except BaseException:
         uninstall_redaction(redaction)
         raise
@@ -102,7 +102,7 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
     import uvicorn
 
     with open_service(config_path, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.identity.describe(svc.ledger.path))
+        echo(svc.ledger.describe())
         for warning in svc.config.warnings:
             echo(f"warning: {warning}")
         if not is_loopback(host):
@@ -122,7 +122,7 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
         from ..app import build_app
 
         app = build_app(svc.gateway, svc.keyring)
-        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.path})")
+        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
         uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
 
 
@@ -138,7 +138,7 @@ def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | No
         config_path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
         echo(f"wrote an example config to {config_path}")
     with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.identity.describe(svc.ledger.path))
+        echo(svc.ledger.describe())
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None

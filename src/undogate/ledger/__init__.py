@@ -4,18 +4,24 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sqlite``: the SQLite engine (``SQLiteStore``), with its verbs in ``sqlite_jobs``
-  and ``sqlite_admin`` and its schema in ``migrations``.
+- ``sql_jobs``, ``sql_admin``: the verbs, in the SQL both engines speak; ``sql_base``:
+  what they ask of an engine (a connection, the locks).
+- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
+- ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
+  ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
+- ``opening``: ``open_store(settings)``, the engine ``server.ledger`` names.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
 - ``backup``: a consistent copy of a SQLite ledger file, and its restore.
 
-Callers import from here: ``Ledger.open(data_dir)`` opens the SQLite ledger of a data
-dir; code that only uses a ledger takes a ``Store``.
+Callers import from here: ``open_store(config.server)`` opens the ledger the config
+names (``Ledger.open(data_dir)``: the SQLite ledger of a data dir); code that only uses a
+ledger takes a ``Store``.
 """
 
 from __future__ import annotations
 
 from .migrations import SCHEMA_VERSION
+from .opening import open_store
 from .records import (
     EarlierJob,
     Event,
@@ -51,5 +57,6 @@ __all__ = [
     "StoredPreview",
     "Transaction",
     "UnfinishedJob",
+    "open_store",
     "take_lock",
 ]

@@ -27,8 +27,8 @@ from ..jobs import Job
 from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
 from .records import Event, JobSummary
-from .sqlite_admin import AdminVerbs
-from .sqlite_jobs import JobVerbs
+from .sql_admin import AdminVerbs
+from .sql_jobs import JobVerbs
 from .store import Reader, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -53,7 +53,10 @@ _NETWORK_FS = {
 class SQLiteTransaction(JobVerbs, AdminVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
-    outside ``ledger/`` writes SQL (tests/test_sql_boundary.py)."""
+    outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:
+    ``BEGIN IMMEDIATE`` already runs one write at a time."""
+
+    connection: sqlite3.Connection
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
@@ -143,6 +146,13 @@ class SQLiteStore:
                 f"SQLite refused the ledger settings (journal_mode={mode}, "
                 f"synchronous={sync}, foreign_keys={fks})"
             )
+
+    @property
+    def location(self) -> str:
+        return str(self.path)
+
+    def describe(self) -> str:
+        return self.identity.describe(self.path)
 
     def close(self) -> None:
         """Close the connections and release ownership (idempotent)."""

@@ -9,9 +9,13 @@ holds every engine to the same verbs.
 
 What every engine promises:
 
-- ``write`` runs its function as one transaction on the ledger's one writer and
-  commits it durably before returning, or rolls all of it back and raises: a state
-  change and its event row commit together or not at all. Two writes never interleave.
+- ``write`` runs its function as one transaction and commits it durably before
+  returning, or rolls all of it back and raises: a state change and its event row
+  commit together or not at all. Writes are serializable where it matters: SQLite runs
+  one at a time; PostgreSQL runs them at once, and every verb that reads for a decision
+  first takes the lock that decision needs (the job's row to claim a preview or when a
+  write loads the job, the idempotency key, the owner's quota, the ledger-wide
+  counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
 - Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
@@ -25,7 +29,7 @@ A ``Reader`` or ``Transaction`` is valid only inside the call that received it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeVar
 
 from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operation
@@ -148,6 +152,14 @@ class Reader(Protocol):
 
 class Transaction(Reader, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
+
+    # -- locks -----------------------------------------------------------------------------
+
+    def lock_resources(self, resource_ids: Iterable[str]) -> None:
+        """Hold these resources until the write commits: another write that checks or
+        records a write on one of them waits (call it before reading for the check).
+        Nothing to do where writes already run one at a time (SQLite)."""
+        ...
 
     # -- jobs ----------------------------------------------------------------------------
 
@@ -334,6 +346,15 @@ class Store(Protocol):
     def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]: ...
 
     def counter(self, key: str) -> int: ...
+
+    @property
+    def location(self) -> str:
+        """Where the ledger is, as shown to a person (a path, or a URL without password)."""
+        ...
+
+    def describe(self) -> str:
+        """The one start-up line: which ledger, where, how it was checked."""
+        ...
 
     def close(self) -> None:
         """Release the ledger (idempotent)."""

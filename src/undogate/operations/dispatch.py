@@ -163,6 +163,7 @@ class Dispatch:
     def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> int:
         # Checked again here, in the transaction that records the intent: another job may
         # have gone uncertain, started a write or applied since this confirm planned.
+        tx.lock_resources([planned.change.resource_id])
         check_overlaps(tx, self.job, [planned.change], self.operation)
         if not self.started:
             tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)

@@ -1,9 +1,8 @@
-"""The SQLite engine's verbs off the confirm path: credentials, endpoint-check
-evidence, and what start-up recovery reads and remembers."""
+"""The ledger's verbs off the confirm path, in the SQL both engines speak: credentials,
+endpoint-check evidence, and what start-up recovery reads and remembers."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -11,6 +10,7 @@ from typing import Any, Literal
 from ..jobs import JobState, Operation
 from ..jsonvalue import dumps, loads
 from .records import InFlightAction, StoredCredential, UnfinishedJob
+from .sql_base import EngineHooks
 
 # Each of these is served by a partial index (actions_in_flight, jobs_running); the
 # tests check the query plans, so start-up stays flat as the ledger grows.
@@ -24,11 +24,9 @@ _CREDENTIAL_COLUMNS = (
 )
 
 
-class AdminVerbs:
+class AdminVerbs(EngineHooks):
     """Credentials, endpoint checks and recovery, on one connection inside the
     transaction the store opened (see ``store.Transaction``)."""
-
-    connection: sqlite3.Connection
 
     # -- start-up recovery ------------------------------------------------------------
 
@@ -147,9 +145,10 @@ class AdminVerbs:
         passed: bool,
         evidence: str,
     ) -> int:
-        cur = self.connection.execute(
+        row = self.connection.execute(
             "INSERT INTO endpoint_checks(resource_id, test_copy_id, production_fingerprint, "
-            "test_copy_fingerprint, at, passed, evidence) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "test_copy_fingerprint, at, passed, evidence) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "RETURNING id",
             (
                 resource_id,
                 test_copy_id,
@@ -159,8 +158,8 @@ class AdminVerbs:
                 int(passed),
                 evidence,
             ),
-        )
-        return int(cur.lastrowid or 0)
+        ).fetchone()
+        return int(row[0])
 
     def latest_check_passed(self, resource_id: str, fingerprint: str) -> bool:
         row = self.connection.execute(

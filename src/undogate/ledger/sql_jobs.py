@@ -1,13 +1,18 @@
-"""The SQLite engine's verbs on jobs, changes, actions, previews and events.
+"""The ledger's verbs on jobs, changes, actions, previews and events, in the SQL both
+engines speak (``?`` placeholders: the PostgreSQL connection translates them).
 
 These run on every prepare and confirm: each is the fewest statements its promise
 needs, and the queries that must stay flat as the ledger grows are spelled exactly as
-the partial indexes they use (the tests check their query plans).
+the partial indexes they use (the tests check their query plans on SQLite).
+
+Where an engine lets two writes run at once (PostgreSQL), a verb that reads for a
+decision takes the lock that decision needs first: ``_lock`` (a transaction-scoped lock
+on a name) and ``_lock_job`` (the job's row). On SQLite both do nothing: ``BEGIN
+IMMEDIATE`` already runs one write at a time.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from typing import Any
 
@@ -28,6 +33,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
 from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
+from .sql_base import EngineHooks
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -35,18 +41,16 @@ from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, Sto
 # before a quota was set costs at most that many index entries. Built from enum
 # constants only, never from input.
 _UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES) + ")"
-_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?)"
+_COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?) AS held"
 COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
 # The states a job ends in (``jobs_unfinished`` holds every other one).
 _FINISHED = ("undone", "rejected", "invalidated")
 
 
-class JobVerbs:
+class JobVerbs(EngineHooks):
     """Jobs, changes, actions, previews, events and counters, on one connection inside
     the transaction the store opened (see ``store.Transaction``)."""
-
-    connection: sqlite3.Connection
 
     # -- counters --------------------------------------------------------------------
 
@@ -57,14 +61,15 @@ class JobVerbs:
     def _bump(self, key: str, by: int) -> None:
         self.connection.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + ?",
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT)",
             (key, str(by), by),
         )
 
     def usage(self) -> LedgerUsage:
         counts = dict(
             self.connection.execute(
-                "SELECT key, value FROM meta WHERE key IN (?, ?)", ("job_count", "payload_bytes")
+                "SELECT key, value FROM meta WHERE key IN (?, ?)" + self.for_update,  # noqa: S608
+                ("job_count", "payload_bytes"),
             ).fetchall()
         )
         return LedgerUsage(
@@ -73,6 +78,7 @@ class JobVerbs:
         )
 
     def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
+        self._lock(f"owner:{owner_id}")
         if agent_id is None:
             row = self.connection.execute(COUNT_OWNER_SQL, (owner_id, stop_at)).fetchone()
         else:
@@ -179,6 +185,7 @@ class JobVerbs:
 
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection
+        self._lock_job(job_id)  # a write decides on what it loads: hold it to the commit
         row = c.execute(
             "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
             "undo_started, created_at, updated_at, invalidated_reason FROM jobs WHERE id = ?",
@@ -227,6 +234,7 @@ class JobVerbs:
         ]
 
     def find_idempotent(self, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:
+        self._lock(f"idempotency:{owner_id}/{agent_id}/{key}")
         row = self.connection.execute(
             "SELECT id, request_digest, created_at FROM jobs WHERE owner_id = ? "
             "AND agent_id = ? AND idempotency_key = ? ORDER BY seq DESC LIMIT 1",
@@ -287,15 +295,17 @@ class JobVerbs:
         """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
         outlives a config change). Two indexed reads: changes_live and actions_in_flight."""
         c = self.connection
-        held = c.execute(
-            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0 FROM changes "
-            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
-            (resource_id, exclude_job),
-        ).fetchall()
+        # Writes in flight first: an outcome that commits between the two reads moves a
+        # change from the first to the second, never out of both.
         flying = c.execute(
             "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1 "
             "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
             "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
+            (resource_id, exclude_job),
+        ).fetchall()
+        held = c.execute(
+            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0 FROM changes "
+            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
             (resource_id, exclude_job),
         ).fetchall()
         return [
@@ -324,9 +334,9 @@ class JobVerbs:
         if_match: str | None,
     ) -> int:
         c = self.connection
-        cur = c.execute(
+        row = c.execute(
             "INSERT INTO actions(job_id, change_idx, operation, status, method, url, if_match, "
-            "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 job_id,
                 change_idx,
@@ -337,9 +347,8 @@ class JobVerbs:
                 if_match,
                 time.time(),
             ),
-        )
-        assert cur.lastrowid is not None
-        return cur.lastrowid
+        ).fetchone()
+        return int(row[0])
 
     def finish_action(
         self,
@@ -436,8 +445,11 @@ class JobVerbs:
             ChangedSincePreview: the job's state moved since this confirm read it.
         """
         c = self.connection
+        self._lock_job(job_id)
         row = c.execute(
-            "SELECT consumed_at, base_seq FROM previews WHERE token_hash = ?", (token_hash,)
+            "SELECT consumed_at, base_seq FROM previews WHERE token_hash = ?"  # noqa: S608
+            + self.for_update,
+            (token_hash,),
         ).fetchone()
         if row is None or row[0] is not None:
             raise PreviewUsed("this preview was used by another confirm; preview again")
@@ -514,7 +526,7 @@ def _change_row(ch: Change) -> tuple[Any, ...]:
     )
 
 
-def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
+def _change_from_row(r: tuple[Any, ...]) -> Change:
     """A row of ``_SELECT_CHANGES``."""
     return Change(
         index=r[0],
@@ -533,7 +545,7 @@ def _change_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Change:
     )
 
 
-def _action_from_row(r: sqlite3.Row | tuple[Any, ...]) -> Action:
+def _action_from_row(r: tuple[Any, ...]) -> Action:
     return Action(
         id=r[0],
         job_id=r[1],

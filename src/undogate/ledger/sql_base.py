@@ -1,0 +1,43 @@
+"""What the shared verbs (sql_jobs, sql_admin) ask of an engine: a connection that runs
+a statement with ``?`` placeholders, and the locks a verb takes before it reads for a
+decision (nothing on SQLite, where ``BEGIN IMMEDIATE`` runs one write at a time)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
+
+
+class Cursor(Protocol):
+    """What the verbs read from a statement (sqlite3's cursor, psycopg's)."""
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
+
+
+class Connection(Protocol):
+    """What the verbs ask of a connection: a statement with ``?`` placeholders."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Cursor: ...
+
+    def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor: ...
+
+
+class EngineHooks:
+    """The locks a verb takes before it reads for a decision; nothing on SQLite."""
+
+    connection: Connection
+    #: appended to a SELECT whose rows the write goes on to change
+    for_update: str = ""
+
+    def _lock(self, *names: str) -> None:
+        """Hold each of ``names`` until the write commits (a write only)."""
+
+    def _lock_job(self, job_id: str) -> None:
+        """Hold the job's row until the write commits (a write only)."""
+
+    def lock_resources(self, resource_ids: Iterable[str]) -> None:
+        self._lock(*(f"resource:{r}" for r in sorted(set(resource_ids))))

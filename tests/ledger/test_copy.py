@@ -1,0 +1,141 @@
+"""``undogate ledger copy``: a SQLite ledger, whole and verified, into an empty
+PostgreSQL ledger; a ledger that is not empty is refused, and so is a SQLite ledger a
+server still owns."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+from undogate.cli import main
+from undogate.errors import InvalidRequest, LedgerInUse
+from undogate.jobs import ActionStatus, ChangeState, JobState, Observation
+from undogate.jsonvalue import JsonNumber
+from undogate.ledger import Ledger, Store, Transaction
+from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.postgres_copy import copy_sqlite_to_postgres
+from undogate.ledger.postgres_schema import TABLES
+
+from ..postgres import PostgresCluster
+from .test_store_contract import begin, change, credential, event, insert, job, preview
+
+
+def fill(store: Store) -> None:
+    """One of everything a ledger holds, with values a lossy copy would change."""
+    insert(store, job("job_1", change(0), change(1, "ticket"), key="k1"), job("job_2"))
+    store.write(lambda tx: preview(tx, "hash-1"))
+    store.write(lambda tx: preview(tx, "hash-2", "job_2"))
+
+    def history(tx: Transaction) -> None:
+        tx.claim_preview("hash-1", "job_1", "prepared")
+        tx.count_confirm_attempt("job_1")
+        tx.set_job_state("job_1", JobState.APPLIED)
+        action = begin(tx)
+        tx.finish_action(
+            action, ActionStatus.DONE, response_status=200, observation=Observation.LOOKS_APPLIED
+        )
+        tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', applied_seq=1)
+        event(tx, "job_1", "confirm_apply")
+        tx.add_event(
+            job_id="job_1",
+            actor="operator:op",
+            access_path="api",
+            operation="note",
+            detail={"z": JsonNumber("1"), "a": [JsonNumber("1.10"), "é"], "n": None},
+        )
+        credential(tx, "op_1")
+        credential(tx, "at_1", "agent", owner="op_1")
+        tx.revoke_credential("at_1", at=time.time() + 0.123456789, reason="lost")
+        tx.replace_resource_identities({"customer": "fp-1", "ticket": "fp-t"})
+        tx.record_endpoint_check(
+            resource_id="customer",
+            test_copy_id="copy",
+            production_fingerprint="fp-1",
+            test_copy_fingerprint="fp-c",
+            passed=True,
+            evidence='{"b": 2, "a": 1.50}',
+        )
+
+    store.write(history)
+
+
+def test_a_sqlite_ledger_is_copied_whole_and_verified(
+    tmp_path: Path, postgres_cluster: PostgresCluster
+) -> None:
+    data = tmp_path / "data"
+    source = Ledger.open(data)
+    try:
+        fill(source)
+        expected = (
+            [source.load_job(j) for j in ("job_1", "job_2")],
+            source.events("job_1"),
+            source.read(lambda tx: tx.credentials()),
+            source.read(lambda tx: tx.load_preview("hash-1")),
+            source.read(lambda tx: tx.resource_identities()),
+            source.read(lambda tx: tx.usage()),
+            source.counter("op_seq"),
+        )
+        ledger_id = source.identity.ledger_id
+    finally:
+        source.close()
+    url = postgres_cluster.fresh_database()
+
+    result = CliRunner().invoke(main, ["ledger", "copy", "--from", f"sqlite:{data}", "--to", url])
+    assert result.exit_code == 0, result.output
+    assert f"copied ledger {ledger_id}" in result.output
+    for table in TABLES:
+        assert table in result.output
+    assert " 2 rows" in result.output  # jobs, and the other two-row tables
+
+    copied = PostgresStore.open(url)
+    try:
+        assert (
+            [copied.load_job(j) for j in ("job_1", "job_2")],
+            copied.events("job_1"),
+            copied.read(lambda tx: tx.credentials()),
+            copied.read(lambda tx: tx.load_preview("hash-1")),
+            copied.read(lambda tx: tx.resource_identities()),
+            copied.read(lambda tx: tx.usage()),
+            copied.counter("op_seq"),
+        ) == expected
+        assert copied.read(lambda tx: tx.latest_check_passed("customer", "fp-1"))
+        # The copy goes on: new rows take ids after the copied ones.
+        insert(copied, job("job_3"))
+        copied.write(lambda tx: event(tx, "job_3", "prepare"))
+        assert copied.events("job_3")[0].id > expected[1][-1].id
+        assert copied.write(lambda tx: tx.next_seq()) == expected[6] + 1
+    finally:
+        copied.close()
+    # The lossless JSON is the very text SQLite held.
+    with psycopg.connect(url) as raw:
+        row = raw.execute("SELECT evidence FROM endpoint_checks").fetchone()
+    assert row == ('{"b": 2, "a": 1.50}',)
+
+    with pytest.raises(InvalidRequest, match="not empty"):
+        copy_sqlite_to_postgres(data, url)
+    again = CliRunner().invoke(main, ["ledger", "copy", "--from", f"sqlite:{data}", "--to", url])
+    assert again.exit_code == 2 and "not empty" in again.output
+
+
+def test_a_ledger_a_server_owns_is_not_copied(
+    tmp_path: Path, postgres_cluster: PostgresCluster
+) -> None:
+    owner = Ledger.open(tmp_path / "data")
+    try:
+        with pytest.raises(LedgerInUse):
+            copy_sqlite_to_postgres(tmp_path / "data", postgres_cluster.fresh_database())
+    finally:
+        owner.close()
+
+
+def test_the_copy_refuses_a_url_with_a_password(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["ledger", "copy", "--from", f"sqlite:{tmp_path}", "--to", "postgresql://u:pw@h/db"],
+    )
+    assert result.exit_code == 2 and "PGPASSWORD" in result.output
+    assert "pw@" not in result.output

@@ -1,0 +1,381 @@
+"""What the PostgreSQL engine promises beyond the contract suite: the database itself
+refuses what the ledger never does, two stores on one database (as two processes would
+be) keep every guarantee, a database that goes away is a ``LedgerError``, and the
+engine opens only an undogate ledger it understands."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import psycopg
+import pytest
+
+from undogate.errors import ChangedSincePreview, LedgerError, LedgerInUse, PreviewUsed
+from undogate.jobs import JobState
+from undogate.ledger import Transaction
+from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.postgres_schema import SCHEMA_VERSION
+
+from ..postgres import PostgresCluster, start_cluster
+from .test_store_contract import begin, credential, event, insert, job, preview
+
+
+@pytest.fixture
+def url(postgres_cluster: PostgresCluster) -> str:
+    return postgres_cluster.fresh_database()
+
+
+@pytest.fixture
+def two(url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
+    """Two stores on one database: two pools, as two gateway processes will hold once
+    leases let them share it (``exclusive=False`` skips today's single owner)."""
+    first = PostgresStore.open(url, exclusive=False)
+    second = PostgresStore.open(url, exclusive=False)
+    try:
+        yield first, second
+    finally:
+        first.close()
+        second.close()
+
+
+# -- the database refuses it -----------------------------------------------------------------
+
+
+REFUSED = [
+    ("UPDATE events SET actor = 'x'", "events are append-only"),
+    ("DELETE FROM events", "events are append-only"),
+    ("TRUNCATE events", "events are never deleted"),
+    ("DELETE FROM jobs", "jobs are never deleted"),
+    ("DELETE FROM changes", "changes are never deleted"),
+    ("DELETE FROM actions", "actions are never deleted"),
+    ("DELETE FROM credentials", "credentials are never deleted"),
+    ("UPDATE credentials SET scopes = '[]' WHERE id = 'op_1'", "credentials are immutable"),
+    ("UPDATE credentials SET revoked_at = 2 WHERE id = 'op_2'", "stays revoked"),
+    ("UPDATE endpoint_checks SET passed = 1", "endpoint checks are append-only"),
+    ("DELETE FROM endpoint_checks", "endpoint checks are append-only"),
+]
+
+
+def test_the_database_refuses_to_change_or_delete_history(url: str) -> None:
+    store = PostgresStore.open(url)
+    try:
+        insert(store, job("job_1"))
+
+        def history(tx: Transaction) -> None:
+            event(tx, "job_1", "prepare")
+            begin(tx)
+            credential(tx, "op_1")
+            credential(tx, "op_2")
+            tx.revoke_credential("op_2", at=1.0, reason="lost")
+            tx.record_endpoint_check(
+                resource_id="customer",
+                test_copy_id="copy",
+                production_fingerprint="fp",
+                test_copy_fingerprint="fp-copy",
+                passed=False,
+                evidence="{}",
+            )
+
+        store.write(history)
+    finally:
+        store.close()
+    with psycopg.connect(url, autocommit=True) as raw:
+        for statement, message in REFUSED:
+            with pytest.raises(psycopg.Error, match=message):
+                raw.execute(statement.encode())
+        # What the ledger does change, it still may: a revocation, an action's outcome.
+        raw.execute("UPDATE credentials SET revoked_at = 1, revoked_reason = 'x' WHERE id = 'op_1'")
+        raw.execute("UPDATE actions SET status = 'done'")
+        kept = ("jobs", "changes", "actions", "events", "credentials", "endpoint_checks")
+        counts = [raw.execute(f"SELECT COUNT(*) FROM {t}".encode()).fetchone() for t in kept]  # noqa: S608
+    assert all(c is not None and c[0] > 0 for c in counts), counts
+
+
+def test_a_refusal_through_the_store_is_a_ledger_error(url: str) -> None:
+    store = PostgresStore.open(url)
+    try:
+        store.write(lambda tx: credential(tx, "op_1"))
+        store.write(lambda tx: tx.revoke_credential("op_1", at=1.0, reason="lost"))
+        with pytest.raises(LedgerError, match="stays revoked"):
+            store.write(lambda tx: tx.revoke_credential("op_1", at=2.0, reason="again"))
+    finally:
+        store.close()
+
+
+# -- two stores on one database ------------------------------------------------------------
+
+
+def race(*fns: Callable[[], object]) -> tuple[list[object], list[BaseException]]:
+    """Run each function on its own thread, all released at once."""
+    start = threading.Barrier(len(fns))
+    results: list[object] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def run(fn: Callable[[], object]) -> None:
+        start.wait(10)
+        try:
+            got = fn()
+            with lock:
+                results.append(got)
+        except BaseException as exc:  # collected for the assertion
+            with lock:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results, errors
+
+
+def test_of_two_stores_racing_to_claim_one_preview_exactly_one_wins(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two
+    for round_ in range(5):
+        job_id = f"job_{round_}"
+        insert(first, job(job_id))
+        first.write(lambda tx, j=job_id: preview(tx, f"hash-{j}", j))
+
+        def claim(store: PostgresStore, j: str = job_id) -> Callable[[], object]:
+            def slow(tx: Transaction) -> int:
+                seq = tx.claim_preview(f"hash-{j}", j, "prepared")
+                time.sleep(0.05)  # hold the claim open while the other one tries
+                return seq
+
+            return lambda: store.write(slow)
+
+        won, lost = race(claim(first), claim(second), claim(first), claim(second))
+        assert len(won) == 1, (won, lost)
+        assert len(lost) == 3 and all(isinstance(e, PreviewUsed) for e in lost), lost
+
+
+def test_of_two_stores_racing_one_idempotency_key_one_job_is_made(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    made = iter(range(100))
+
+    def prepare(store: PostgresStore) -> Callable[[], object]:
+        def commit(tx: Transaction) -> str:
+            earlier = tx.find_idempotent("op_owner", "agent-a", "same-key")
+            if earlier is not None:
+                return f"replay of {earlier.id}"
+            job_id = f"job_{next(made)}"
+            tx.insert_job(job(job_id, key="same-key"), "digest", 10)
+            time.sleep(0.05)  # the other prepare arrives while this one is uncommitted
+            return job_id
+
+        return lambda: store.write(commit)
+
+    first, second = two
+    results, errors = race(prepare(first), prepare(second), prepare(first), prepare(second))
+    assert errors == []
+    made_jobs = [r for r in results if not str(r).startswith("replay")]
+    assert len(made_jobs) == 1
+    assert sorted(results)[1:] == [f"replay of {made_jobs[0]}"] * 3
+    assert first.counter("job_count") == 1
+
+
+def test_counters_lose_no_update_across_stores(two: tuple[PostgresStore, PostgresStore]) -> None:
+    def prepares(store: PostgresStore, name: str) -> Callable[[], object]:
+        def run() -> None:
+            for n in range(10):
+                insert(store, job(f"job_{name}_{n}"), payload=7)
+
+        return run
+
+    first, second = two
+    _, errors = race(prepares(first, "a"), prepares(second, "b"), prepares(first, "c"))
+    assert errors == []
+    usage = second.read(lambda tx: tx.usage())
+    assert (usage.jobs, usage.payload_bytes) == (30, 210)
+    seqs: list[int] = []
+
+    def take(store: PostgresStore) -> Callable[[], object]:
+        return lambda: seqs.extend(store.write(lambda tx: tx.next_seq()) for _ in range(10))
+
+    _, errors = race(take(first), take(second))
+    assert errors == []
+    assert sorted(seqs) == list(range(1, 21))
+
+
+def test_a_job_loaded_in_a_write_is_held_so_a_reject_never_overwrites_a_confirm(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two
+    for round_ in range(4):
+        job_id = f"job_{round_}"
+        insert(first, job(job_id))
+        first.write(lambda tx, j=job_id: preview(tx, f"hash-{j}", j))
+
+        def confirm(j: str = job_id) -> object:
+            def intent(tx: Transaction) -> str:
+                tx.claim_preview(f"hash-{j}", j, "prepared")
+                tx.set_job_state(j, JobState.APPLYING)
+                time.sleep(0.05)
+                return "applying"
+
+            return first.write(intent)
+
+        def reject(j: str = job_id) -> object:
+            def commit(tx: Transaction) -> str:
+                current = tx.load_job(j, with_actions=False)
+                assert current is not None
+                if current.state is not JobState.PREPARED:
+                    return f"refused: {current.state.value}"
+                time.sleep(0.05)
+                tx.set_job_state(j, JobState.REJECTED)
+                return "rejected"
+
+            return second.write(commit)
+
+        results, errors = race(confirm, reject)
+        final = first.load_job(job_id)
+        assert final is not None
+        # Exactly one of them moved the job; never a reject over a claimed confirm.
+        if final.state is JobState.APPLYING:
+            assert sorted(map(str, results)) == ["applying", "refused: applying"], results
+            assert errors == []
+        else:
+            assert final.state is JobState.REJECTED and results == ["rejected"], results
+            assert [type(e) for e in errors] == [ChangedSincePreview], errors
+
+
+def test_a_check_on_a_resource_waits_for_the_write_that_holds_it(
+    two: tuple[PostgresStore, PostgresStore],
+) -> None:
+    first, second = two
+    insert(first, job("job_1"), job("job_2"))
+    holding, release = threading.Event(), threading.Event()
+
+    def intent(tx: Transaction) -> None:
+        tx.lock_resources(["customer"])
+        begin(tx, "job_1")
+        holding.set()
+        assert release.wait(10)
+
+    writer = threading.Thread(target=first.write, args=(intent,))
+    writer.start()
+    try:
+        assert holding.wait(10)
+        seen: list[list[str]] = []
+
+        def check(tx: Transaction) -> None:
+            tx.lock_resources(["customer"])
+            seen.append([o.job_id for o in tx.open_changes("customer", "job_2")])
+
+        checker = threading.Thread(target=second.write, args=(check,))
+        checker.start()
+        time.sleep(0.2)
+        assert seen == []  # waiting for the intent's commit
+    finally:
+        release.set()
+        writer.join(10)
+    checker.join(10)
+    assert seen == [["job_1"]]
+
+
+# -- a database that goes away ---------------------------------------------------------------
+
+
+def test_a_connection_killed_mid_write_is_a_ledger_error_and_keeps_nothing(url: str) -> None:
+    store = PostgresStore.open(url)
+    try:
+        insert(store, job("job_1"))
+
+        def killed(tx: Transaction) -> None:
+            event(tx, "job_1", "half")
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = 'undogate' AND state = 'idle in transaction'"
+                )
+            event(tx, "job_1", "after")
+
+        with pytest.raises(LedgerError, match="unreachable or went away") as caught:
+            store.write(killed)
+        assert "Traceback" not in caught.value.message
+        assert [e.operation for e in store.events("job_1")] == []  # a fresh connection
+    finally:
+        store.close()
+
+
+def test_a_stopped_database_is_a_ledger_error_then_the_store_recovers() -> None:
+    cluster = start_cluster()  # its own: this test stops it
+    try:
+        store = PostgresStore.open(cluster.fresh_database(), wait_s=1.0)
+        try:
+            insert(store, job("job_1"))
+            cluster.pg_ctl("stop", "-m", "fast")
+            with pytest.raises(LedgerError, match="PostgreSQL database is unreachable"):
+                store.write(lambda tx: event(tx, "job_1", "lost"))
+            with pytest.raises(LedgerError):
+                store.load_job("job_1")
+            cluster.pg_ctl("start")
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    loaded = store.load_job("job_1")
+                    break
+                except LedgerError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            assert loaded is not None
+        finally:
+            store.close()
+    finally:
+        cluster.stop()
+
+
+def test_an_unreachable_database_is_refused_at_open_with_a_sentence() -> None:
+    with pytest.raises(LedgerError, match="unreachable") as caught:
+        PostgresStore.open("postgresql://nobody@127.0.0.1:1/none")
+    assert "127.0.0.1" in caught.value.message
+
+
+# -- which ledger, and who owns it ------------------------------------------------------------
+
+
+def test_one_process_owns_the_ledger_until_it_closes(url: str) -> None:
+    owner = PostgresStore.open(url)
+    try:
+        with pytest.raises(LedgerInUse, match=rf"owned by undogate owner pid {os.getpid()}"):
+            PostgresStore.open(url)
+        shared = PostgresStore.open(url, exclusive=False)  # what leases will allow
+        shared.close()
+    finally:
+        owner.close()
+    PostgresStore.open(url).close()
+
+
+def test_a_reopened_ledger_keeps_its_id(url: str) -> None:
+    first = PostgresStore.open(url)
+    first.close()
+    again = PostgresStore.open(url)
+    again.close()
+    assert first.created and not again.created
+    assert first.ledger_id == again.ledger_id and first.ledger_id.startswith("ldg_")
+    assert f"schema {SCHEMA_VERSION}" in again.describe()
+
+
+def test_a_database_that_holds_something_else_is_refused(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as raw:
+        raw.execute("CREATE TABLE invoices (id int)")
+    with pytest.raises(LedgerError, match="no undogate ledger"):
+        PostgresStore.open(url)
+
+
+def test_a_newer_schema_is_refused(url: str) -> None:
+    PostgresStore.open(url).close()
+    with psycopg.connect(url, autocommit=True) as raw:
+        raw.execute(
+            "UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),)
+        )
+    with pytest.raises(LedgerError, match="newer than this undogate"):
+        PostgresStore.open(url)
