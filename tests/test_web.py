@@ -440,3 +440,36 @@ def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
 
     shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
     assert all(ch.isprintable() for ch in shown), shown
+
+
+def test_reopening_a_confirmed_preview_says_it_was_confirmed_and_links_the_receipt(
+    world: WebWorld,
+) -> None:
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        shown, done = preview_and_confirm(client, job_id, "apply")
+        assert done.url.path == f"/jobs/{job_id}/receipt"
+        assert world.server.write_count(RECORD) == 1
+        back = client.get(shown.url.path)  # the back button re-reads the preview page
+        assert back.status_code == 200
+        assert "expired" not in back.text
+        assert "This preview was already confirmed" in back.text
+        assert "Apply" in back.text and "applied" in back.text
+        assert f'href="/jobs/{job_id}/receipt"' in back.text
+        assert 'name="preview_token"' not in back.text  # nothing to confirm again
+        assert world.server.write_count(RECORD) == 1
+
+
+def test_an_expired_unused_preview_still_says_it_expired(world: WebWorld) -> None:
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        gone = client.get(f"/jobs/{job_id}/previews/not-a-held-handle")
+        assert gone.status_code == 404
+        assert "This preview expired before it was confirmed" in gone.text
+        world.gateway.clock = lambda: 10.0**10
+        late = client.get(shown.url.path)
+        assert "This preview has expired" in late.text
+        assert "already confirmed" not in late.text
+        assert 'name="preview_token"' not in late.text

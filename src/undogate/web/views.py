@@ -408,6 +408,16 @@ class WebUI:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
             )
+        token = held.preview.token
+        record = await self.service.preview_record(principal, job.id, token) if token else None
+        if record is not None and record.consumed_at is not None:
+            return self.render(
+                "preview_used.html",
+                session,
+                job=job,
+                title=present.OPERATION_WORDS[record.operation][0],
+                confirmed_at=record.consumed_at,
+            )
         now = self.service.clock()
         page = present.preview_page(held.preview, job, now, self.service.verified(job))
         return self.render(
@@ -430,7 +440,8 @@ class WebUI:
             principal, "web", self._job_id(principal, str(request.path_params["job_id"])), token
         )
         job = done.job
-        session.previews.pop(form.get("handle", ""), None)
+        # The handle stays held: reopening it (the back button) finds its token consumed
+        # in the ledger and says so, with the receipt, instead of "expired".
         if done.repeated:
             session.notice = "This preview was already confirmed; nothing was sent again."
         else:
