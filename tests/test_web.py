@@ -293,6 +293,9 @@ def test_an_uncertain_write_is_reconciled_and_quarantines_others(world: WebWorld
         assert held.status_code == 409
         assert "outcome on the same resource is uncertain" in held.text
         assert first in held.text  # the engine's sentence names the blocking job
+        assert f'class="blocking-job" href="/jobs/{first}"' in held.text  # and links it
+        assert f'action="/jobs/{second}/reject"' in held.text  # a held job can be rejected
+        assert "What this apply would have written" in held.text
         page = client.get(f"/jobs/{first}")
         assert "Preview: accept observed state" in page.text
         shown, accepted = preview_and_confirm(client, first, "accept_observed")
@@ -305,6 +308,7 @@ def test_an_uncertain_write_is_reconciled_and_quarantines_others(world: WebWorld
 
 def test_undo_refuses_to_pass_a_later_job(world: WebWorld) -> None:
     with signed_in(world) as client:
+        before = world.server.get_record(RECORD)
         first = new_job(client, world)
         preview_and_confirm(client, first, "apply")
         later = prepare_via_api(
@@ -317,6 +321,10 @@ def test_undo_refuses_to_pass_a_later_job(world: WebWorld) -> None:
         r = client.post(f"/jobs/{first}/previews", data={"csrf": csrf, "operation": "undo"})
         assert r.status_code == 409
         assert "Undo the later job first" in r.text
+        assert f'class="blocking-job" href="/jobs/{later}"' in r.text
+        assert "What this undo would have written" in r.text
+        assert f'<code class="value">&#34;{before["owner"]}&#34;</code>' in r.text
+        assert "/reject" not in r.text  # an applied job is not rejected
         assert world.server.get_record(RECORD)["owner"] == "kim"
 
 
@@ -440,3 +448,84 @@ def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
 
     shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
     assert all(ch.isprintable() for ch in shown), shown
+
+
+def test_reopening_a_confirmed_preview_says_it_was_confirmed_and_links_the_receipt(
+    world: WebWorld,
+) -> None:
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        shown, done = preview_and_confirm(client, job_id, "apply")
+        assert done.url.path == f"/jobs/{job_id}/receipt"
+        assert world.server.write_count(RECORD) == 1
+        back = client.get(shown.url.path)  # the back button re-reads the preview page
+        assert back.status_code == 200
+        assert "expired" not in back.text
+        assert "This preview was already confirmed" in back.text
+        assert "Apply" in back.text and "applied" in back.text
+        assert f'href="/jobs/{job_id}/receipt"' in back.text
+        assert 'name="preview_token"' not in back.text  # nothing to confirm again
+        assert world.server.write_count(RECORD) == 1
+
+
+def test_an_expired_unused_preview_still_says_it_expired(world: WebWorld) -> None:
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        gone = client.get(f"/jobs/{job_id}/previews/not-a-held-handle")
+        assert gone.status_code == 404
+        assert "This preview expired before it was confirmed" in gone.text
+        world.gateway.clock = lambda: 10.0**10
+        late = client.get(shown.url.path)
+        assert "This preview has expired" in late.text
+        assert "already confirmed" not in late.text
+        assert 'name="preview_token"' not in late.text
+
+
+STALE = "the values this job would replace changed since it was prepared"
+
+
+def test_a_stale_job_says_why_once_and_can_be_rejected_from_its_preview(
+    world: WebWorld,
+) -> None:
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        world.server.set_record(RECORD, {**world.server.get_record(RECORD), "owner": "zed"})
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        assert shown.status_code == 200
+        assert "This cannot be confirmed" in shown.text
+        assert shown.text.count(STALE) == 1  # once: not again as a note or "moved"
+        assert "Moved since it was prepared" not in shown.text
+        assert "Nothing moved" not in shown.text
+        assert 'name="preview_token"' not in shown.text
+        assert "Preview again" in shown.text
+        reject = re.search(r'<form method="post" action="(/jobs/[^"]+/reject)"', shown.text)
+        assert reject and reject.group(1) == f"/jobs/{job_id}/reject"
+        done = client.post(reject.group(1), data={"csrf": csrf_of(shown.text)})
+        assert done.status_code == 200 and done.url.path == f"/jobs/{job_id}"
+        assert "Rejected. This job can never be applied." in done.text
+        assert world.gateway.get_job(world.ids["alice"], job_id).state.value == "rejected"
+        assert world.server.write_count(RECORD) == 0
+
+
+def test_a_blocked_undo_says_why_once_and_shows_what_it_would_have_written(
+    world: WebWorld,
+) -> None:
+    with signed_in(world) as client:
+        before = world.server.get_record(RECORD)
+        job_id = new_job(client, world)
+        preview_and_confirm(client, job_id, "apply")
+        world.server.set_record(RECORD, {**world.server.get_record(RECORD), "owner": "yan"})
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "undo"})
+        assert shown.status_code == 200
+        assert shown.text.count("undo would overwrite newer work") == 1
+        assert "customer</code>: undo will not be possible" in shown.text
+        assert "Moved since it was prepared" not in shown.text
+        table = shown.text.split('id="changes-h"', 1)[1]
+        assert f"&#34;{before['owner']}&#34;" in table  # the value undo would have written
+        assert "&#34;yan&#34;" in table  # against what is there now
+        assert "/reject" not in shown.text  # an applied job is not rejected
+        assert world.server.get_record(RECORD)["owner"] == "yan"

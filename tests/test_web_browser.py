@@ -188,6 +188,14 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert after["balance"] == before["balance"]  # untouched, digits and all
     assert "Lee owns it now" in world.server.get_text(DOCUMENT)
 
+    page.go_back()  # the used preview: confirmed, with the receipt, never "expired"
+    page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
+    assert "This preview was already confirmed" in page.inner_text("h1")
+    assert "expired" not in page.inner_text("main")
+    page.get_by_role("link", name="The receipt of what ran").click()
+    page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
+    assert world.server.write_count(RECORD) == 1
+
     page.get_by_role("link", name="Back to the job").click()
     page.get_by_role("button", name="Preview undo").click()
     page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
@@ -220,7 +228,11 @@ def test_an_expired_preview_refuses_to_confirm(
         page.get_by_role("button", name="Preview apply").click()
         page.wait_for_selector("#countdown[data-state=expired]", timeout=TIMEOUT_MS)
         assert "expired" in page.inner_text("#countdown")
-        page.get_by_role("button", name="Confirm apply").click()
+        confirm = page.get_by_role("button", name="Confirm apply")
+        assert confirm.is_disabled()  # the countdown disables it at zero
+        # The server stays the authority: the form sent anyway (say, scripts off) is refused.
+        with page.expect_navigation():
+            confirm.evaluate("button => button.form.submit()")
         assert "This preview expired" in page.inner_text("h1")
         assert "preview_expired" in page.inner_text("main")
         save_shot(page, "refusal-expired")

@@ -23,8 +23,8 @@ from .jobs import (
     PrepareRequest,
     Preview,
 )
-from .ledger import Event, JobSummary
-from .operations.confirm import confirm_preview
+from .ledger import Event, JobSummary, StoredPreview
+from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
 from .operations.prepare import prepare_job
 from .operations.preview import preview_job
@@ -76,6 +76,12 @@ class Gateway(Context):
         return confirm_preview(
             self, actor, job_id, preview_token, dry_run=dry_run, reauthorize=reauthorize
         )
+
+    def stored_preview(
+        self, owner_id: str, job_id: str, preview_token: str
+    ) -> StoredPreview | None:
+        """See ``operations.confirm.stored_preview``."""
+        return stored_preview(self, owner_id, job_id, preview_token)
 
     def reject(self, actor: Actor, job_id: str) -> Job:
         """See ``operations.reject.reject_job``."""

@@ -35,7 +35,7 @@ from .config import Config, Resource
 from .engine import Gateway
 from .errors import Forbidden, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview
-from .ledger import Event, JobSummary
+from .ledger import Event, JobSummary, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
 
 T = TypeVar("T")
@@ -240,6 +240,16 @@ class Service:
         job = await self.job(principal, job_id)
         preview = await _in_thread(self.gateway.preview, principal.actor(via), job.id, operation)
         return job, preview
+
+    async def preview_record(
+        self, principal: Principal, job_id: str, token: str
+    ) -> StoredPreview | None:
+        """Whether one of the job's previews was consumed, and when (never its values).
+
+        Raises: Forbidden, NotFound (as ``job``).
+        """
+        job = await self.job(principal, job_id)
+        return await _in_thread(self.gateway.stored_preview, principal.owner_id, job.id, token)
 
     async def confirm(
         self, principal: Principal, via: str, job_id: str, token: str, *, dry_run: bool = False

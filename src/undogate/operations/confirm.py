@@ -27,12 +27,27 @@ from ..jobs import (
     Operation,
 )
 from ..jsonvalue import JsonObject
+from ..ledger import StoredPreview
 from .context import Context
 from .dispatch import Dispatch, PlannedWrite
 from .preview import targets_for
 from .reconcile import accept_observed
 
 log = logging.getLogger(__name__)
+
+
+def stored_preview(
+    gw: Context, owner_id: str, job_id: str, preview_token: str
+) -> StoredPreview | None:
+    """What the ledger holds about one of the job's previews: when it expires, whether
+    (and when) a confirm consumed it. None when the token is not one of this job's.
+
+    Raises: NotFound (as ``get_job``).
+    """
+    job = gw.get_job(owner_id, job_id)
+    token_hash = sha256_hex(preview_token)
+    stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
+    return stored if stored is not None and stored.job_id == job.id else None
 
 
 def confirm_preview(

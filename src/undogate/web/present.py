@@ -203,6 +203,16 @@ def preview_page(
             OBSERVATION_WORDS.get(str(observation)) if observation else None
         )
         changes.append(change)
+    # A blocked change's reason is said once, in the blockers box: not again as its note,
+    # under "moved since it was prepared", nor under "not reversible".
+    blocked = {_index(b.get("change")) for b in preview.blockers}
+    for change in changes:
+        if _index(change["index"]) in blocked:
+            change["note"] = None
+    irreversible = [
+        {**i, "note": None} if _index(i["index"]) in blocked else i
+        for i in objects(view["irreversible"])
+    ]
     remaining_ms = max(0, int((preview.expires_at - now) * 1000) + 1) if preview.expires_at else 0
     title, confirm_label = OPERATION_WORDS[preview.operation]
     return {
@@ -212,13 +222,58 @@ def preview_page(
         "confirm_label": confirm_label,
         "remaining_ms": remaining_ms,
         "expired": preview.expires_at is not None and now >= preview.expires_at,
-        "moved": [c for c in changes if c.get("moved_since_prepare")],
+        "moved": [
+            c for c in changes if c.get("moved_since_prepare") and _index(c["index"]) not in blocked
+        ],
+        "blocked": bool(preview.blockers),
+        "irreversible": irreversible,
     }
+
+
+def _index(value: Any) -> str:
+    """A change index as text, whether a view's ``JsonNumber`` or the engine's int."""
+    return str(value.text if hasattr(value, "text") else value)
+
+
+def blocking_job(details: Mapping[str, Any]) -> str | None:
+    """The job in the way of a refused step (an ordering refusal's later job, or the
+    job whose uncertain outcome quarantines the resource), when the refusal names one."""
+    found = details.get("later_job") or details.get("blocking_job")
+    return found if isinstance(found, str) else None
+
+
+def blocked_changes(job: Job, blockers: Any, operation: Operation | None) -> list[dict[str, Any]]:
+    """For a refused apply or undo: each blocked change with the side it would have
+    written (undo: the values before the job; apply: the job's planned values) and the
+    job in its way, from the refusal's ``blockers`` details."""
+    if not isinstance(blockers, list) or operation not in (Operation.APPLY, Operation.UNDO):
+        return []
+    side = "before" if operation is Operation.UNDO else "after"
+    by_index = {_index(c["index"]): c for c in job_page(job)["changes"]}
+    out: list[dict[str, Any]] = []
+    for blocker in blockers:
+        if not isinstance(blocker, Mapping):
+            continue
+        change = by_index.get(_index(blocker.get("change")))
+        if change is None:
+            continue
+        out.append(
+            {
+                "change": change,
+                "side": side,
+                "code": str(blocker.get("code", "")),
+                "message": str(blocker.get("message", "")),
+                "job": blocking_job(blocker),
+            }
+        )
+    return out
 
 
 __all__ = [
     "NOT_REVERSIBLE",
     "Buttons",
+    "blocked_changes",
+    "blocking_job",
     "buttons",
     "events",
     "job_page",

@@ -151,6 +151,7 @@ class WebUI:
         status: int,
         job_id: str | None = None,
         operation: str | None = None,
+        blocked: Mapping[str, Any] | None = None,
     ) -> HTMLResponse:
         return self.render(
             "refusal.html",
@@ -159,7 +160,27 @@ class WebUI:
             refusal=refusal,
             job_id=job_id,
             operation=operation,
+            blocked=blocked,
         )
+
+    async def _blocked(
+        self, session: Session, job_id: str | None, exc: UndogateError, operation: str | None
+    ) -> dict[str, Any] | None:
+        """For a step another job blocks (an ordering refusal, a quarantine): that job, what
+        each blocked change would have written, and whether the job can still be rejected."""
+        in_the_way = present.blocking_job(exc.details)
+        if job_id is None or in_the_way is None:
+            return None
+        try:
+            job = await self.service.job(session.principal, job_id)
+            op = Operation(operation) if operation else None
+        except (UndogateError, ValueError):
+            return {"job": in_the_way, "changes": [], "can_reject": False}
+        return {
+            "job": in_the_way,
+            "changes": present.blocked_changes(job, exc.details.get("blockers"), op),
+            "can_reject": WRITE in session.principal.scopes and job.state is JobState.PREPARED,
+        }
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse:
@@ -223,12 +244,14 @@ class WebUI:
             return await view(request, session, form)
         except UndogateError as exc:
             job_id = request.path_params.get("job_id")
+            job_id = job_id if isinstance(job_id, str) else None
             return self._refused(
                 session,
                 refusal_for(exc),
                 status=status_for(exc),
-                job_id=job_id if isinstance(job_id, str) else None,
+                job_id=job_id,
                 operation=form.get("operation"),
+                blocked=await self._blocked(session, job_id, exc, form.get("operation")),
             )
         except Exception:
             log.exception("unhandled error in %s %s", request.method, request.url.path)
@@ -408,6 +431,16 @@ class WebUI:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
             )
+        token = held.preview.token
+        record = await self.service.preview_record(principal, job.id, token) if token else None
+        if record is not None and record.consumed_at is not None:
+            return self.render(
+                "preview_used.html",
+                session,
+                job=job,
+                title=present.OPERATION_WORDS[record.operation][0],
+                confirmed_at=record.consumed_at,
+            )
         now = self.service.clock()
         page = present.preview_page(held.preview, job, now, self.service.verified(job))
         return self.render(
@@ -430,7 +463,8 @@ class WebUI:
             principal, "web", self._job_id(principal, str(request.path_params["job_id"])), token
         )
         job = done.job
-        session.previews.pop(form.get("handle", ""), None)
+        # The handle stays held: reopening it (the back button) finds its token consumed
+        # in the ledger and says so, with the receipt, instead of "expired".
         if done.repeated:
             session.notice = "This preview was already confirmed; nothing was sent again."
         else:

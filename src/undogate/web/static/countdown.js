@@ -1,6 +1,7 @@
 // The preview countdown: the only script of the review UI. It counts down from the
 // time the server said was left (no clock comparison with the server), and says when
-// the preview has expired. The server stays the authority: confirming late is refused.
+// the preview has expired, disabling the Confirm button. The server stays the
+// authority: confirming late is refused.
 (function () {
   "use strict";
   var el = document.getElementById("countdown");
@@ -19,6 +20,11 @@
       el.setAttribute("data-state", "expired");
       el.setAttribute("aria-live", "polite");
       el.classList.add("expired");
+      var confirm = document.getElementById("confirm");
+      if (confirm) {
+        confirm.disabled = true;
+        confirm.setAttribute("title", "This preview has expired. Preview again to confirm.");
+      }
       return;
     }
     var seconds = Math.ceil(left / 1000);
