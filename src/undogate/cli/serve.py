@@ -16,7 +16,7 @@ from ..auth import MASTER_ENV, Keyring
 from ..client import is_loopback
 from ..config import Config, load_config
 from ..engine import Gateway, crash_point_from_env
-from ..errors import InvalidRequest
+from ..errors import ConfigError, InvalidRequest
 from ..ledger import Store, open_store
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
@@ -132,10 +132,16 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
     """Own the ledger, recover, and serve the API until interrupted.
 
     Raises:
-        ConfigError, LedgerInUse, LedgerError, InvalidRequest (also: the port is in use).
+        ConfigError (also: no config file, suggesting ``init``), LedgerInUse, LedgerError,
+        InvalidRequest (also: the port is in use).
     """
     import uvicorn
 
+    if not config_path.is_file():
+        raise ConfigError(
+            [("", f"no such file: run `undogate init --config {config_path}` to write one")],
+            str(config_path),
+        )
     # Refusals are logged (``errors.log_refusal``) for the operator, on stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     sock = listen(host, port)
