@@ -3,6 +3,7 @@ refused without one."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import select
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from rich.console import Console
 
+from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
 
 from .conftest import SERVED_PATH, cli
@@ -298,3 +301,37 @@ def test_serve_without_a_config_suggests_init(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert f"run `undogate init --config {missing}`" in result.stderr
     assert "serving" not in result.stderr
+
+
+LONG = "123456789012345678901234567890123456789012345678901234567890.000000000000000000001"
+WORDS = "a-very-long-note-" * 8
+
+
+def test_exact_json_is_never_wrapped_mid_number_or_mid_word(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    body = (
+        '{"summary": "Long", "changes": [{"resource": "customer", '
+        f'"set": {{"balance": {LONG}, "notes": "{WORDS}"}}, "assertion_kind": "observed"}}]}}'
+    )
+    job = prepare(served, body)
+    env = reviewer_env(served)  # not a terminal: rich lays out for 80 columns
+    for args in (("jobs", "show", job), ("apply", job, "--dry-run")):
+        shown = cli(*args, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert LONG in shown.stdout and WORDS in shown.stdout
+    assert server.write_count(SERVED_PATH) == 0
+
+
+def test_a_put_body_is_shown_as_its_lines_never_rewrapped() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=40, highlight=False)
+    text = "one\n" + WORDS + "\n\u200bthree"
+    put = {"method": "PUT", "url": "http://127.0.0.1/docs/notes.md", "headers": {}, "body": text}
+    _render_requests(console, [put])
+    shown = out.getvalue()
+    assert "PUT http://127.0.0.1/docs/notes.md" in shown
+    assert f"body: {len(text.encode())} bytes, 3 lines" in shown
+    assert f"  | one\n  | {WORDS}\n  | \u27e8U+200B\u27e9three\n" in shown
+    assert "(no newline at the end)" in shown
+    assert "U+000A" not in shown and "\\x0a" not in shown
