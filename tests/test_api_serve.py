@@ -8,8 +8,12 @@ import signal
 import socket
 from pathlib import Path
 
+import anyio
 import httpx
+import httpx2
 import yaml
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from undogate.contract_server import ContractServer
 from undogate.jsonvalue import JsonNumber, loads
@@ -134,6 +138,18 @@ def _served_with_unset_token(tmp_path: Path, server: ContractServer) -> tuple[Pa
     return config, env
 
 
+async def _mcp_prepare(url: str, agent: str) -> str:
+    """A prepare_changes call over /mcp with the SDK's client; the refusal's text."""
+    headers = {"Authorization": f"Bearer {agent}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http_client:
+        stream = streamable_http_client(f"{url}/mcp", http_client=http_client)
+        async with Client(stream) as client:
+            changes = [{"resource": "customer", "set": {"status": "x"}}]
+            result = await client.call_tool("prepare_changes", {"summary": "s", "changes": changes})
+    assert result.is_error
+    return str(getattr(result.content[0], "text", ""))
+
+
 def test_refusals_and_missing_tokens_reach_the_operator_log(
     tmp_path: Path, server: ContractServer
 ) -> None:
@@ -156,6 +172,8 @@ def test_refusals_and_missing_tokens_reach_the_operator_log(
                 headers={"Authorization": f"Bearer {agent}"},
             )
             assert forbidden.status_code == 403, forbidden.text
+        over_mcp = anyio.run(_mcp_prepare, url, agent)
+        assert over_mcp.startswith("Error executing tool prepare_changes: missing_token"), over_mcp
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
         assert proc.stderr is not None
@@ -166,6 +184,7 @@ def test_refusals_and_missing_tokens_reach_the_operator_log(
     # Each refusal is one line with its code; never a key or a record's value.
     assert log.count("refused [missing_token] on POST /api/v1/jobs") == 1
     assert log.count("refused [forbidden] on GET /api/v1/jobs") == 1
+    assert log.count("refused [missing_token] on MCP prepare_changes") == 1
     assert agent not in log and operator not in log and '"lead"' not in log
 
 
