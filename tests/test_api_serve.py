@@ -18,7 +18,7 @@ from mcp.client.streamable_http import streamable_http_client
 from undogate.contract_server import ContractServer
 from undogate.jsonvalue import JsonNumber, loads
 
-from .conftest import MASTER_KEY, UNSET_TOKEN_ENV, cli, free_port, resource, serving
+from .conftest import MASTER_KEY, UNSET_TOKEN_ENV, cli, free_port, resource, serve_log, serving
 
 PATH = "/records/customer-123"
 BIG = "123456789012345678901234567890.000000000000000000001"
@@ -176,8 +176,7 @@ def test_refusals_and_missing_tokens_reach_the_operator_log(
         assert over_mcp.startswith("Error executing tool prepare_changes: missing_token"), over_mcp
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=15)
-        assert proc.stderr is not None
-        log = proc.stderr.read()
+        log = serve_log(proc)
     # Start-up names the resource and the variable, never a value.
     assert f"resource customer: its token variable {UNSET_TOKEN_ENV} is not set" in log
     assert log.index(UNSET_TOKEN_ENV) < log.index("undogate serving")
