@@ -200,7 +200,9 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
+from typing import IO  # noqa: E402
 
 import httpx  # noqa: E402
 import yaml  # noqa: E402
@@ -326,7 +328,9 @@ ACCEPT_MCP = "application/json, text/event-stream"
 @contextmanager
 def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """``undogate serve`` as a subprocess on a free port, healthy before it is yielded;
-    stopped with SIGTERM (then SIGKILL) after. Its stderr stays readable until then."""
+    stopped with SIGTERM (then SIGKILL) after. Once healthy its stderr is drained by a
+    thread (serve logs every refusal: a full pipe must never stall it); read what it
+    said with ``serve_log(proc)``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen(
@@ -338,6 +342,8 @@ def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess
     )
     try:
         wait_healthy(url, proc)
+        assert proc.stderr is not None
+        _SERVE_LOGS[proc.pid] = _Drained(proc.stderr)
         yield url, proc
     finally:
         proc.send_signal(signal.SIGTERM)
@@ -346,8 +352,37 @@ def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=5)
+        drained = _SERVE_LOGS.pop(proc.pid, None)
+        if drained:
+            drained.thread.join(timeout=5)
         if proc.stderr:
             proc.stderr.close()
+
+
+class _Drained:
+    def __init__(self, stream: IO[str]) -> None:
+        self.lines: list[str] = []
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream: IO[str]) -> None:
+        try:
+            for line in stream:
+                self.lines.append(line)
+        except ValueError:  # closed under us at teardown
+            pass
+
+
+_SERVE_LOGS: dict[int, _Drained] = {}
+
+
+def serve_log(proc: subprocess.Popen[str]) -> str:
+    """What a ``serving`` server wrote on stderr since it was healthy; after it has
+    exited, everything it wrote."""
+    drained = _SERVE_LOGS[proc.pid]
+    if proc.poll() is not None:
+        drained.thread.join(timeout=5)
+    return "".join(drained.lines)
 
 
 @contextmanager

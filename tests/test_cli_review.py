@@ -3,16 +3,20 @@ refused without one."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import select
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
+from rich.console import Console
 
+from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
 
 from .conftest import SERVED_PATH, cli
@@ -247,3 +251,87 @@ def test_a_blocked_undo_shows_what_blocks_it_and_writes_nothing(
     assert '"edited later"' in term.text  # the current value the undo would overwrite
     assert "blocked: the resource changed after this job applied it" in term.text
     assert server.write_count(SERVED_PATH) == writes
+
+
+# -- issue 17 item 5: what a newcomer met in the CLI ---------------------------------
+
+
+def test_jobs_list_of_an_unknown_agent_is_an_error(served: dict[str, Any]) -> None:
+    listed = cli("jobs", "list", "--agent", "nobody", env=reviewer_env(served))
+    assert listed.returncode == 2
+    assert "error [not_found]: no agent 'nobody' in the config" in listed.stderr
+    assert listed.stdout == ""
+    over_api = httpx.get(
+        f"{served['url']}/api/v1/jobs?agent=nobody",
+        headers={"Authorization": f"Bearer {served['operator']}"},
+        timeout=30,
+    )
+    assert over_api.status_code == 404
+    assert over_api.json()["error"]["code"] == "not_found"
+
+
+def test_a_gateway_url_without_a_scheme_says_so() -> None:
+    env = {**os.environ, "UNDOGATE_URL": "127.0.0.1:8080", "UNDOGATE_KEY": "ugo_x"}
+    result = cli("jobs", "list", "--agent", "account-assistant", env=env)
+    assert result.returncode == 2
+    assert "is missing the scheme (http:// or https://)" in result.stderr
+    assert "://" + ":" not in result.stderr and "refusing to send a key to ://" not in result.stderr
+
+
+def test_keys_list_is_a_table_with_dates(served: dict[str, Any]) -> None:
+    listed = cli("keys", "list", "--config", str(served["config"]), env=served["env"])
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].split() == [
+        "id", "kind", "owner", "agent", "scopes", "label", "created", "revoked"
+    ]  # fmt: skip
+    agent_row = next(line for line in lines[1:] if line.split()[1] == "agent")
+    assert str(served["owner"]) in agent_row and "account-assistant" in agent_row
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", agent_row)
+    assert agent_row.rstrip().endswith("no")
+    assert not re.search(r"\d{10}\.\d", listed.stdout)  # no epoch floats
+    assert "{" not in listed.stdout
+    as_json = cli("keys", "list", "--json", "--config", str(served["config"]), env=served["env"])
+    assert as_json.returncode == 0 and '"credentials"' in as_json.stdout
+
+
+def test_serve_without_a_config_suggests_init(tmp_path: Path) -> None:
+    missing = tmp_path / "undogate.yaml"
+    result = cli("serve", "--config", str(missing), "--port", "1")
+    assert result.returncode == 2
+    assert f"run `undogate init --config {missing}`" in result.stderr
+    assert "serving" not in result.stderr
+
+
+LONG = "123456789012345678901234567890123456789012345678901234567890.000000000000000000001"
+WORDS = "a-very-long-note-" * 8
+
+
+def test_exact_json_is_never_wrapped_mid_number_or_mid_word(
+    served: dict[str, Any], server: ContractServer
+) -> None:
+    body = (
+        '{"summary": "Long", "changes": [{"resource": "customer", '
+        f'"set": {{"balance": {LONG}, "notes": "{WORDS}"}}, "assertion_kind": "observed"}}]}}'
+    )
+    job = prepare(served, body)
+    env = reviewer_env(served)  # not a terminal: rich lays out for 80 columns
+    for args in (("jobs", "show", job), ("apply", job, "--dry-run")):
+        shown = cli(*args, env=env)
+        assert shown.returncode == 0, shown.stderr
+        assert LONG in shown.stdout and WORDS in shown.stdout
+    assert server.write_count(SERVED_PATH) == 0
+
+
+def test_a_put_body_is_shown_as_its_lines_never_rewrapped() -> None:
+    out = io.StringIO()
+    console = Console(file=out, width=40, highlight=False)
+    text = "one\n" + WORDS + "\n\u200bthree"
+    put = {"method": "PUT", "url": "http://127.0.0.1/docs/notes.md", "headers": {}, "body": text}
+    _render_requests(console, [put])
+    shown = out.getvalue()
+    assert "PUT http://127.0.0.1/docs/notes.md" in shown
+    assert f"body: {len(text.encode())} bytes, 3 lines" in shown
+    assert f"  | one\n  | {WORDS}\n  | \u27e8U+200B\u27e9three\n" in shown
+    assert "(no newline at the end)" in shown
+    assert "U+000A" not in shown and "\\x0a" not in shown

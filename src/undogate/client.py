@@ -35,9 +35,19 @@ def require_safe_gateway_url(url: str) -> None:
     """A key may travel to a gateway over https, or over plain http only to this machine.
 
     Raises:
-        InvalidRequest: plain http (or another scheme) to any other host.
+        InvalidRequest: no scheme or host (``127.0.0.1:8080``), or plain http (or another
+            scheme) to any other host.
     """
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        parsed = None
+    if parsed is None or "://" not in url or not parsed.host:
+        missing = "the scheme (http:// or https://)" if "://" not in url else "the host"
+        raise InvalidRequest(
+            f"the gateway URL {url!r} is missing {missing}: write it in full, e.g. "
+            "http://127.0.0.1:8080 (this machine) or https://undogate.example.com"
+        )
     if parsed.scheme != "https" and not (parsed.scheme == "http" and is_loopback(parsed.host)):
         raise InvalidRequest(
             f"refusing to send a key to {parsed.scheme}://{parsed.host}: use https "

@@ -40,7 +40,10 @@ its own vocabulary in one place.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+refusals_log = logging.getLogger("undogate.refusals")
 
 
 class UndogateError(Exception):
@@ -57,6 +60,14 @@ class UndogateError(Exception):
 
     def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "details": self.details}
+
+
+def log_refusal(exc: UndogateError, surface: str) -> None:
+    """Tell the operator, once, that ``surface`` answered a client with a refusal: its
+    code and sentence on one line. Never ``details`` (they may quote values); token
+    values are scrubbed by ``redact``'s filter like on any log line."""
+    sentence = " ".join(exc.message.splitlines())
+    refusals_log.warning("refused [%s] on %s: %s", exc.code, surface, sentence)
 
 
 class ConfigError(UndogateError):

@@ -473,7 +473,8 @@ def openapi_document() -> S:
                     )
                 ),
                 "get": _op(
-                    "the newest 100 jobs of an agent, no values (operator, agents:read)",
+                    "the newest 100 jobs of an agent, no values (operator, agents:read); "
+                    "not_found for an agent not in the config",
                     "JobList",
                     params=[{"name": "agent", "in": "query", "required": True, "schema": _STR}],
                 ),

@@ -197,10 +197,13 @@ class Service:
     # -- what an operator may see ----------------------------------------------------
 
     async def list_jobs(self, principal: Principal, agent_id: str) -> list[JobSummary]:
-        """Raises: Forbidden: no agents:read, or no access to ``agent_id``."""
+        """Raises: Forbidden: no agents:read, or no access to ``agent_id``. NotFound: no
+        such agent in the config (asked only of a key that may see every agent)."""
         self.require_reader(principal)
         if not principal.sees_agent(agent_id):
             raise Forbidden(f"this key has no access to agent {agent_id!r}", agent=agent_id)
+        if all(a.id != agent_id for a in self.config.agents):
+            raise NotFound(f"no agent {agent_id!r} in the config", agent=agent_id)
         return await _in_thread(self.gateway.list_jobs, principal.owner_id, agent_id)
 
     async def job(self, principal: Principal, job_id: str) -> Job:

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import receipts
-from ..errors import RateLimited, UndogateError
+from ..errors import RateLimited, UndogateError, log_refusal
 from ..jsonvalue import JsonObject, dumps
 from .statuses import status_for, status_for_code
 
@@ -54,6 +54,7 @@ def _details(exc: UndogateError) -> JsonObject:
 
 async def _undogate_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, UndogateError)
+    log_refusal(exc, f"{request.method} {request.url.path}")
     status = status_for(exc)
     if getattr(request.state, "agent_facing", False):
         message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)

@@ -250,9 +250,9 @@ def keys() -> None:
     owns it; through the API (UNDOGATE_URL + UNDOGATE_MASTER_KEY) when one does."""
 
 
-def _run_keys(config_path: Path, cmd: Any) -> None:
+def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
     from ..jsonvalue import dumps
-    from .keys import run_key_command
+    from .keys import credentials_table, run_key_command
 
     try:
         result, path = run_key_command(config_path, cmd)
@@ -263,6 +263,10 @@ def _run_keys(config_path: Path, cmd: Any) -> None:
         click.echo("the key (shown once; undogate keeps only its hash):", err=True)
         click.echo(str(result["key"]))
         result = {k: v for k, v in result.items() if k != "key"}
+    if cmd.action == "list" and not as_json:
+        for line in credentials_table(result):
+            click.echo(line)
+        return
     click.echo(dumps(result, sort_keys=False))
 
 
@@ -295,11 +299,12 @@ def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | No
 
 @keys.command("list")
 @_CONFIG
-def keys_list(config_path: Path) -> None:
-    """List credentials (never the keys)."""
+@click.option("--json", "as_json", is_flag=True, help="The listing as JSON (epoch seconds).")
+def keys_list(config_path: Path, as_json: bool) -> None:
+    """List credentials as a table (never the keys)."""
     from .keys import KeyCommand
 
-    _run_keys(config_path, KeyCommand("list"))
+    _run_keys(config_path, KeyCommand("list"), as_json=as_json)
 
 
 @keys.command("revoke")

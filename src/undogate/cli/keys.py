@@ -12,7 +12,8 @@ from typing import Any
 from ..auth import MASTER_ENV, READ, SCOPES, Keyring
 from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
-from ..jsonvalue import JsonValue
+from ..invisibles import visible
+from ..jsonvalue import JsonNumber, JsonValue
 from .serve import open_service
 
 
@@ -101,4 +102,50 @@ def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
         client.close()
 
 
-__all__ = ["KeyCommand", "run_key_command"]
+def _when(value: JsonValue) -> str:
+    """An epoch time (a JSON number, exact or float) as a UTC date and minute."""
+    from datetime import UTC, datetime
+
+    if value is None:
+        return "-"
+    seconds = float(value.text) if isinstance(value, JsonNumber) else float(str(value))
+    return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _cell(value: Any) -> str:
+    text = value.text if isinstance(value, JsonNumber) else str(value)
+    return visible(text, keep_newlines=False)  # labels are operator-typed: shown, never obeyed
+
+
+def credentials_table(listing: JsonValue) -> list[str]:
+    """``keys list`` as lines of a plain table: never wrapped or cut, whatever the
+    terminal's width (ids must stay whole to be copied)."""
+    credentials = listing.get("credentials") if isinstance(listing, dict) else None
+    header = ("id", "kind", "owner", "agent", "scopes", "label", "created", "revoked")
+    rows = [header]
+    for c in credentials if isinstance(credentials, list) else []:
+        if not isinstance(c, dict):
+            continue
+        agents = c.get("agents")
+        if c.get("kind") == "agent":
+            agent = _cell(c.get("agent_id"))
+        else:
+            agent = ",".join(map(_cell, agents)) if isinstance(agents, list) else "(all)"
+        scopes = c.get("scopes")
+        rows.append(
+            (
+                _cell(c.get("id")),
+                _cell(c.get("kind")),
+                _cell(c.get("owner_id")),
+                agent,
+                ",".join(map(_cell, scopes)) if isinstance(scopes, list) else "",
+                _cell(c.get("label")),
+                _when(c.get("created_at")),
+                _when(c.get("revoked_at")) if c.get("revoked") else "no",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+__all__ = ["KeyCommand", "credentials_table", "run_key_command"]

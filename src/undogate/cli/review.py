@@ -62,18 +62,31 @@ def _caller_supplied(label: str, value: JsonValue) -> Text | None:
 
 
 def render_rows(console: Console, rows: list[Any], left: str, right: str) -> None:
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("field")
-    table.add_column(left)
-    table.add_column(right)
-    for r in rows:
-        mark = "" if r.get("changes") else "  (unchanged)"
-        table.add_row(
-            inert(str(r["field"]) + mark),
+    cells = [
+        (
+            inert(str(r["field"]) + ("" if r.get("changes") else "  (unchanged)")),
             value_text(r.get(left), bool(r.get(f"{left}_present"))),
             value_text(r.get(right), bool(r.get(f"{right}_present"))),
         )
-    console.print(table)
+        for r in rows
+    ]
+    widths = [
+        max([len(h), *(c[i].cell_len for c in cells)]) for i, h in enumerate(("field", left, right))
+    ]
+    if sum(widths) + 10 <= console.width:
+        table = Table(show_header=True, header_style="bold")
+        for column in ("field", left, right):
+            table.add_column(column, no_wrap=True)
+        for row in cells:
+            table.add_row(*row)
+        console.print(table)
+        return
+    # Too wide for a table: one value a line, never broken mid-number or mid-word
+    # (the terminal may wrap a long line; undogate inserts no line break in a value).
+    for field, before, after in cells:
+        console.print(field, style="bold", soft_wrap=True)
+        for name, value in ((left, before), (right, after)):
+            console.print(Text(f"  {name}: ").append_text(value), soft_wrap=True)
 
 
 def render_diff(console: Console, lines: list[Any]) -> None:
@@ -84,7 +97,7 @@ def render_diff(console: Console, lines: list[Any]) -> None:
         body = inert(str(line.get("line")))
         body.stylize(style)
         text.append_text(body)
-        console.print(text)
+        console.print(text, soft_wrap=True)
 
 
 def render_job(console: Console, job: dict[str, Any]) -> None:
@@ -172,13 +185,31 @@ def _render_preview(console: Console, preview: dict[str, Any]) -> None:
         )
 
 
+def render_body(console: Console, body: str) -> None:
+    """A request body as the lines it is made of (a PUT of a document is text, not one
+    line of escapes), each line exact and never re-wrapped; invisible characters marked."""
+    if body == "":
+        console.print("  (no body)", style="dim")
+        return
+    lines = body.split("\n")
+    ends_with_newline = len(lines) > 1 and lines[-1] == ""
+    if ends_with_newline:
+        lines.pop()
+    noun = "line" if len(lines) == 1 else "lines"
+    console.print(f"  body: {len(body.encode('utf-8'))} bytes, {len(lines)} {noun}", style="dim")
+    for line in lines:
+        console.print(Text("  | ", style="dim").append_text(inert(line)), soft_wrap=True)
+    if "\n" in body and not ends_with_newline:
+        console.print("  (no newline at the end)", style="dim")
+
+
 def _render_requests(console: Console, requests: list[Any]) -> None:
     console.print("\nexactly these requests will be sent, in this order:", style="bold")
     for r in requests:
-        console.print(inert(f"{r['method']} {r['url']}"), style="bold")
+        console.print(inert(f"{r['method']} {r['url']}"), style="bold", soft_wrap=True)
         for name, value in _obj(r.get("headers") or {}).items():
-            console.print(inert(f"  {name}: {value}"))
-        console.print(inert(f"  {r.get('body', '')}"))
+            console.print(inert(f"  {name}: {value}"), soft_wrap=True)
+        render_body(console, str(r.get("body", "")))
     console.print(
         "(plus the resource's credential header, added at send time and never shown)",
         style="dim",

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -13,6 +16,7 @@ from ..auth import MASTER_ENV, Keyring
 from ..client import is_loopback
 from ..config import Config, load_config
 from ..engine import Gateway, crash_point_from_env
+from ..errors import ConfigError, InvalidRequest
 from ..ledger import Store, open_store
 from ..net import RemoteHTTP
 from ..redact import install_redaction, uninstall_redaction
@@ -93,37 +97,83 @@ def open_service(
         uninstall_redaction(redaction)
 
 
+def missing_token_warnings(config: Config, environ: Mapping[str, str]) -> list[str]:
+    """One warning per resource whose token variable is unset (names, never values)."""
+    return [
+        f"warning: resource {r.id}: its token variable {r.token_env} is not set, so "
+        "undogate refuses to read or write it (missing_token)"
+        for r in config.resources
+        if r.token_env and not environ.get(r.token_env)
+    ]
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything says "serving".
+
+    Raises:
+        InvalidRequest: the address is in use or cannot be bound.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        in_use = exc.errno == errno.EADDRINUSE
+        reason = "the port is in use (another undogate?)" if in_use else exc.strerror
+        raise InvalidRequest(f"cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bool = False) -> None:
     """Own the ledger, recover, and serve the API until interrupted.
 
     Raises:
-        ConfigError, LedgerInUse, LedgerError, InvalidRequest.
+        ConfigError (also: no config file, suggesting ``init``), LedgerInUse, LedgerError,
+        InvalidRequest (also: the port is in use).
     """
     import uvicorn
 
-    with open_service(config_path, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.describe())
-        for warning in svc.config.warnings:
-            echo(f"warning: {warning}")
-        if not is_loopback(host):
-            echo(
-                f"warning: listening on {host}: bearer keys cross the network in plain HTTP; "
-                "put a TLS-terminating proxy in front"
-            )
-        counts = svc.gateway.recover()
-        echo(
-            "recovery: {uncertain} interrupted write(s) now uncertain, {settled} operation(s) "
-            "settled, {invalidated} job(s) invalidated".format(**counts)
+    if not config_path.is_file():
+        raise ConfigError(
+            [("", f"no such file: run `undogate init --config {config_path}` to write one")],
+            str(config_path),
         )
-        if svc.keyring.operator_count() == 0:
-            echo("warning: no operator key exists yet: run `undogate keys create-operator`")
-        if not svc.keyring.has_master:
-            echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
-        from ..app import build_app
+    # Refusals are logged (``errors.log_refusal``) for the operator, on stderr.
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
+    sock = listen(host, port)
+    try:
+        with open_service(config_path, new_ledger=new_ledger) as svc:
+            echo(svc.ledger.describe())
+            for warning in svc.config.warnings:
+                echo(f"warning: {warning}")
+            for warning in missing_token_warnings(svc.config, os.environ):
+                echo(warning)
+            if not is_loopback(host):
+                echo(
+                    f"warning: listening on {host}: bearer keys cross the network in plain "
+                    "HTTP; put a TLS-terminating proxy in front"
+                )
+            counts = svc.gateway.recover()
+            echo(
+                "recovery: {uncertain} interrupted write(s) now uncertain, {settled} "
+                "operation(s) settled, {invalidated} job(s) invalidated".format(**counts)
+            )
+            if svc.keyring.operator_count() == 0:
+                echo("warning: no operator key exists yet: run `undogate keys create-operator`")
+            if not svc.keyring.has_master:
+                echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
+            from ..app import build_app
 
-        app = build_app(svc.gateway, svc.keyring)
-        echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
-        uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False)
+            app = build_app(svc.gateway, svc.keyring)
+            echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
+            config = uvicorn.Config(app, log_level="warning", access_log=False)
+            uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
 
 
 def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:

@@ -38,7 +38,7 @@ from ..api import error_response, parse_prepare, status_for
 from ..auth import Keyring
 from ..config import AGENT_TOOLS, Limits
 from ..engine import Gateway
-from ..errors import TooManyStreams, UndogateError
+from ..errors import TooManyStreams, UndogateError, log_refusal
 from ..jsonvalue import JsonObject, JsonValue
 from ..request_body import read_body
 from ..service import Principal, Service
@@ -101,6 +101,7 @@ class ServiceBackend:
         try:
             found = self.service.list_resources(self.principal)
         except UndogateError as exc:
+            log_refusal(exc, "MCP list_resources")
             raise Refusal.of(exc) from None
         return [receipts.resource_view(r) for r in found]
 
@@ -109,6 +110,7 @@ class ServiceBackend:
             request = parse_prepare(body)  # the API's own parser: one door for both surfaces
             done = await self.service.prepare(self.principal, "mcp", request)
         except UndogateError as exc:
+            log_refusal(exc, "MCP prepare_changes")
             raise Refusal.of(exc) from None
         return receipts.agent_receipt(done.job, replay=done.replay)
 
@@ -156,6 +158,7 @@ class McpApp:
         try:
             principal = await self._agent(scope)
         except UndogateError as exc:
+            log_refusal(exc, "MCP")
             await error_response(exc.code, exc.message, status=status_for(exc))(
                 scope, receive, send
             )
@@ -203,6 +206,7 @@ class McpApp:
 
 def _refused(exc: UndogateError) -> Response:
     """A refusal to an agent, exactly as the API words it (``api._undogate_error``)."""
+    log_refusal(exc, "MCP")
     sentence, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
     return error_response(exc.code, sentence, details, status=status_for(exc))
 
