@@ -203,6 +203,24 @@ def test_another_owners_job_is_not_reachable_by_url(world: WebWorld) -> None:
         assert alice.get("/agents/no-such-agent").status_code == 404
 
 
+def test_a_refusal_on_a_page_is_logged_with_its_code(
+    world: WebWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every surface tells the operator what it refused (issue 17, item 4): one line
+    with the code, never the value."""
+    with signed_in(world) as alice:
+        job = new_job(alice, world)
+        csrf = csrf_of(alice.get(f"/jobs/{job}").text)
+        with caplog.at_level("WARNING", logger="undogate.refusals"):
+            r = alice.post(f"/jobs/{job}/previews", data={"csrf": csrf, "operation": "undo"})
+        assert r.status_code == 409
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "undogate.refusals"]
+    assert lines == [
+        f"refused [transition_not_allowed] on POST /jobs/{job}/previews: "
+        "Can't start undo when in prepared"
+    ], lines
+
+
 def test_open_an_older_job_by_id(world: WebWorld) -> None:
     with signed_in(world) as client:
         job_id = new_job(client, world)

@@ -29,7 +29,7 @@ from starlette.staticfiles import StaticFiles
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
-from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError
+from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
 from ..jobs import JobState, Operation
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
@@ -243,6 +243,7 @@ class WebUI:
         try:
             return await view(request, session, form)
         except UndogateError as exc:
+            log_refusal(exc, f"{request.method} {request.url.path}")
             job_id = request.path_params.get("job_id")
             job_id = job_id if isinstance(job_id, str) else None
             return self._refused(
