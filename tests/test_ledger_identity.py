@@ -24,7 +24,7 @@ from undogate.errors import LedgerDamaged
 from undogate.ledger import DB_NAME, Ledger
 from undogate.ledger.identity import MARKER_NAME, META_KEY
 
-from .conftest import MASTER_KEY, SERVE, cli, free_port, wait_healthy
+from .conftest import MASTER_KEY, SERVE, cli, free_port, serve_log, wait_healthy
 
 PAGE = 4096
 GARBAGE = bytes(range(256)) * (PAGE // 256)
@@ -273,7 +273,8 @@ def test_a_damaged_page_met_while_serving_is_a_ledger_error_in_the_api_shape(
     assert "damaged" in error["message"] and "undogate restore" in error["message"]
     proc = served["proc"]
     proc.send_signal(signal.SIGTERM)
-    _, stderr = proc.communicate(timeout=15)
+    proc.wait(timeout=15)
+    stderr = serve_log(proc)
     assert "Traceback" not in stderr
     # At its start it said which ledger it checked, and how long that took.
     marker = (data / MARKER_NAME).read_text().strip()
