@@ -33,13 +33,11 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import LedgerError, LedgerInUse
-from ..jobs import Job
 from .postgres_schema import SCHEMA_VERSION, migrate
-from .records import Event, JobSummary
 from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
-from .store import Reader, Store, Transaction
+from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +96,7 @@ class PostgresTransaction(JobVerbs, AdminVerbs):
             self.connection.execute("SELECT 1 FROM jobs WHERE id = ? FOR UPDATE", (job_id,))
 
 
-class PostgresStore:
+class PostgresStore(ReadShortcuts):
     """A PostgreSQL ledger, open. Use ``PostgresStore.open`` and ``close``."""
 
     def __init__(
@@ -252,20 +250,6 @@ class PostgresStore:
         finally:
             self._local.tx = outer
             self._pool.putconn(raw)
-
-    # -- reads for convenience ----------------------------------------------------
-
-    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
-        return self.read(lambda tx: tx.load_job(job_id, with_actions=with_actions))
-
-    def events(self, job_id: str) -> list[Event]:
-        return self.read(lambda tx: tx.events(job_id))
-
-    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
-        return self.read(lambda tx: tx.list_jobs(owner_id, agent_id, limit))
-
-    def counter(self, key: str) -> int:
-        return self.read(lambda tx: tx.counter(key))
 
     # -- for checks and tests ----------------------------------------------------------
 

@@ -23,13 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import LedgerError, LedgerInUse
-from ..jobs import Job
 from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
-from .records import Event, JobSummary
 from .sql_admin import AdminVerbs
 from .sql_jobs import JobVerbs
-from .store import Reader, Store, Transaction
+from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +60,7 @@ class SQLiteTransaction(JobVerbs, AdminVerbs):
         self.connection = connection
 
 
-class SQLiteStore:
+class SQLiteStore(ReadShortcuts):
     """The single owner of the SQLite file. Use ``SQLiteStore.open`` and ``close``."""
 
     identity: LedgerIdentity  # set by ``open``: which ledger this is, how it was checked
@@ -245,21 +243,6 @@ class SQLiteStore:
             self._readers.append(conn)
         tx = self._local.tx = SQLiteTransaction(conn)
         return tx
-
-    # -- reads for convenience ----------------------------------------------------
-
-    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
-        return self.read(lambda tx: tx.load_job(job_id, with_actions=with_actions))
-
-    def events(self, job_id: str) -> list[Event]:
-        return self.read(lambda tx: tx.events(job_id))
-
-    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
-        """Newest first: (id, state, summary, created_at, change count). No values."""
-        return self.read(lambda tx: tx.list_jobs(owner_id, agent_id, limit))
-
-    def counter(self, key: str) -> int:
-        return self.read(lambda tx: tx.counter(key))
 
     # -- for checks and tests ----------------------------------------------------------
 

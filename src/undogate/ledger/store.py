@@ -29,6 +29,7 @@ A ``Reader`` or ``Transaction`` is valid only inside the call that received it.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Literal, Protocol, TypeVar
 
@@ -361,4 +362,25 @@ class Store(Protocol):
         ...
 
 
-__all__ = ["Reader", "Store", "Transaction"]
+class ReadShortcuts(ABC):
+    """The reads callers make outside a transaction, each one ``read``: written once for
+    every engine."""
+
+    @abstractmethod
+    def read(self, fn: Callable[[Reader], T]) -> T: ...
+
+    def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
+        return self.read(lambda tx: tx.load_job(job_id, with_actions=with_actions))
+
+    def events(self, job_id: str) -> list[Event]:
+        return self.read(lambda tx: tx.events(job_id))
+
+    def list_jobs(self, owner_id: str, agent_id: str, limit: int = 100) -> list[JobSummary]:
+        """Newest first, no values."""
+        return self.read(lambda tx: tx.list_jobs(owner_id, agent_id, limit))
+
+    def counter(self, key: str) -> int:
+        return self.read(lambda tx: tx.counter(key))
+
+
+__all__ = ["ReadShortcuts", "Reader", "Store", "Transaction"]
