@@ -3,10 +3,9 @@ undo and a restart's recovery, through the Gateway against the contract server."
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
+import re
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,8 +17,9 @@ from undogate.engine import Gateway
 from undogate.errors import UndogateError
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.postgres_schema import SCHEMA_VERSION
 
-from .conftest import AGENT, OWNER, free_port, make_config
+from .conftest import AGENT, OWNER, cli, make_config, serve_log, serving
 from .postgres import PostgresCluster
 
 PATH = "/records/customer-123"
@@ -85,48 +85,26 @@ def test_a_job_is_applied_and_undone_on_a_postgresql_ledger(
     assert again.ledger.read(lambda tx: tx.in_flight_actions()) == []
 
 
-def test_undogate_serve_on_a_postgresql_ledger_owns_it(
+def test_undogate_serve_processes_share_a_postgresql_ledger(
     tmp_path: Path, postgres_cluster: PostgresCluster
 ) -> None:
-    """``init`` makes the ledger in the database, ``serve`` says which ledger it serves,
-    and a second ``serve`` on the same ledger is refused, naming the first."""
+    """``init`` makes the ledger in the database; two ``serve`` processes then share it,
+    each saying which ledger it serves and the lease it holds."""
     url = postgres_cluster.fresh_database()
     config = tmp_path / "undogate.yaml"
     config.write_text(f"server:\n  ledger: {url}\n  data_dir: {tmp_path / 'data'}\n")
-    command = [sys.executable, "-m", "undogate.cli"]
-    init = subprocess.run(
-        [*command, "init", "--config", str(config)], capture_output=True, text=True, timeout=60
-    )
+    init = cli("init", "--config", str(config))
     assert init.returncode == 0, init.stderr
-    assert f"ledger {url} (PostgreSQL, schema 1): new" in init.stderr
+    assert f"ledger {url} (PostgreSQL, schema {SCHEMA_VERSION}): new" in init.stderr
     assert not (tmp_path / "data" / "ledger.sqlite3").exists()
 
-    port = free_port()
-    first = subprocess.Popen(
-        [*command, "serve", "--config", str(config), "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        second = subprocess.run(
-            [*command, "serve", "--config", str(config), "--port", str(free_port())],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        assert second.returncode == 2
-        assert f"[ledger_in_use]: the PostgreSQL ledger at {url} is owned by" in second.stderr
-        assert f"pid {first.pid}" in second.stderr
-    finally:
-        first.terminate()
-        _, err = first.communicate(timeout=30)
-    assert f"ledger {url} (PostgreSQL, schema 1): opened" in err
-    assert f"(ledger {url})" in err
+    env = dict(os.environ)
+    with serving(config, env) as (first_url, first), serving(config, env) as (second_url, second):
+        for served_url in (first_url, second_url):
+            assert httpx.get(f"{served_url}/healthz", timeout=5).status_code == 200
+        listed = cli("keys", "list", "--config", str(config))  # a third process, direct
+        assert listed.returncode == 0, listed.stderr
+        logs = [serve_log(first), serve_log(second)]
+    leases = [re.search(r"lease (lse_[0-9a-f]+)", log) for log in logs]
+    assert all(leases) and leases[0] != leases[1], logs
+    assert all(f"ledger {url} (PostgreSQL, schema {SCHEMA_VERSION}): opened" in log for log in logs)

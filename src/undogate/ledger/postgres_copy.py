@@ -39,6 +39,9 @@ _KEYS = {
     "resource_identities": ("resource_id",),
     "credentials": ("id",),
     "endpoint_checks": ("id",),
+    "leases": ("id",),
+    "web_sessions": ("id_hash",),
+    "web_session_previews": ("session_hash", "handle"),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))
@@ -75,7 +78,7 @@ def copy_sqlite_to_postgres(source: Path, url: str) -> Copied:
         raise InvalidRequest(f"no SQLite ledger at {source} (expected {data_dir / DB_NAME})")
     sqlite_store = SQLiteStore.open(data_dir)
     try:
-        target = PostgresStore.open(url, pool_size=1)
+        target = PostgresStore.open(url, pool_size=1, lease_s=None)
         try:
             with sqlite_store.raw() as src, target.raw() as dst:
                 tables = _copy(src, dst, sqlite_store.identity.ledger_id)

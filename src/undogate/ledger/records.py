@@ -90,6 +90,8 @@ class InFlightAction:
     job_id: str
     change_index: int
     operation: Operation
+    #: the lease of the process that started it (None: no lease, a SQLite ledger)
+    lease_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -120,6 +120,24 @@ class Reader(Protocol):
         """The ids of jobs ``applying`` or ``undoing`` (an index of exactly those)."""
         ...
 
+    def job_runners(self) -> dict[str, str | None]:
+        """Each job ``applying`` or ``undoing`` -> the lease of the process running it
+        (None: no lease, a SQLite ledger)."""
+        ...
+
+    # -- leases (SPEC §13: several processes on one ledger) ---------------------------------
+
+    @property
+    def own_lease(self) -> str | None:
+        """The lease of this process (None: a ledger with one owner and no leases)."""
+        ...
+
+    def open_leases(self) -> frozenset[str]:
+        """The leases not ended (this process's own among them). One that expired stays
+        open until a write ends it (``end_expired_leases``): its work is settled then,
+        in that write, and by nobody else."""
+        ...
+
     def resource_identities(self) -> dict[str, str]:
         """Each resource's fingerprint as recorded at the last start: resource -> print."""
         ...
@@ -250,8 +268,21 @@ class Transaction(Reader, Protocol):
         address: str | None = None,
         detail: str | None = None,
         observation: Observation | None = None,
-    ) -> None:
-        """Record the outcome of one external write; ``None`` keeps what was recorded."""
+    ) -> bool:
+        """Record the outcome of one external write; ``None`` keeps what was recorded.
+        Only a write still ``dispatching`` takes an outcome (any status but
+        ``accepted``, which reconciles an uncertain one): False when it had left
+        ``dispatching`` already (recovery settled it: its process's lease expired)."""
+        ...
+
+    def holds_job(self, job_id: str) -> bool:
+        """Whether the job is still ``applying`` or ``undoing`` under this process's
+        lease (its row held to the commit): False once recovery elsewhere settled it."""
+        ...
+
+    def end_expired_leases(self) -> list[str]:
+        """End every lease that expired and that no other write is ending now; returns
+        their ids (their work is then recovery's)."""
         ...
 
     # -- events -----------------------------------------------------------------------------
