@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -104,6 +105,11 @@ def test_undogate_serve_processes_share_a_postgresql_ledger(
             assert httpx.get(f"{served_url}/healthz", timeout=5).status_code == 200
         listed = cli("keys", "list", "--config", str(config))  # a third process, direct
         assert listed.returncode == 0, listed.stderr
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not all(
+            "undogate serving" in serve_log(p) for p in (first, second)
+        ):
+            time.sleep(0.05)  # poll interval of a bounded loop: the drain thread catches up
         logs = [serve_log(first), serve_log(second)]
     leases = [re.search(r"lease (lse_[0-9a-f]+)", log) for log in logs]
     assert all(leases) and leases[0] != leases[1], logs

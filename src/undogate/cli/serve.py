@@ -6,11 +6,13 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from ..auth import MASTER_ENV, Keyring
 from ..client import is_loopback
@@ -160,6 +162,10 @@ def serve(
     import uvicorn
 
     require_config_file(config_path)
+    # A SIGTERM exits through the finally blocks below, which close the ledger (a
+    # PostgreSQL lease is then ended, not left to expire): by default it would kill the
+    # process outright, also when uvicorn re-raises the one it shut down on.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # Refusals are logged (``errors.log_refusal``) for the operator, on stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     sock = listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
@@ -201,6 +207,10 @@ def serve(
                     sweep.stop()
     finally:
         sock.close()
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:

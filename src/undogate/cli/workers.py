@@ -4,9 +4,9 @@ The parent binds the socket (so a port in use is refused before anything starts)
 runs N children, each a whole ``undogate serve`` with its own ledger pool and its own
 lease on the shared (PostgreSQL) ledger, accepting from the socket they inherited: the
 kernel hands each connection to one of them. The parent only supervises: it forwards
-SIGTERM and SIGINT, restarts a child that dies after it was up (its writes in flight
-become uncertain when its lease expires, settled by the others), and stops everything
-when a child fails at start (a config or ledger problem every child would hit).
+SIGTERM and SIGINT, replaces a child that dies (its writes in flight become uncertain
+when its lease expires, settled by the others), and stops everything when a child
+refuses to start (a config or ledger problem every child would hit).
 
 A SQLite ledger has one owner process: ``--workers`` is refused there
 (``shared_ledger_required``).
@@ -25,7 +25,7 @@ from ..config import load_config
 from ..errors import SharedLedgerRequired
 from .serve import Echo, listen, require_config_file
 
-#: A child that exits sooner than this after its start failed to start: no restart.
+#: A child that exits with an error sooner than this after its start failed to start.
 STARTUP_S = 10.0
 MAX_WORKERS = 64
 
@@ -47,13 +47,15 @@ def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: E
         )
     sock = listen(host, port)
     try:
-        return _Supervisor(config_path, sock.fileno(), workers, echo).run(host, port)
+        return _Supervisor(config_path, sock.fileno(), workers, echo, host, port).run()
     finally:
         sock.close()
 
 
 class _Supervisor:
-    def __init__(self, config_path: Path, fd: int, workers: int, echo: Echo) -> None:
+    def __init__(
+        self, config_path: Path, fd: int, workers: int, echo: Echo, host: str, port: int
+    ) -> None:
         self.command = [
             sys.executable,
             "-m",
@@ -61,10 +63,15 @@ class _Supervisor:
             "serve",
             "--config",
             str(config_path),
+            "--host",
+            host,
+            "--port",
+            str(port),
             "--listen-fd",
             str(fd),
         ]
         self.fd = fd
+        self.address = f"{host}:{port}"
         self.workers = workers
         self.echo = echo
         self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
@@ -77,14 +84,15 @@ class _Supervisor:
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
 
-    def run(self, host: str, port: int) -> int:
+    def run(self) -> int:
         previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
         status = 0
         try:
             for slot in range(self.workers):
                 self._start_one(slot)
             self.echo(
-                f"undogate serving http://{host}:{port} with {self.workers} worker processes "
+                f"undogate serving http://{self.address} with "
+                f"{self.workers} worker processes "
                 f"(pids {', '.join(str(c.pid) for c, _ in self.children.values())})"
             )
             while not self.stopping:
@@ -104,9 +112,11 @@ class _Supervisor:
             code = child.poll()
             if code is None or self.stopping:
                 continue
-            if time.monotonic() - started < STARTUP_S:
+            # A refusal at start (a config or ledger problem) would refuse every worker
+            # again; a worker killed by a signal, or failing later, is replaced.
+            if code > 0 and time.monotonic() - started < STARTUP_S:
                 self.echo(f"error: worker {child.pid} failed at start (exit {code}); stopping")
-                return code or 1
+                return code
             self.echo(
                 f"warning: worker {child.pid} exited ({code}); starting another (its writes "
                 "in flight become uncertain once its lease expires)"
