@@ -7,6 +7,7 @@ process settles it as ``uncertain`` and reconciles it, while its own writes go o
 from __future__ import annotations
 
 import os
+import re
 import signal
 import threading
 import time
@@ -292,3 +293,53 @@ def test_a_process_starting_never_settles_a_live_process_write_in_flight(
         job = ledger.load_job(job_id)
         assert job is not None and job.state is JobState.APPLIED
         assert [a.status for a in job.actions] == [ActionStatus.DONE]
+
+
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+PREVIEW_TOKEN = re.compile(r'name="preview_token" value="([^"]+)"')
+
+
+def _field(pattern: re.Pattern[str], html: str) -> str:
+    found = pattern.search(html)
+    assert found, html[:2000]
+    return found.group(1)
+
+
+def test_review_sessions_are_shared_by_processes_and_survive_a_restart(
+    fleet: Fleet, server: ContractServer
+) -> None:
+    """Signed in through one process, a reviewer previews there, opens that preview and
+    confirms it through another; a restarted process still knows the session."""
+    with serving(fleet.config, fleet.env) as (a, _):
+        job_id = _prepare(a, fleet, "customer", "customer")
+        with httpx.Client(base_url=a, timeout=30, follow_redirects=True) as browser:
+            form = browser.get("/signin")  # the form of one process...
+            with serving(fleet.config, fleet.env) as (b, _):
+                signed = browser.post(  # ... is good at another
+                    f"{b}/signin", data={"key": fleet.operator, "csrf": _field(CSRF, form.text)}
+                )
+                assert signed.url.path == "/agents", signed.text[:500]
+            cookies = dict(browser.cookies)
+        # The process that signed the reviewer in is gone; A and a new B know them.
+        with serving(fleet.config, fleet.env) as (b, _):
+            for url in (a, b):
+                with httpx.Client(base_url=url, cookies=cookies, timeout=30) as browser:
+                    assert browser.get("/agents").status_code == 200
+            with httpx.Client(base_url=a, cookies=cookies, timeout=30) as on_a:
+                csrf = _field(CSRF, on_a.get(f"/jobs/{job_id}").text)
+                shown = on_a.post(
+                    f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"}
+                )
+                assert shown.status_code == 303, shown.text[:500]
+                preview_path = shown.headers["location"]
+            with httpx.Client(base_url=b, cookies=cookies, timeout=30) as on_b:
+                page = on_b.get(preview_path)  # held in the ledger, sealed
+                assert page.status_code == 200, page.text[:500]
+                token = _field(PREVIEW_TOKEN, page.text)
+                done = on_b.post(
+                    f"/jobs/{job_id}/confirm", data={"csrf": csrf, "preview_token": token}
+                )
+                assert done.status_code == 303
+                receipt = on_b.get(done.headers["location"])
+                assert "Confirmed. This is the receipt of what ran." in receipt.text
+        assert server.get_record(CUSTOMER)["status"] == "customer"

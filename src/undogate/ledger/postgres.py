@@ -37,6 +37,7 @@ from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_sessions import SessionVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

@@ -26,6 +26,7 @@ import psycopg
 from ..errors import InvalidRequest, LedgerError
 from .postgres import PostgresStore, failure
 from .postgres_schema import META_KEY, TABLES, VERSION_KEY
+from .sql_sessions import WEB_SECRET_KEY
 from .sqlite import DB_NAME, SQLiteStore
 
 #: Each table's primary key: the order rows are digested in.
@@ -46,7 +47,7 @@ _KEYS = {
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))
 #: Meta rows that belong to one ledger, not to its history: never copied, never compared.
-_OWN_META = frozenset({META_KEY, VERSION_KEY, "copied_from"})
+_OWN_META = frozenset({META_KEY, VERSION_KEY, "copied_from", WEB_SECRET_KEY})
 
 
 @dataclass(frozen=True)

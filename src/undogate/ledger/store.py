@@ -44,6 +44,8 @@ from .records import (
     OpenChange,
     StoredCredential,
     StoredPreview,
+    StoredWebPreview,
+    StoredWebSession,
     UnfinishedJob,
 )
 
@@ -159,6 +161,17 @@ class Reader(Protocol):
 
     def live_agent_tokens(self, owner_id: str) -> list[str]:
         """The ids of the unrevoked agent tokens ``owner_id`` issued, in id order."""
+        ...
+
+    # -- review sessions --------------------------------------------------------------------
+
+    def web_session(self, id_hash: str) -> StoredWebSession | None:
+        """The review session under the SHA-256 of its cookie value (in a write: its row
+        held to the commit)."""
+        ...
+
+    def web_preview(self, session_hash: str, handle: str) -> StoredWebPreview | None:
+        """A preview the session holds under ``handle``."""
         ...
 
     # -- endpoint checks --------------------------------------------------------------------
@@ -326,6 +339,36 @@ class Transaction(Reader, Protocol):
         Raises:
             LedgerError: it was revoked already (at the commit).
         """
+        ...
+
+    # -- review sessions --------------------------------------------------------------------
+
+    def web_secret(self) -> str:
+        """The ledger's key for the review pages' sign-in forms: random, made by the
+        first write that asks, the same for every process (a form one process made is
+        checked by another). Never shown; not part of the ledger's history."""
+        ...
+
+    def save_web_session(self, session: StoredWebSession) -> None:
+        """Record a new session, or its ``last_seen`` and ``notice`` (nothing else of a
+        session ever changes)."""
+        ...
+
+    def end_web_sessions(
+        self,
+        *,
+        id_hash: str | None = None,
+        credential_id: str | None = None,
+        idle_since: float | None = None,
+        created_before: float | None = None,
+    ) -> int:
+        """End (delete, with their previews) the sessions that match any one given
+        condition: this one, every one of a credential, idle since, created before.
+        Returns how many ended. Sessions are not history."""
+        ...
+
+    def hold_web_preview(self, held: StoredWebPreview, *, keep: int) -> None:
+        """Hold a preview in its session, keeping only the session's newest ``keep``."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

@@ -12,14 +12,16 @@ preview countdown), ``Cache-Control: no-store`` and no framing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
+import anyio
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -38,6 +40,7 @@ from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
@@ -97,12 +100,16 @@ class WebUI:
     def __init__(self, service: Service, settings: WebSettings) -> None:
         self.service = service
         self.settings = settings
+        ledger = service.gateway.ledger
         self.sessions = SessionStore(
+            ledger,
             idle_s=settings.session_idle_s,
             absolute_s=settings.session_absolute_s,
             clock=settings.clock,
         )
-        self.signin_tokens = SigninTokens(clock=settings.clock)
+        self.signin_tokens = SigninTokens(
+            ledger.write(lambda tx: tx.web_secret()), clock=settings.clock
+        )
         self.templates = _environment()
 
     def routes(self) -> list[BaseRoute]:
@@ -202,13 +209,13 @@ class WebUI:
 
     async def _session(self, request: Request) -> Session | None:
         """The live session, with its credential re-checked now (revoked keys end it)."""
-        session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
+        session = await _off_loop(self.sessions.get, request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
         try:
             principal = await self.service.recheck(session.principal)
         except UndogateError:
-            self.sessions.end_for_credential(session.principal.credential_id)
+            await _off_loop(self.sessions.end_for_credential, session.credential_id)
             return None
         session.principal = principal
         return session
@@ -332,8 +339,8 @@ class WebUI:
             )
         except UndogateError:
             return self._signin_page(request, error="That key is unknown or has been revoked.")
-        self.sessions.end(request.cookies.get(SESSION_COOKIE))
-        sid, _session = self.sessions.create(principal)
+        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
+        sid, _session = await _off_loop(self.sessions.create, principal)
         response = self._redirect("/agents")
         response.set_cookie(
             SESSION_COOKIE,
@@ -347,7 +354,7 @@ class WebUI:
         return response
 
     async def signout(self, request: Request, session: Session, form: Form) -> Response:
-        self.sessions.end(request.cookies.get(SESSION_COOKIE))
+        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
         response = self._redirect("/signin?signed_out=1")
         response.delete_cookie(
             SESSION_COOKIE,
@@ -418,7 +425,7 @@ class WebUI:
         job, preview = await self.service.preview(
             principal, "web", self._job_id(principal, str(request.path_params["job_id"])), operation
         )
-        handle = session.hold_preview(job.id, preview)
+        handle = await _off_loop(self.sessions.hold_preview, session, job.id, preview)
         return self._redirect(_job_path(job.id, "previews", handle))
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
@@ -427,7 +434,7 @@ class WebUI:
             principal, self._job_id(principal, str(request.path_params["job_id"]))
         )
         handle = str(request.path_params["handle"])
-        held = session.previews.get(handle)
+        held = await _off_loop(self.sessions.held_preview, session, handle)
         if held is None or held.job_id != job.id:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
@@ -467,9 +474,10 @@ class WebUI:
         # The handle stays held: reopening it (the back button) finds its token consumed
         # in the ledger and says so, with the receipt, instead of "expired".
         if done.repeated:
-            session.notice = "This preview was already confirmed; nothing was sent again."
+            notice = "This preview was already confirmed; nothing was sent again."
         else:
-            session.notice = "Confirmed. This is the receipt of what ran."
+            notice = "Confirmed. This is the receipt of what ran."
+        await _off_loop(self.sessions.notify, session, notice)
         return self._redirect(_job_path(job.id, "receipt"))
 
     async def receipt(self, request: Request, session: Session, form: Form) -> Response:
@@ -487,8 +495,13 @@ class WebUI:
         job = await self.service.reject(
             principal, "web", self._job_id(principal, str(request.path_params["job_id"]))
         )
-        session.notice = "Rejected. This job can never be applied."
+        await _off_loop(self.sessions.notify, session, "Rejected. This job can never be applied.")
         return self._redirect(_job_path(job.id))
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """A session's ledger read or write, on a worker thread (never on the event loop)."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
 
 
 def web_routes(
