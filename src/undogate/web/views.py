@@ -33,6 +33,7 @@ from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
 from ..jobs import JobState, Operation
+from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
 from .forms import cross_site, read_form
@@ -97,10 +98,10 @@ def _job_path(job_id: str, *rest: str) -> str:
 class WebUI:
     """The review pages over the service."""
 
-    def __init__(self, service: Service, settings: WebSettings) -> None:
+    def __init__(self, service: Service, settings: WebSettings, ledger: Store) -> None:
+        """``ledger`` keeps the pages' own state (sessions), shared by every process."""
         self.service = service
         self.settings = settings
-        ledger = service.gateway.ledger
         self.sessions = SessionStore(
             ledger,
             idle_s=settings.session_idle_s,
@@ -508,7 +509,7 @@ def web_routes(
     gateway: Gateway, keyring: Keyring, settings: WebSettings | None = None
 ) -> list[BaseRoute]:
     """The review UI's routes, to pass to ``create_app(..., routes=...)``."""
-    return WebUI(Service(gateway, keyring), settings or WebSettings()).routes()
+    return WebUI(Service(gateway, keyring), settings or WebSettings(), gateway.ledger).routes()
 
 
 __all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]
