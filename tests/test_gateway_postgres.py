@@ -19,6 +19,7 @@ from undogate.errors import UndogateError
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
+from undogate.operations.recovery import settle_expired
 
 from .conftest import AGENT, OWNER, cli, make_config, serve_log, serving
 from .postgres import PostgresCluster
@@ -114,3 +115,53 @@ def test_undogate_serve_processes_share_a_postgresql_ledger(
     leases = [re.search(r"lease (lse_[0-9a-f]+)", log) for log in logs]
     assert all(leases) and leases[0] != leases[1], logs
     assert all(f"ledger {url} (PostgreSQL, schema {SCHEMA_VERSION}): opened" in log for log in logs)
+
+
+def test_a_late_outcome_of_a_process_whose_lease_expired_is_refused(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    postgres_cluster: PostgresCluster,
+) -> None:
+    """A process that stalls past its lease while its write hangs: another process
+    settles that write as uncertain; the stalled one's outcome, when it comes, is
+    refused and recorded nowhere, and it goes on under a new lease."""
+    config = make_config(server, data_dir, ledger=postgres_cluster.fresh_database(), lease_s=3600)
+    stalled, live = open_gateway(config), open_gateway(config)
+    assert isinstance(stalled.ledger, PostgresStore) and stalled.ledger.lease is not None
+    request = PrepareRequest(
+        summary="s", changes=(ChangeRequest(resource_id="customer", set={"status": "x"}),)
+    )
+    job_id = stalled.prepare(AGENT, "account-assistant", request).job.id
+    token = stalled.preview(OWNER, job_id, Operation.APPLY).token
+    assert token is not None
+    gate = server.hold_next_write(PATH)
+    failure: list[UndogateError] = []
+
+    def confirm() -> None:
+        try:
+            stalled.confirm(OWNER, job_id, token)
+        except UndogateError as exc:
+            failure.append(exc)
+
+    confirming = threading.Thread(target=confirm)
+    confirming.start()
+    assert gate.arrived.wait(30)
+    lost = stalled.ledger.lease.id
+    # Its lease runs out (as if it had stalled for lease_s) and the live process sweeps.
+    assert isinstance(live.ledger, PostgresStore)
+    with live.ledger.raw() as conn:
+        conn.execute("UPDATE leases SET expires_at = 0 WHERE id = %s", (lost,))
+    assert settle_expired(live.ledger, live.live.jobs) == {"uncertain": 1, "settled": 1}
+    gate.release()
+    confirming.join(30)
+
+    assert len(failure) == 1 and failure[0].code == "ledger_error"
+    assert "lease on the ledger expired" in failure[0].message
+    job = live.ledger.load_job(job_id)
+    assert job is not None and job.state is JobState.NEEDS_REVIEW
+    assert [a.status for a in job.actions] == [ActionStatus.UNCERTAIN]
+    assert server.write_count(PATH) >= 1  # it did land: only a person can say so
+    stalled.ledger.lease.renew()
+    assert stalled.ledger.lease.id != lost  # the process goes on under a new lease
+    assert stalled.ledger.lease.id in live.ledger.read(lambda tx: tx.open_leases())
