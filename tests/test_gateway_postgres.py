@@ -21,7 +21,7 @@ from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
 from undogate.operations.recovery import settle_expired
 
-from .conftest import AGENT, OWNER, cli, make_config, serve_log, serving
+from .conftest import AGENT, OWNER, cli, make_config, resource, serve_log, serving
 from .postgres import PostgresCluster
 
 PATH = "/records/customer-123"
@@ -165,3 +165,33 @@ def test_a_late_outcome_of_a_process_whose_lease_expired_is_refused(
     stalled.ledger.lease.renew()
     assert stalled.ledger.lease.id != lost  # the process goes on under a new lease
     assert stalled.ledger.lease.id in live.ledger.read(lambda tx: tx.open_leases())
+
+
+def test_a_process_started_with_a_changed_identity_leaves_a_running_job_to_its_process(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    postgres_cluster: PostgresCluster,
+) -> None:
+    url = postgres_cluster.fresh_database()
+    running = open_gateway(make_config(server, data_dir, ledger=url))
+    request = PrepareRequest(
+        summary="s", changes=(ChangeRequest(resource_id="customer", set={"status": "x"}),)
+    )
+    job_id = running.prepare(AGENT, "account-assistant", request).job.id
+    token = running.preview(OWNER, job_id, Operation.APPLY).token
+    assert token is not None
+    gate = server.hold_next_write(PATH)
+    confirming = threading.Thread(target=lambda: running.confirm(OWNER, job_id, token))
+    confirming.start()
+    try:
+        assert gate.arrived.wait(30)
+        changed = resource(server, "customer", PATH, fields=["status", "owner"])
+        started = open_gateway(make_config(server, data_dir, changed, ledger=url))  # recovers
+        job = started.ledger.load_job(job_id)
+        assert job is not None and job.state is JobState.APPLYING
+    finally:
+        gate.release()
+        confirming.join(30)
+    done = running.ledger.load_job(job_id)
+    assert done is not None and done.state is JobState.APPLIED

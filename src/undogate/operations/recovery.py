@@ -174,6 +174,10 @@ def _invalidate_changed(tx: Transaction, config: Config, counts: dict[str, int])
     changed = [rid for rid, fp in known.items() if current.get(rid) != fp]
     for rid in changed:
         for job_id, from_state in tx.unfinished_jobs_on(rid, current.get(rid, "")):
+            if from_state in (JobState.APPLYING, JobState.UNDOING):
+                # Another live process runs it (a restart settled every other one just
+                # before): left to it. A preview under the new identity refuses it after.
+                continue
             if from_state is JobState.NEEDS_REVIEW:
                 # An uncertain write keeps its quarantine until a person reconciles it,
                 # under the configuration it was made with.
