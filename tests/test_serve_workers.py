@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -88,3 +89,16 @@ def _wait_for_leases(
             return
         time.sleep(0.1)  # poll interval of a bounded loop
     raise AssertionError(f"never {count} open leases")
+
+
+def test_a_worker_that_cannot_start_stops_them_all_with_its_error(tmp_path: Path) -> None:
+    config = tmp_path / "undogate.yaml"
+    unreachable = "postgresql://nobody@127.0.0.1:1/none"
+    config.write_text(f"server:\n  ledger: {unreachable}\n  data_dir: {tmp_path / 'data'}\n")
+    port = free_port()
+    refused = cli("serve", "--config", str(config), "--workers", "2", "--port", str(port))
+    assert refused.returncode == 2, refused.stderr
+    assert "error [ledger_error]: the ledger could not open" in refused.stderr
+    assert "failed at start (exit 2); stopping" in refused.stderr
+    with socket.socket() as probe:  # the port is free again
+        probe.bind(("127.0.0.1", port))

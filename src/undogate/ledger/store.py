@@ -18,6 +18,10 @@ What every engine promises:
   counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
+- Where several processes share the ledger (PostgreSQL), each holds a lease
+  (``own_lease``); the actions it begins and the jobs it runs name it, so recovery
+  settles only the work of processes whose lease ended (``sql_leases``). A SQLite
+  ledger has one owner and no leases.
 - Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
   and events and endpoint checks never updated: the database itself refuses it.
 - What the engine's driver raises leaves the store as ``LedgerError`` (damage as
