@@ -581,3 +581,18 @@ def test_a_session_and_its_previews_survive_a_restart(
             f"/jobs/{job_id}/confirm", data={"csrf": csrf, "preview_token": token.group(1)}
         )
         assert done.status_code == 200 and "Confirmed." in done.text
+
+
+def test_pages_answer_a_refusal_when_the_ledger_holding_sessions_is_gone(
+    world: WebWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sessions live in the ledger: with it gone, every page (signed in or not) says so
+    with the ledger's refusal and status, never a bare error."""
+    with signed_in(world) as client:
+        world.gateway.ledger.close()
+        for method, path in (("GET", "/agents"), ("GET", "/"), ("GET", "/signin")):
+            page = client.request(method, path, follow_redirects=False)
+            assert page.status_code == STATUS_BY_CODE["ledger_error"], (path, page.text[:300])
+            assert page.headers["content-security-policy"] == CSP
+            assert refusal_for_code("ledger_error").next_step in page.text
+    assert "refused [ledger_error] on GET /agents" in caplog.text

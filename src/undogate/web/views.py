@@ -115,9 +115,9 @@ class WebUI:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/", self.home, methods=["GET"]),
-            Route("/signin", self.signin_form, methods=["GET"]),
-            Route("/signin", self.signin, methods=["POST"]),
+            Route("/", self._answering(self.home), methods=["GET"]),
+            Route("/signin", self._answering(self.signin_form), methods=["GET"]),
+            Route("/signin", self._answering(self.signin), methods=["POST"]),
             Route("/signout", self._post(self.signout), methods=["POST"]),
             Route("/agents", self._get(self.agents), methods=["GET"]),
             Route("/agents/{agent_id}", self._get(self.agent_jobs), methods=["GET"]),
@@ -198,6 +198,21 @@ class WebUI:
 
     # -- the request gates -----------------------------------------------------------
 
+    def _answering(
+        self, endpoint: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A page whose session could not be read or written (the ledger went away)
+        answers with a refusal page, like any other refusal, never a bare 500."""
+
+        async def answered(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except UndogateError as exc:
+                log_refusal(exc, f"{request.method} {request.url.path}")
+                return self._refused(None, refusal_for(exc), status=status_for(exc))
+
+        return answered
+
     def _secure(self, request: Request) -> bool:
         if self.settings.secure_cookies is not None:
             return self.settings.secure_cookies
@@ -228,7 +243,7 @@ class WebUI:
                 return self._redirect("/signin")
             return await self._run(view, request, session, {})
 
-        return endpoint
+        return self._answering(endpoint)
 
     def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -245,7 +260,7 @@ class WebUI:
                 return self._refused(session, refusal_for_code("csrf"), status=403)
             return await self._run(view, request, session, form)
 
-        return endpoint
+        return self._answering(endpoint)
 
     async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
         try:
