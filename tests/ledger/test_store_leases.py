@@ -87,3 +87,17 @@ def test_a_job_settled_elsewhere_is_no_longer_held(store: Store) -> None:
     store.write(lambda tx: tx.set_job_state("job_1", JobState.NEEDS_REVIEW))
     assert not store.write(lambda tx: tx.holds_job("job_1"))
     assert store.read(lambda tx: tx.job_runners()) == {}
+
+
+def test_a_process_never_ends_its_own_lease(store: Store) -> None:
+    """Even expired (a long stall, the database out of reach): it is alive, since it
+    asks; its heartbeat renews it, and its writes in flight stay its own."""
+    mine = store.read(lambda tx: tx.own_lease)
+    if mine is not None:
+        store.write(
+            lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+                "UPDATE leases SET expires_at = 0 WHERE id = ?", (mine,)
+            )
+        )
+    assert store.write(lambda tx: tx.end_expired_leases()) == []
+    assert store.read(lambda tx: tx.open_leases()) == (frozenset({mine}) if mine else frozenset())

@@ -36,10 +36,12 @@ class LeaseVerbs(EngineHooks):
 
     def end_expired_leases(self) -> list[str]:
         now = self._clock()
+        # Never this process's own: it is alive (it is asking), so its writes in flight
+        # are still in flight; its heartbeat renews the lease.
         rows = self.connection.execute(
-            "SELECT id FROM leases WHERE ended_at IS NULL AND expires_at <= ?"  # noqa: S608
-            + self.skip_locked,
-            (now,),
+            "SELECT id FROM leases WHERE ended_at IS NULL AND expires_at <= ? "  # noqa: S608
+            "AND id IS DISTINCT FROM ?" + self.skip_locked,
+            (now, self.lease_id),
         ).fetchall()
         ended = [str(r[0]) for r in rows]
         self.connection.executemany(

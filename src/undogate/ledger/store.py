@@ -298,8 +298,9 @@ class Transaction(Reader, Protocol):
         ...
 
     def end_expired_leases(self) -> list[str]:
-        """End every lease that expired and that no other write is ending now; returns
-        their ids (their work is then recovery's)."""
+        """End every lease that expired and that no other write is ending now, except
+        this process's own (it is alive: it is asking); returns their ids (their work is
+        then recovery's)."""
         ...
 
     # -- events -----------------------------------------------------------------------------
