@@ -15,10 +15,12 @@ import pytest
 from starlette.testclient import TestClient
 
 from undogate.api import STATUS_BY_CODE
+from undogate.app import create_app
+from undogate.auth import Keyring
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
-from undogate.web import CSP, SESSION_COOKIE, WebSettings
+from undogate.web import CSP, SESSION_COOKIE, WebSettings, web_routes
 from undogate.web.refusals import known_codes, refusal_for_code
 
 from .browser import RECORD, WebWorld, prepare_body, prepare_via_api, served, web_world
@@ -547,3 +549,50 @@ def test_a_blocked_undo_says_why_once_and_shows_what_it_would_have_written(
         assert "&#34;yan&#34;" in table  # against what is there now
         assert "/reject" not in shown.text  # an applied job is not rejected
         assert world.server.get_record(RECORD)["owner"] == "yan"
+
+
+def test_a_session_and_its_previews_survive_a_restart(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+) -> None:
+    """Sessions live in the ledger: a gateway restarted on the same ledger (a new
+    process would hold nothing else) still knows the reviewer and the preview they
+    opened, and the preview's token is not stored in the clear."""
+    world = web_world(server, data_dir, open_gateway)
+    with signed_in(world) as client:
+        job_id = new_job(client, world)
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        token = re.search(r'name="preview_token" value="([^"]+)"', shown.text)
+        assert token, shown.text
+        cookies = dict(client.cookies)
+        preview_path = str(shown.url.path)
+    world.gateway.http.close()
+    world.gateway.ledger.close()
+    files = list(data_dir.glob("ledger.sqlite3*"))
+    assert files and not any(token.group(1).encode() in f.read_bytes() for f in files)
+    again = open_gateway(world.gateway.config)
+    keyring = Keyring(again.ledger, known_agents=lambda: {"account-assistant"})
+    app = create_app(again, keyring, routes=web_routes(again, keyring))
+    with TestClient(app, cookies=cookies) as client:
+        page = client.get(preview_path)
+        assert page.status_code == 200
+        assert f'value="{token.group(1)}"' in page.text
+        done = client.post(
+            f"/jobs/{job_id}/confirm", data={"csrf": csrf, "preview_token": token.group(1)}
+        )
+        assert done.status_code == 200 and "Confirmed." in done.text
+
+
+def test_pages_answer_a_refusal_when_the_ledger_holding_sessions_is_gone(
+    world: WebWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Sessions live in the ledger: with it gone, every page (signed in or not) says so
+    with the ledger's refusal and status, never a bare error."""
+    with signed_in(world) as client:
+        world.gateway.ledger.close()
+        for method, path in (("GET", "/agents"), ("GET", "/"), ("GET", "/signin")):
+            page = client.request(method, path, follow_redirects=False)
+            assert page.status_code == STATUS_BY_CODE["ledger_error"], (path, page.text[:300])
+            assert page.headers["content-security-policy"] == CSP
+            assert refusal_for_code("ledger_error").next_step in page.text
+    assert "refused [ledger_error] on GET /agents" in caplog.text

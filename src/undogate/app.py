@@ -18,7 +18,7 @@ def build_app(gateway: Gateway, keyring: Keyring) -> Starlette:
     """The whole served surface: ``/api/v1``, the review pages and ``/mcp``."""
     service = Service(gateway, keyring)
     mcp = McpApp(service)
-    routes = [Route("/mcp", endpoint=mcp), *WebUI(service, WebSettings()).routes()]
+    routes = [Route("/mcp", endpoint=mcp), *WebUI(service, WebSettings(), gateway.ledger).routes()]
     return create_app(gateway, keyring, routes=routes, lifespan=mcp.lifespan, service=service)
 
 

@@ -166,6 +166,7 @@ class Keyring:
         master_key: str | None = None,
         known_agents: Callable[[], set[str]] | None = None,
         clock: Callable[[], float] = time.time,
+        remember_verified: bool = True,
     ) -> None:
         if master_key is not None and len(master_key) < MIN_MASTER_KEY_CHARS:
             raise InvalidRequest(
@@ -176,10 +177,12 @@ class Keyring:
         self._master_hash = sha256_hex(master_key) if master_key else None
         self._known_agents = known_agents
         self._clock = clock
-        # Keys this process has verified against the ledger, by hash. Only this process
-        # writes the ledger (it holds its lock) and every revocation goes through
+        # Keys this process has verified against the ledger, by hash: only where this
+        # process is the ledger's one owner (SQLite), so every revocation goes through
         # ``revoke``, which empties the memo; the generation stops a lookup that raced a
-        # revocation from putting its stale answer back.
+        # revocation from putting its stale answer back. On a shared ledger another
+        # process may revoke a key at any moment: every request reads the ledger.
+        self._remember = remember_verified
         self._verified: dict[str, Principal] = {}
         self._generation = 0
         self._memo_lock = threading.Lock()
@@ -190,8 +193,17 @@ class Keyring:
         ledger: Store,
         environ: Mapping[str, str],
         known_agents: Callable[[], set[str]] | None = None,
+        *,
+        shared_ledger: bool = False,
     ) -> Keyring:
-        return cls(ledger, master_key=environ.get(MASTER_ENV) or None, known_agents=known_agents)
+        """``shared_ledger``: other processes write this ledger (PostgreSQL), so no
+        verified key is remembered: a revocation anywhere holds on the next request."""
+        return cls(
+            ledger,
+            master_key=environ.get(MASTER_ENV) or None,
+            known_agents=known_agents,
+            remember_verified=not shared_ledger,
+        )
 
     @property
     def has_master(self) -> bool:
@@ -229,7 +241,7 @@ class Keyring:
             raise Unauthorized("the credential is missing, unknown or revoked")
         principal = self._principal(_info(found))
         with self._memo_lock:
-            if self._generation == generation:
+            if self._remember and self._generation == generation:
                 if len(self._verified) >= _MAX_VERIFIED:
                     self._verified.clear()
                 self._verified[presented_hash] = principal

@@ -36,6 +36,10 @@ class ServerSettings(StrictModel):
     # Absent: the embedded SQLite ledger under data_dir. ``postgresql://user@host:port/db``:
     # a PostgreSQL ledger; its password comes from the environment only (PGPASSWORD).
     ledger: str | None = None
+    # On a shared (PostgreSQL) ledger: how long a process's lease outlives its last
+    # renewal (renewed every third of it). A dead process's writes in flight become
+    # uncertain this long after it stopped; a stall longer than this ends its lease.
+    lease_s: float = Field(30.0, ge=1.0, le=3600.0)
     http_timeout_s: float = Field(45.0, gt=0)
     request_timeout_s: float = Field(8.0, gt=0)
     preview_ttl_s: float = Field(300.0, gt=0)

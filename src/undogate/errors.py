@@ -31,6 +31,7 @@ its own vocabulary in one place.
     ├── LaterJobOverlaps            later_job_overlaps
     ├── ReconciliationBlocked       reconciliation_blocked
     ├── LedgerInUse                 ledger_in_use
+    ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
         ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
         ├── LedgerMissing           ledger_missing     (deleted or emptied; the data dir
@@ -185,6 +186,12 @@ class ReconciliationBlocked(UndogateError):
 
 class LedgerInUse(UndogateError):
     code = "ledger_in_use"
+
+
+class SharedLedgerRequired(UndogateError):
+    """Several processes asked of a ledger only one process may own (SQLite)."""
+
+    code = "shared_ledger_required"
 
 
 class LedgerError(UndogateError):

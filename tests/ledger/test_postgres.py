@@ -5,7 +5,8 @@ engine opens only an undogate ledger it understands."""
 
 from __future__ import annotations
 
-import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from undogate.errors import ChangedSincePreview, LedgerError, LedgerInUse, Previ
 from undogate.jobs import JobState
 from undogate.ledger import Transaction
 from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.postgres_leases import LEGACY_OWNER_LOCK
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
 
 from ..postgres import PostgresCluster, start_cluster
@@ -30,10 +32,10 @@ def url(postgres_cluster: PostgresCluster) -> str:
 
 @pytest.fixture
 def two(url: str) -> Iterator[tuple[PostgresStore, PostgresStore]]:
-    """Two stores on one database: two pools, as two gateway processes will hold once
-    leases let them share it (``exclusive=False`` skips today's single owner)."""
-    first = PostgresStore.open(url, exclusive=False)
-    second = PostgresStore.open(url, exclusive=False)
+    """Two stores on one database, each with its own pool and lease: what two gateway
+    processes hold."""
+    first = PostgresStore.open(url)
+    second = PostgresStore.open(url)
     try:
         yield first, second
     finally:
@@ -342,16 +344,74 @@ def test_an_unreachable_database_is_refused_at_open_with_a_sentence() -> None:
 # -- which ledger, and who owns it ------------------------------------------------------------
 
 
-def test_one_process_owns_the_ledger_until_it_closes(url: str) -> None:
-    owner = PostgresStore.open(url)
+def test_processes_share_the_ledger_each_with_a_lease_but_never_beside_a_sole_owner(
+    url: str,
+) -> None:
+    """Two opens hold two leases; an older undogate (no leases: it held the owner key
+    exclusively) can neither start beside them nor they beside it."""
+    first = PostgresStore.open(url, lease_s=5)
+    second = PostgresStore.open(url, lease_s=5)
     try:
-        with pytest.raises(LedgerInUse, match=rf"owned by undogate owner pid {os.getpid()}"):
-            PostgresStore.open(url)
-        shared = PostgresStore.open(url, exclusive=False)  # what leases will allow
-        shared.close()
+        assert first.lease is not None and second.lease is not None
+        assert first.lease.id != second.lease.id
+        assert f"lease {first.lease.id} (5 s)" in first.describe()
+        live = first.read(lambda tx: tx.open_leases())
+        assert {first.lease.id, second.lease.id} <= live
+        with psycopg.connect(url, autocommit=True) as older:
+            taken = older.execute("SELECT pg_try_advisory_lock(%s)", (LEGACY_OWNER_LOCK,))
+            assert taken.fetchone() == (False,)  # the older owner is refused
     finally:
-        owner.close()
+        first.close()
+        second.close()
+    with psycopg.connect(url, autocommit=True) as older:
+        older.execute("SET application_name = 'undogate owner pid 1 on old-host'")
+        older.execute("SELECT pg_advisory_lock(%s)", (LEGACY_OWNER_LOCK,))
+        with pytest.raises(LedgerInUse, match="owned by undogate owner pid 1 on old-host"):
+            PostgresStore.open(url)
     PostgresStore.open(url).close()
+
+
+_HOLD_A_LEASE = """
+import sys, time
+from undogate.ledger.postgres import PostgresStore
+store = PostgresStore.open(sys.argv[1], lease_s=2)
+print(store.lease.id, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_closed_store_ends_its_lease_and_a_killed_one_expires(url: str) -> None:
+    watcher = PostgresStore.open(url, lease_s=60)
+    try:
+        closed = PostgresStore.open(url, lease_s=60)
+        assert closed.lease is not None
+        closed_id = closed.lease.id
+        closed.close()
+        assert closed_id not in watcher.read(lambda tx: tx.open_leases())
+
+        # A process killed outright: its lease stays open until it expires, then the
+        # first write that ends expired leases ends it.
+        killed = subprocess.Popen(
+            [sys.executable, "-c", _HOLD_A_LEASE, url],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert killed.stdout is not None
+        silent_id = killed.stdout.readline().strip()
+        killed.kill()
+        killed.wait()
+        killed.stdout.close()
+        assert silent_id in watcher.read(lambda tx: tx.open_leases())
+        assert silent_id not in watcher.write(lambda tx: tx.end_expired_leases())
+        deadline = time.monotonic() + 15
+        ended: list[str] = []
+        while silent_id not in ended and time.monotonic() < deadline:
+            ended += watcher.write(lambda tx: tx.end_expired_leases())
+            time.sleep(0.2)
+        assert silent_id in ended
+        assert watcher.write(lambda tx: tx.end_expired_leases()) == []  # ended once
+    finally:
+        watcher.close()
 
 
 def test_a_reopened_ledger_keeps_its_id(url: str) -> None:

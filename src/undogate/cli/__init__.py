@@ -132,13 +132,32 @@ _NEW_LEDGER = click.option(
 @_CONFIG
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8080, show_default=True)
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Serve from this many processes on one port, each with its own lease on the "
+    "ledger (needs a PostgreSQL ledger).",
+)
+@click.option("--listen-fd", type=int, default=None, hidden=True)  # a worker's socket
 @_NEW_LEDGER
-def serve(config_path: Path, host: str, port: int, new_ledger: bool) -> None:
-    """Own the ledger, recover interrupted work, and serve the HTTP API."""
+def serve(
+    config_path: Path,
+    host: str,
+    port: int,
+    workers: int,
+    listen_fd: int | None,
+    new_ledger: bool,
+) -> None:
+    """Open the ledger, recover interrupted work, and serve the HTTP API."""
     from .serve import serve as run
+    from .workers import serve_workers
 
     try:
-        run(config_path, host, port, _echo_err, new_ledger=new_ledger)
+        if workers > 1:
+            sys.exit(serve_workers(config_path, host, port, workers, _echo_err))
+        run(config_path, host, port, _echo_err, new_ledger=new_ledger, listen_fd=listen_fd)
     except UndogateError as exc:
         _fail(exc)
 

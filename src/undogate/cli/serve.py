@@ -1,16 +1,18 @@
-"""Running undogate: ``open_service`` (own the ledger, build the gateway and keyring),
-``serve`` (uvicorn) and ``init``."""
+"""Running undogate: ``open_service`` (open the ledger, build the gateway and keyring),
+``serve`` (uvicorn) and ``init``. ``workers`` runs several ``serve`` processes."""
 
 from __future__ import annotations
 
 import errno
 import logging
 import os
+import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 from ..auth import MASTER_ENV, Keyring
 from ..client import is_loopback
@@ -19,6 +21,7 @@ from ..engine import Gateway, crash_point_from_env
 from ..errors import ConfigError, InvalidRequest
 from ..ledger import Store, open_store
 from ..net import RemoteHTTP
+from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
@@ -89,7 +92,9 @@ def open_service(
             environ=env,
             crash_at=crash_point_from_env(env),
         )
-        keyring = Keyring.from_environ(ledger, env, known_agents(config))
+        keyring = Keyring.from_environ(
+            ledger, env, known_agents(config), shared_ledger=config.server.ledger is not None
+        )
         yield Opened(config, ledger, gateway, keyring)
     finally:
         http.close()
@@ -128,8 +133,27 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bool = False) -> None:
-    """Own the ledger, recover, and serve the API until interrupted.
+def require_config_file(config_path: Path) -> None:
+    """Raises: ConfigError (no config file, suggesting ``init``)."""
+    if not config_path.is_file():
+        raise ConfigError(
+            [("", f"no such file: run `undogate init --config {config_path}` to write one")],
+            str(config_path),
+        )
+
+
+def serve(
+    config_path: Path,
+    host: str,
+    port: int,
+    echo: Echo,
+    *,
+    new_ledger: bool = False,
+    listen_fd: int | None = None,
+) -> None:
+    """Own the ledger (SQLite) or take a lease on it (PostgreSQL), recover, and serve
+    the API until interrupted. ``listen_fd``: serve on that inherited listening socket
+    (a worker of ``serve --workers``) instead of binding ``host:port``.
 
     Raises:
         ConfigError (also: no config file, suggesting ``init``), LedgerInUse, LedgerError,
@@ -137,14 +161,15 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
     """
     import uvicorn
 
-    if not config_path.is_file():
-        raise ConfigError(
-            [("", f"no such file: run `undogate init --config {config_path}` to write one")],
-            str(config_path),
-        )
+    require_config_file(config_path)
+    # A SIGTERM exits through the finally blocks below, which close the ledger (a
+    # PostgreSQL lease is then ended, not left to expire): by default it would kill the
+    # process outright, also when uvicorn re-raises the one it shut down on.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # Refusals are logged (``errors.log_refusal``) for the operator, on stderr.
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
-    sock = listen(host, port)
+    sock = listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
+    sweep: ExpiredLeaseSweep | None = None  # started once recovery has run
     try:
         with open_service(config_path, new_ledger=new_ledger) as svc:
             echo(svc.ledger.describe())
@@ -162,6 +187,10 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
                 "recovery: {uncertain} interrupted write(s) now uncertain, {settled} "
                 "operation(s) settled, {invalidated} job(s) invalidated".format(**counts)
             )
+            if svc.config.server.ledger is not None:
+                # A shared ledger: settle, as they expire, the leases of processes that die.
+                every_s = svc.config.server.lease_s / 3
+                sweep = ExpiredLeaseSweep(svc.ledger, svc.gateway.live, every_s).start()
             if svc.keyring.operator_count() == 0:
                 echo("warning: no operator key exists yet: run `undogate keys create-operator`")
             if not svc.keyring.has_master:
@@ -171,9 +200,17 @@ def serve(config_path: Path, host: str, port: int, echo: Echo, *, new_ledger: bo
             app = build_app(svc.gateway, svc.keyring)
             echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
             config = uvicorn.Config(app, log_level="warning", access_log=False)
-            uvicorn.Server(config).run(sockets=[sock])
+            try:
+                uvicorn.Server(config).run(sockets=[sock])
+            finally:
+                if sweep is not None:
+                    sweep.stop()
     finally:
         sock.close()
+
+
+def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(0)
 
 
 def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:

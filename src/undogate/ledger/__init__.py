@@ -31,6 +31,8 @@ from .records import (
     OpenChange,
     StoredCredential,
     StoredPreview,
+    StoredWebPreview,
+    StoredWebSession,
     UnfinishedJob,
 )
 from .sqlite import DB_NAME, LOCK_NAME, SQLiteStore, take_lock
@@ -55,6 +57,8 @@ __all__ = [
     "Store",
     "StoredCredential",
     "StoredPreview",
+    "StoredWebPreview",
+    "StoredWebSession",
     "Transaction",
     "UnfinishedJob",
     "open_store",

@@ -204,6 +204,47 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes DROP COLUMN before_text;
     ALTER TABLE changes DROP COLUMN after_text;
     """,
+    # 8: leases (SPEC §13). Each gateway process on a shared ledger holds a lease it
+    # renews; an action in flight and a job being applied or undone name the lease of
+    # the process running them, so recovery settles only the work of a process whose
+    # lease expired. SQLite keeps one owner and leaves these empty (NULL: no lease).
+    """
+    CREATE TABLE leases (
+        id TEXT PRIMARY KEY,
+        holder TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        renewed_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        ended_at REAL,
+        ended_reason TEXT
+    );
+    CREATE INDEX leases_open ON leases(expires_at) WHERE ended_at IS NULL;
+    ALTER TABLE actions ADD COLUMN lease_id TEXT;
+    ALTER TABLE jobs ADD COLUMN runner_lease TEXT;
+    """,
+    # 9: review sessions live in the ledger, so every process sees them and a restart
+    # keeps them (SPEC §13). Keyed by the SHA-256 of the cookie value; a held preview's
+    # single-use token is stored only sealed with a key derived from that cookie value.
+    """
+    CREATE TABLE web_sessions (
+        id_hash TEXT PRIMARY KEY,
+        credential_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        last_seen REAL NOT NULL,
+        notice TEXT
+    );
+    CREATE INDEX web_sessions_by_credential ON web_sessions(credential_id);
+    CREATE INDEX web_sessions_by_last_seen ON web_sessions(last_seen);
+    CREATE TABLE web_session_previews (
+        session_hash TEXT NOT NULL,
+        handle TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        preview TEXT NOT NULL,
+        sealed_token TEXT,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (session_hash, handle)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

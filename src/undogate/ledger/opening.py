@@ -25,6 +25,9 @@ class LedgerSettings(Protocol):
     @property
     def ledger(self) -> str | None: ...
 
+    @property
+    def lease_s(self) -> float: ...
+
 
 def open_store(settings: LedgerSettings, *, new_ledger: bool = False) -> Store:
     """Open the ledger the settings name.
@@ -43,4 +46,4 @@ def open_store(settings: LedgerSettings, *, new_ledger: bool = False) -> Store:
         )
     from .postgres import PostgresStore  # only a PostgreSQL ledger loads its driver
 
-    return PostgresStore.open(settings.ledger)
+    return PostgresStore.open(settings.ledger, lease_s=settings.lease_s)

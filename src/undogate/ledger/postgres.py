@@ -11,19 +11,17 @@ psycopg 3 connections.
   exact).
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - A read or write inside a write on the same thread joins it, as on SQLite.
-- Until processes hold leases (the next step), one process owns the ledger, as on
-  SQLite: a session advisory lock on a connection of its own, held while the store is
-  open. A second owner gets ``LedgerInUse`` naming the first (pid and host).
+- Any number of processes share the ledger: each holds a lease (``postgres_leases``),
+  renewed by a heartbeat; the writes it starts name it, and recovery settles only the
+  work of a process whose lease expired. ``lease_s=None`` opens without one (the copy,
+  which only fills an empty ledger).
 - What psycopg raises leaves as ``LedgerError`` with a sentence (a database that went
   away too); the URL carries no password (config.py refuses one), so none is ever shown.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -32,11 +30,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from ..errors import LedgerError, LedgerInUse
+from ..errors import LedgerError
+from .postgres_leases import LEASE_S, Lease
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
+from .sql_leases import LeaseVerbs
+from .sql_sessions import SessionVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -46,9 +47,6 @@ CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 10
 #: How long a request waits for a pooled connection (the database down: then it fails)
 WAIT_S = 10.0
-#: The session advisory lock of the one owning process ("ownr" in ASCII).
-_OWNER_LOCK = 0x6F776E72
-_OWNER_NAME = "undogate owner"
 _translated: dict[str, str] = {}
 
 
@@ -75,16 +73,26 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 
     connection: PgConnection
 
-    def __init__(self, raw: psycopg.Connection[Any], *, writing: bool) -> None:
+    def __init__(
+        self, raw: psycopg.Connection[Any], *, writing: bool, lease_id: str | None
+    ) -> None:
         self.connection = PgConnection(raw)
         self.writing = writing
+        self.lease_id = lease_id
         self.for_update = " FOR UPDATE" if writing else ""
+        self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
+
+    def _clock(self) -> float:
+        row = self.connection.execute(
+            "SELECT EXTRACT(EPOCH FROM clock_timestamp())::double precision"
+        ).fetchone()
+        return float(row[0])
 
     def _lock(self, *names: str) -> None:
         if self.writing:
@@ -105,10 +113,10 @@ class PostgresStore(ReadShortcuts):
         pool: ConnectionPool[Any],
         ledger_id: str,
         created: bool,
-        owner: psycopg.Connection[Any] | None,
+        lease: Lease | None,
     ) -> None:
         self.url = url
-        self._owner = owner
+        self.lease = lease
         self.ledger_id = ledger_id
         self.created = created
         self._pool = pool
@@ -122,32 +130,33 @@ class PostgresStore(ReadShortcuts):
         *,
         pool_size: int = POOL_SIZE,
         wait_s: float = WAIT_S,
-        exclusive: bool = True,
+        lease_s: float | None = LEASE_S,
     ) -> PostgresStore:
         """Connect, build or migrate the schema, check it is an undogate ledger, and
-        (``exclusive``) own it. ``exclusive=False`` shares it: for tests of what several
-        processes will do, until leases make that safe.
+        (``lease_s``) take this process's lease, renewed until ``close``.
 
         Raises:
-            LedgerInUse: another process owns it.
+            LedgerInUse: an undogate that does not share its ledger (no leases) owns it.
             LedgerError: the database cannot be reached, holds something else, or has a
                 newer schema than this undogate.
         """
-        owner: psycopg.Connection[Any] | None = None
+        lease = Lease(url, lease_s, redacted(url)) if lease_s is not None else None
+        conn: psycopg.Connection[Any] | None = None
         try:
-            owner = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
-            if exclusive:
-                _take_ownership(owner, url)
-            ledger_id, created = migrate(owner)
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            if lease is not None:
+                lease.share(conn)  # before migrating: never under an older, sole owner
+            ledger_id, created = migrate(conn)
+            if lease is not None:
+                lease.start(conn)  # it keeps the connection, for its heartbeat
+            else:
+                conn.close()
         except BaseException as exc:
-            if owner is not None:
-                owner.close()
+            if conn is not None:
+                conn.close()
             if isinstance(exc, psycopg.Error):
                 raise failure("open", exc) from None
             raise
-        if not exclusive:
-            owner.close()
-            owner = None
         pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
@@ -163,21 +172,24 @@ class PostgresStore(ReadShortcuts):
             pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except PoolTimeout:
             pool.close()
-            if owner is not None:
-                owner.close()
+            if lease is not None:
+                lease.close()
             raise LedgerError(
                 f"the PostgreSQL ledger at {redacted(url)} accepted one connection but the "
                 "pool could not open more; check max_connections"
             ) from None
-        store = cls(url, pool, ledger_id, created, owner)
+        store = cls(url, pool, ledger_id, created, lease)
         log.info("%s", store.describe())
         return store
 
     def describe(self) -> str:
         made = "new" if self.created else "opened"
+        leased = (
+            f", lease {self.lease.id} ({self.lease.lease_s:g} s)" if self.lease is not None else ""
+        )
         return (
             f"ledger {redacted(self.url)} (PostgreSQL, schema {SCHEMA_VERSION}): "
-            f"{made}, id {self.ledger_id}"
+            f"{made}, id {self.ledger_id}{leased}"
         )
 
     @property
@@ -188,12 +200,8 @@ class PostgresStore(ReadShortcuts):
         if not self._closed:
             self._closed = True
             self._pool.close()
-            if self._owner is not None:
-                # Released before the session ends: a backend exits after the client has
-                # closed, so a restart right after could otherwise find the lock held.
-                with contextlib.suppress(psycopg.Error):
-                    self._owner.execute("SELECT pg_advisory_unlock(%s)", (_OWNER_LOCK,))
-                self._owner.close()
+            if self.lease is not None:
+                self.lease.close()
 
     # -- the one door ----------------------------------------------------------
 
@@ -236,7 +244,8 @@ class PostgresStore(ReadShortcuts):
             raise failure(doing, exc) from None
         outer = getattr(self._local, "tx", None)
         try:
-            tx = PostgresTransaction(raw, writing=writing)
+            lease_id = self.lease.id if self.lease is not None else None
+            tx = PostgresTransaction(raw, writing=writing, lease_id=lease_id)
             self._local.tx = tx
             try:
                 raw.execute(begin.encode())
@@ -258,27 +267,6 @@ class PostgresStore(ReadShortcuts):
         """A pooled connection itself (autocommit), for checks and tests."""
         with self._pool.connection() as conn:
             yield conn
-
-
-def _take_ownership(conn: psycopg.Connection[Any], url: str) -> None:
-    """Hold the owner lock on ``conn``'s session, or raise LedgerInUse naming the owner."""
-    me = f"{_OWNER_NAME} pid {os.getpid()} on {socket.gethostname()}"[:63]
-    conn.execute("SELECT set_config('application_name', %s, false)", (me,))
-    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (_OWNER_LOCK,)).fetchone()
-    if row is not None and row[0]:
-        return
-    found = conn.execute(
-        "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
-        "WHERE l.locktype = 'advisory' AND l.granted AND l.objid = %s "
-        "AND a.datname = current_database()",
-        (_OWNER_LOCK,),
-    ).fetchone()
-    owner = str(found[0]) if found else "another undogate process"
-    raise LedgerInUse(
-        f"the PostgreSQL ledger at {redacted(url)} is owned by {owner}; stop it, or go "
-        "through its API (several processes on one ledger come with leases: docs/scaling.md)",
-        owner=owner,
-    )
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:

@@ -26,6 +26,7 @@ import psycopg
 from ..errors import InvalidRequest, LedgerError
 from .postgres import PostgresStore, failure
 from .postgres_schema import META_KEY, TABLES, VERSION_KEY
+from .sql_sessions import WEB_SECRET_KEY
 from .sqlite import DB_NAME, SQLiteStore
 
 #: Each table's primary key: the order rows are digested in.
@@ -39,11 +40,14 @@ _KEYS = {
     "resource_identities": ("resource_id",),
     "credentials": ("id",),
     "endpoint_checks": ("id",),
+    "leases": ("id",),
+    "web_sessions": ("id_hash",),
+    "web_session_previews": ("session_hash", "handle"),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))
 #: Meta rows that belong to one ledger, not to its history: never copied, never compared.
-_OWN_META = frozenset({META_KEY, VERSION_KEY, "copied_from"})
+_OWN_META = frozenset({META_KEY, VERSION_KEY, "copied_from", WEB_SECRET_KEY})
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ def copy_sqlite_to_postgres(source: Path, url: str) -> Copied:
         raise InvalidRequest(f"no SQLite ledger at {source} (expected {data_dir / DB_NAME})")
     sqlite_store = SQLiteStore.open(data_dir)
     try:
-        target = PostgresStore.open(url, pool_size=1)
+        target = PostgresStore.open(url, pool_size=1, lease_s=None)
         try:
             with sqlite_store.raw() as src, target.raw() as dst:
                 tables = _copy(src, dst, sqlite_store.identity.ledger_id)

@@ -191,6 +191,43 @@ _MIGRATIONS: list[str] = [
         f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
         for t in ("events", "jobs", "changes", "actions", "credentials", "endpoint_checks")
     ),
+    # 2: leases (migrations.py 8): each gateway process renews its lease; in-flight
+    # actions and running jobs name it, and recovery settles only expired leases' work.
+    """
+    CREATE TABLE leases (
+        id text PRIMARY KEY,
+        holder text NOT NULL,
+        started_at double precision NOT NULL,
+        renewed_at double precision NOT NULL,
+        expires_at double precision NOT NULL,
+        ended_at double precision,
+        ended_reason text
+    );
+    CREATE INDEX leases_open ON leases(expires_at) WHERE ended_at IS NULL;
+    ALTER TABLE actions ADD COLUMN lease_id text;
+    ALTER TABLE jobs ADD COLUMN runner_lease text;
+    """,
+    # 3: review sessions in the ledger (migrations.py 9).
+    """
+    CREATE TABLE web_sessions (
+        id_hash text PRIMARY KEY,
+        credential_id text NOT NULL,
+        created_at double precision NOT NULL,
+        last_seen double precision NOT NULL,
+        notice text
+    );
+    CREATE INDEX web_sessions_by_credential ON web_sessions(credential_id);
+    CREATE INDEX web_sessions_by_last_seen ON web_sessions(last_seen);
+    CREATE TABLE web_session_previews (
+        session_hash text NOT NULL,
+        handle text NOT NULL,
+        job_id text NOT NULL,
+        preview text NOT NULL,
+        sealed_token text,
+        created_at double precision NOT NULL,
+        PRIMARY KEY (session_hash, handle)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -204,6 +241,9 @@ TABLES = (
     "resource_identities",
     "credentials",
     "endpoint_checks",
+    "leases",
+    "web_sessions",
+    "web_session_previews",
 )
 
 

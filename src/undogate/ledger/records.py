@@ -90,6 +90,8 @@ class InFlightAction:
     job_id: str
     change_index: int
     operation: Operation
+    #: the lease of the process that started it (None: no lease, a SQLite ledger)
+    lease_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,31 @@ class StoredCredential:
     key_hash: str
 
 
+@dataclass(frozen=True)
+class StoredWebSession:
+    """A review session as the ledger keeps it: by the SHA-256 of its cookie value,
+    naming the credential that signed in (never the key)."""
+
+    id_hash: str
+    credential_id: str
+    created_at: float
+    last_seen: float
+    notice: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredWebPreview:
+    """A preview a review session made, under its handle: the preview as shown (JSON
+    text, without its token) and the token sealed with the session's cookie value."""
+
+    session_hash: str
+    handle: str
+    job_id: str
+    preview: str
+    sealed_token: str | None
+    created_at: float
+
+
 __all__ = [
     "EarlierJob",
     "Event",
@@ -116,5 +143,7 @@ __all__ = [
     "OpenChange",
     "StoredCredential",
     "StoredPreview",
+    "StoredWebPreview",
+    "StoredWebSession",
     "UnfinishedJob",
 ]

@@ -15,7 +15,7 @@ from .sql_base import EngineHooks
 # Each of these is served by a partial index (actions_in_flight, jobs_running); the
 # tests check the query plans, so start-up stays flat as the ledger grows.
 IN_FLIGHT_ACTIONS = (
-    "SELECT id, job_id, change_idx, operation FROM actions WHERE status = 'dispatching'"
+    "SELECT id, job_id, change_idx, operation, lease_id FROM actions WHERE status = 'dispatching'"
 )
 RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
 
@@ -32,7 +32,9 @@ class AdminVerbs(EngineHooks):
 
     def in_flight_actions(self) -> list[InFlightAction]:
         return [
-            InFlightAction(id=r[0], job_id=r[1], change_index=r[2], operation=Operation(r[3]))
+            InFlightAction(
+                id=r[0], job_id=r[1], change_index=r[2], operation=Operation(r[3]), lease_id=r[4]
+            )
             for r in self.connection.execute(IN_FLIGHT_ACTIONS).fetchall()
         ]
 

@@ -4,6 +4,7 @@ decision (nothing on SQLite, where ``BEGIN IMMEDIATE`` runs one write at a time)
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
@@ -32,6 +33,15 @@ class EngineHooks:
     connection: Connection
     #: appended to a SELECT whose rows the write goes on to change
     for_update: str = ""
+    #: appended to a SELECT of rows to claim, passing over those another write holds
+    skip_locked: str = ""
+    #: the lease of the process this transaction runs in (None: one owner, no lease)
+    lease_id: str | None = None
+
+    def _clock(self) -> float:
+        """Now, in seconds since the epoch, by the clock every process of this ledger
+        shares (the database's; a SQLite ledger has one process and its clock)."""
+        return time.time()
 
     def _lock(self, *names: str) -> None:
         """Hold each of ``names`` until the write commits (a write only)."""

@@ -44,6 +44,8 @@ _UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES
 _COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?) AS held"
 COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
+# The states of a job a process is running (it names that process's lease).
+_RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
 # The states a job ends in (``jobs_unfinished`` holds every other one).
 _FINISHED = ("undone", "rejected", "invalidated")
 
@@ -261,16 +263,19 @@ class JobVerbs(EngineHooks):
         undo_started: bool | None = None,
         invalidated_reason: str | None = None,
     ) -> None:
-        c = self.connection
-        c.execute(
-            "UPDATE jobs SET state = ?, updated_at = ?, "
+        # A job that starts running names the lease of the process running it, so
+        # recovery elsewhere leaves it alone while that process lives (sql_leases).
+        runner = ", runner_lease = ?" if state in _RUNNING_STATES else ""
+        self.connection.execute(
+            "UPDATE jobs SET state = ?, updated_at = ?, "  # noqa: S608 - constants only
             "undo_started = COALESCE(?, undo_started), "
-            "invalidated_reason = COALESCE(?, invalidated_reason) WHERE id = ?",
+            f"invalidated_reason = COALESCE(?, invalidated_reason){runner} WHERE id = ?",
             (
                 state.value,
                 time.time(),
                 None if undo_started is None else int(undo_started),
                 invalidated_reason,
+                *((self.lease_id,) if runner else ()),
                 job_id,
             ),
         )
@@ -336,7 +341,7 @@ class JobVerbs(EngineHooks):
         c = self.connection
         row = c.execute(
             "INSERT INTO actions(job_id, change_idx, operation, status, method, url, if_match, "
-            "started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            "started_at, lease_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
                 job_id,
                 change_idx,
@@ -346,6 +351,7 @@ class JobVerbs(EngineHooks):
                 url,
                 if_match,
                 time.time(),
+                self.lease_id,
             ),
         ).fetchone()
         return int(row[0])
@@ -360,13 +366,13 @@ class JobVerbs(EngineHooks):
         address: str | None = None,
         detail: str | None = None,
         observation: Observation | None = None,
-    ) -> None:
-        c = self.connection
-        c.execute(
-            "UPDATE actions SET status = ?, response_status = COALESCE(?, response_status), "
-            "result_etag = COALESCE(?, result_etag), address = COALESCE(?, address), "
-            "detail = COALESCE(?, detail), observation = COALESCE(?, observation), "
-            "finished_at = ? WHERE id = ?",
+    ) -> bool:
+        # An outcome lands only on a write still in flight: of a late outcome and the
+        # recovery that settled its write as uncertain (its lease expired), exactly one
+        # moves the row. Only a reconciliation moves a write already settled.
+        sql = _FINISH_ACTION if status is ActionStatus.ACCEPTED else _FINISH_IN_FLIGHT
+        row = self.connection.execute(
+            sql,
             (
                 status.value,
                 response_status,
@@ -377,7 +383,8 @@ class JobVerbs(EngineHooks):
                 time.time(),
                 action_id,
             ),
-        )
+        ).fetchone()
+        return row is not None
 
     # -- previews --------------------------------------------------------------------
 
@@ -483,6 +490,19 @@ def _fields_from_json(fields_json: str) -> tuple[str, ...]:
     fields_value = loads_object('{"f":' + fields_json + "}")["f"]
     assert isinstance(fields_value, list)
     return tuple(str(f) for f in fields_value)
+
+
+# An outcome lands only on a write still in flight: of a late outcome and the recovery
+# that settled its write as uncertain (its lease expired), exactly one moves the row.
+# Only a reconciliation (``accepted``) moves a write already settled.
+_FINISH_ACTION = (
+    "UPDATE actions SET status = ?, response_status = COALESCE(?, response_status), "
+    "result_etag = COALESCE(?, result_etag), address = COALESCE(?, address), "
+    "detail = COALESCE(?, detail), observation = COALESCE(?, observation), "
+    "finished_at = ? WHERE id = ?"
+)
+_FINISH_IN_FLIGHT = _FINISH_ACTION + " AND status = 'dispatching' RETURNING id"
+_FINISH_ACTION += " RETURNING id"
 
 
 # -- a change as a row: its encoding, in one place ----------------------------------------

@@ -18,6 +18,10 @@ What every engine promises:
   counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
+- Where several processes share the ledger (PostgreSQL), each holds a lease
+  (``own_lease``); the actions it begins and the jobs it runs name it, so recovery
+  settles only the work of processes whose lease ended (``sql_leases``). A SQLite
+  ledger has one owner and no leases.
 - Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
   and events and endpoint checks never updated: the database itself refuses it.
 - What the engine's driver raises leaves the store as ``LedgerError`` (damage as
@@ -44,6 +48,8 @@ from .records import (
     OpenChange,
     StoredCredential,
     StoredPreview,
+    StoredWebPreview,
+    StoredWebSession,
     UnfinishedJob,
 )
 
@@ -120,6 +126,24 @@ class Reader(Protocol):
         """The ids of jobs ``applying`` or ``undoing`` (an index of exactly those)."""
         ...
 
+    def job_runners(self) -> dict[str, str | None]:
+        """Each job ``applying`` or ``undoing`` -> the lease of the process running it
+        (None: no lease, a SQLite ledger)."""
+        ...
+
+    # -- leases (SPEC §13: several processes on one ledger) ---------------------------------
+
+    @property
+    def own_lease(self) -> str | None:
+        """The lease of this process (None: a ledger with one owner and no leases)."""
+        ...
+
+    def open_leases(self) -> frozenset[str]:
+        """The leases not ended (this process's own among them). One that expired stays
+        open until a write ends it (``end_expired_leases``): its work is settled then,
+        in that write, and by nobody else."""
+        ...
+
     def resource_identities(self) -> dict[str, str]:
         """Each resource's fingerprint as recorded at the last start: resource -> print."""
         ...
@@ -141,6 +165,17 @@ class Reader(Protocol):
 
     def live_agent_tokens(self, owner_id: str) -> list[str]:
         """The ids of the unrevoked agent tokens ``owner_id`` issued, in id order."""
+        ...
+
+    # -- review sessions --------------------------------------------------------------------
+
+    def web_session(self, id_hash: str) -> StoredWebSession | None:
+        """The review session under the SHA-256 of its cookie value (in a write: its row
+        held to the commit)."""
+        ...
+
+    def web_preview(self, session_hash: str, handle: str) -> StoredWebPreview | None:
+        """A preview the session holds under ``handle``."""
         ...
 
     # -- endpoint checks --------------------------------------------------------------------
@@ -250,8 +285,22 @@ class Transaction(Reader, Protocol):
         address: str | None = None,
         detail: str | None = None,
         observation: Observation | None = None,
-    ) -> None:
-        """Record the outcome of one external write; ``None`` keeps what was recorded."""
+    ) -> bool:
+        """Record the outcome of one external write; ``None`` keeps what was recorded.
+        Only a write still ``dispatching`` takes an outcome (any status but
+        ``accepted``, which reconciles an uncertain one): False when it had left
+        ``dispatching`` already (recovery settled it: its process's lease expired)."""
+        ...
+
+    def holds_job(self, job_id: str) -> bool:
+        """Whether the job is still ``applying`` or ``undoing`` under this process's
+        lease (its row held to the commit): False once recovery elsewhere settled it."""
+        ...
+
+    def end_expired_leases(self) -> list[str]:
+        """End every lease that expired and that no other write is ending now, except
+        this process's own (it is alive: it is asking); returns their ids (their work is
+        then recovery's)."""
         ...
 
     # -- events -----------------------------------------------------------------------------
@@ -295,6 +344,36 @@ class Transaction(Reader, Protocol):
         Raises:
             LedgerError: it was revoked already (at the commit).
         """
+        ...
+
+    # -- review sessions --------------------------------------------------------------------
+
+    def web_secret(self) -> str:
+        """The ledger's key for the review pages' sign-in forms: random, made by the
+        first write that asks, the same for every process (a form one process made is
+        checked by another). Never shown; not part of the ledger's history."""
+        ...
+
+    def save_web_session(self, session: StoredWebSession) -> None:
+        """Record a new session, or its ``last_seen`` and ``notice`` (nothing else of a
+        session ever changes)."""
+        ...
+
+    def end_web_sessions(
+        self,
+        *,
+        id_hash: str | None = None,
+        credential_id: str | None = None,
+        idle_since: float | None = None,
+        created_before: float | None = None,
+    ) -> int:
+        """End (delete, with their previews) the sessions that match any one given
+        condition: this one, every one of a credential, idle since, created before.
+        Returns how many ended. Sessions are not history."""
+        ...
+
+    def hold_web_preview(self, held: StoredWebPreview, *, keep: int) -> None:
+        """Hold a preview in its session, keeping only the session's newest ``keep``."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

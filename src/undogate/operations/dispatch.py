@@ -35,6 +35,18 @@ from ..net import RemoteResponse, TransportFailure
 from .overlaps import check_overlaps
 
 
+def _lease_lost() -> LedgerError:
+    """Raised inside a write when this process's lease expired while it ran the job and
+    another process settled its work (SPEC §13): its late steps are refused, never
+    recorded."""
+    return LedgerError(
+        "this gateway process's lease on the ledger expired while it ran this job (the ledger "
+        "was out of reach, or the process stalled), and another process settled its write "
+        "in flight as uncertain; reconcile it",
+        lease="expired",
+    )
+
+
 @dataclass
 class Outcome:
     status: ActionStatus
@@ -164,6 +176,8 @@ class Dispatch:
         # Checked again here, in the transaction that records the intent: another job may
         # have gone uncertain, started a write or applied since this confirm planned.
         tx.lock_resources([planned.change.resource_id])
+        if self.started and not tx.holds_job(self.job.id):
+            raise _lease_lost()
         check_overlaps(tx, self.job, [planned.change], self.operation)
         if not self.started:
             tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)
@@ -197,14 +211,15 @@ class Dispatch:
         finish: bool,
     ) -> None:
         new_state = change_state_after(self.operation, outcome.status, change)
-        tx.finish_action(
+        if not tx.finish_action(
             action_id,
             outcome.status,
             response_status=outcome.response_status,
             result_etag=outcome.result_etag,
             address=outcome.address,
             detail=outcome.detail,
-        )
+        ):
+            raise _lease_lost()
         applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
         tx.set_change_state(
             self.job.id,

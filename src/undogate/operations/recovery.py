@@ -1,10 +1,12 @@
 """Start-up recovery: what a stop left behind becomes visible, nothing is retried.
 
-Every action still marked ``dispatching`` (its intent committed, its outcome not)
-becomes ``uncertain``, which quarantines what it touched; every operation cut off
-between two writes settles where its changes stand; every unfinished job whose resource
-identity changed in the config is ``invalidated``. It reads only what needs attention,
-through indexes of exactly those rows, never every job.
+Every action still marked ``dispatching`` (its intent committed, its outcome not) by a
+process that is gone (SQLite: the one owner before this start; PostgreSQL: a process
+whose lease ended or expired, ``ledger.sql_leases``) becomes ``uncertain``, which
+quarantines what it touched; every operation cut off between two writes settles where
+its changes stand; every unfinished job whose resource identity changed in the config is
+``invalidated``. It reads only what needs attention, through indexes of exactly those
+rows, never every job.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ RESTART = (
     "interrupted by a restart",
     "the gateway stopped while this write was in flight; outcome unknown",
 )
+LEASE_EXPIRED = (
+    "the gateway process running it stopped renewing its lease",
+    "the gateway process that sent this write stopped renewing its lease (it died, or "
+    "lost the ledger) while the write was in flight; outcome unknown",
+)
 UNRECORDED = (
     "the ledger could not record this write's outcome",
     "the write was sent but the ledger could not record its outcome; outcome unknown",
@@ -43,12 +50,30 @@ UNRECORDED = (
 
 
 def recover(ledger: Store, config: Config) -> dict[str, int]:
-    """Run start-up recovery in one transaction; returns what it did, counted."""
+    """Run start-up recovery in one transaction; returns what it did, counted. On a
+    shared ledger it settles only the work of processes whose lease ended or expired,
+    never a live process's writes in flight."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
 
     def run(tx: Transaction) -> None:
-        _settle_in(tx, frozenset(), RESTART, counts)
+        _settle_in(tx, _orphaned(tx, frozenset(), own=False), RESTART, counts)
         _invalidate_changed(tx, config, counts)
+
+    ledger.write(run)
+    return counts
+
+
+def settle_expired(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+    """What a running gateway does every few seconds on a shared ledger: end the leases
+    that expired and settle their processes' work (writes in flight become
+    ``uncertain``, their jobs settle), as a restart would. Its own work is never
+    touched: its lease is open.
+
+    Raises: LedgerError when the ledger cannot record it (the next sweep tries again)."""
+    counts = {"uncertain": 0, "settled": 0}
+
+    def run(tx: Transaction) -> None:
+        _settle_in(tx, _orphaned(tx, frozenset(live_jobs()), own=False), RESTART, counts)
 
     ledger.write(run)
     return counts
@@ -56,28 +81,54 @@ def recover(ledger: Store, config: Config) -> dict[str, int]:
 
 def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
     """In a running gateway, what start-up recovery does for a restart: every write left
-    ``dispatching`` by a confirm that is no longer running (its outcome could not be
-    recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is read inside
-    the write transaction, so a confirm that recorded an intent is always seen as live.
+    ``dispatching`` by a confirm of this process that is no longer running (its outcome
+    could not be recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is
+    read inside the write transaction, so a confirm that recorded an intent is always
+    seen as live.
 
     Raises: LedgerError when the ledger still cannot record it."""
     counts = {"uncertain": 0, "settled": 0}
-    ledger.write(lambda tx: _settle_in(tx, frozenset(live_jobs()), UNRECORDED, counts))
+
+    def run(tx: Transaction) -> None:
+        _settle_in(tx, _orphaned(tx, frozenset(live_jobs()), own=True), UNRECORDED, counts)
+
+    ledger.write(run)
     return counts
 
 
+Orphaned = Callable[[str, "str | None"], bool]
+
+
+def _orphaned(tx: Transaction, live_jobs: frozenset[str], *, own: bool) -> Orphaned:
+    """Whether work (a job, the lease that runs it) has nobody left to finish it: not a
+    confirm this process runs now, and its lease ended, expired (ended now, in this
+    write), absent (a ledger with one owner), or (``own``) this process's."""
+    tx.end_expired_leases()
+    still_open = tx.open_leases()
+    mine = tx.own_lease
+
+    def orphaned(job_id: str, lease: str | None) -> bool:
+        if job_id in live_jobs:
+            return False
+        if lease is None or lease not in still_open:
+            return True
+        return own and lease == mine
+
+    return orphaned
+
+
 def _settle_in(
-    tx: Transaction, live: frozenset[str], cause: tuple[str, str], counts: dict[str, int]
+    tx: Transaction, orphaned: Orphaned, cause: tuple[str, str], counts: dict[str, int]
 ) -> None:
-    reason, action_detail = cause
+    mine = tx.own_lease
     for action in tx.in_flight_actions():
-        if action.job_id in live:
+        if not orphaned(action.job_id, action.lease_id):
             continue
-        tx.finish_action(
-            action.id,
-            ActionStatus.UNCERTAIN,
-            detail=action_detail,
-        )
+        elsewhere = action.lease_id is not None and action.lease_id != mine
+        reason, action_detail = LEASE_EXPIRED if elsewhere else cause
+        # False: its own process recorded an outcome first; nothing to settle.
+        if not tx.finish_action(action.id, ActionStatus.UNCERTAIN, detail=action_detail):
+            continue
         tx.set_change_state(action.job_id, action.change_index, ChangeState.UNCERTAIN)
         tx.add_event(
             job_id=action.job_id,
@@ -89,11 +140,12 @@ def _settle_in(
             detail={"reason": reason},
         )
         counts["uncertain"] += 1
-    for job_id in tx.running_jobs():
-        if job_id in live:
+    for job_id, runner in tx.job_runners().items():
+        if not orphaned(job_id, runner):
             continue
         job = tx.load_job(job_id, with_actions=False)
-        assert job is not None
+        if job is None or job.state not in (JobState.APPLYING, JobState.UNDOING):
+            continue  # another process settled it since the list was read
         states = [ch.state for ch in job.changes]
         if job.state is JobState.APPLYING:
             final = state_after_apply(states)
@@ -122,6 +174,10 @@ def _invalidate_changed(tx: Transaction, config: Config, counts: dict[str, int])
     changed = [rid for rid, fp in known.items() if current.get(rid) != fp]
     for rid in changed:
         for job_id, from_state in tx.unfinished_jobs_on(rid, current.get(rid, "")):
+            if from_state in (JobState.APPLYING, JobState.UNDOING):
+                # Another live process runs it (a restart settled every other one just
+                # before): left to it. A preview under the new identity refuses it after.
+                continue
             if from_state is JobState.NEEDS_REVIEW:
                 # An uncertain write keeps its quarantine until a person reconciles it,
                 # under the configuration it was made with.
@@ -201,7 +257,7 @@ class LiveDispatches:
         fails closed: nothing new runs on a ledger that cannot record it)."""
         if not self._unsettled:
             return
-        counts = settle_interrupted(self._ledger, self._live)
+        counts = settle_interrupted(self._ledger, self.jobs)
         self._unsettled = False
         if counts["uncertain"] or counts["settled"]:
             log.warning(
@@ -211,6 +267,7 @@ class LiveDispatches:
                 counts["settled"],
             )
 
-    def _live(self) -> frozenset[str]:
+    def jobs(self) -> frozenset[str]:
+        """The jobs this process's confirms are running now."""
         with self._lock:
             return frozenset(self._jobs)

@@ -1,14 +1,17 @@
-"""Review sessions: an opaque random id in a cookie, everything else on the server.
+"""Review sessions: an opaque random id in a cookie, everything else in the ledger.
 
-The cookie carries only ``secrets.token_urlsafe(32)``; the store keys sessions by the
-SHA-256 of that id, so the store itself holds nothing a browser could present. A session
-remembers which credential signed in (never the key), its CSRF token, the previews it
-made (their single-use tokens go back to the browser only in a hidden form field) and a
-one-shot notice for the next page.
+The cookie carries only ``secrets.token_urlsafe(32)``; the ledger keys sessions by the
+SHA-256 of that id, so it holds nothing a browser could present. A session remembers
+which credential signed in (never the key), the previews it made (their single-use
+tokens sealed with a key only the cookie value gives: ``held_previews``) and a one-shot
+notice for the next page. Its CSRF token is derived from the cookie value, so it is
+stored nowhere.
 
-Sessions live in memory: a restart signs everybody out, which is the safe direction.
-Whether the credential is still valid is not the store's business: the views re-check it
-through the ``Keyring`` on every request.
+Sessions live in the ledger (SPEC §13): every gateway process sees them, and a restart
+keeps them. Whether the credential is still valid is not the store's business: the
+views re-check it through the ``Keyring`` on every request.
+
+Every method reads or writes the ledger: call it off the event loop.
 """
 
 from __future__ import annotations
@@ -16,18 +19,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..auth import Principal
 from ..digests import sha256_hex
 from ..jobs import Preview
+from ..ledger import Store, StoredWebPreview, StoredWebSession, Transaction
+from .held_previews import preview_from_text, preview_text, seal, unseal
 
 MAX_PREVIEWS_PER_SESSION = 16
 SIGNIN_TOKEN_TTL_S = 30 * 60.0
+_MAX_SID_CHARS = 200
 
 
 @dataclass
@@ -40,22 +44,30 @@ class HeldPreview:
 
 @dataclass
 class Session:
-    principal: Principal
-    csrf_token: str
+    """One request's view of a session. ``sid`` (the cookie value) lives only here."""
+
+    sid: str
+    credential_id: str
     created_at: float
     last_seen: float
-    previews: OrderedDict[str, HeldPreview] = field(default_factory=OrderedDict)
     notice: str | None = None
+    # The operator who signed in: re-checked by the views on every request (only
+    # operator keys sign in, and an operator's id is its owner id).
+    principal: Principal = field(init=False)
 
-    def hold_preview(self, job_id: str, preview: Preview) -> str:
-        """Keep ``preview`` under a fresh handle (not its token) and return the handle."""
-        handle = secrets.token_urlsafe(12)
-        self.previews[handle] = HeldPreview(job_id, preview)
-        while len(self.previews) > MAX_PREVIEWS_PER_SESSION:
-            self.previews.popitem(last=False)
-        return handle
+    def __post_init__(self) -> None:
+        self.principal = Principal(self.credential_id, "operator", owner_id=self.credential_id)
+
+    @property
+    def id_hash(self) -> str:
+        return sha256_hex(self.sid)
+
+    @property
+    def csrf_token(self) -> str:
+        return hmac.new(self.sid.encode(), b"undogate csrf", hashlib.sha256).hexdigest()
 
     def take_notice(self) -> str | None:
+        """The notice this request read (the ledger's copy was cleared when it did)."""
         notice, self.notice = self.notice, None
         return notice
 
@@ -66,85 +78,112 @@ class Session:
 
 
 class SessionStore:
-    """In-memory sessions with an idle timeout and an absolute lifetime."""
+    """Sessions in the ledger, with an idle timeout and an absolute lifetime."""
 
     def __init__(
         self,
+        ledger: Store,
         *,
         idle_s: float,
         absolute_s: float,
-        max_sessions: int = 10_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.ledger = ledger
         self.idle_s = idle_s
         self.absolute_s = absolute_s
-        self.max_sessions = max_sessions
         self.clock = clock
-        self._sessions: OrderedDict[str, Session] = OrderedDict()
-        self._lock = threading.Lock()
 
     def create(self, principal: Principal) -> tuple[str, Session]:
-        """A new session for ``principal``; returns the cookie value and the session."""
+        """A new session for ``principal``; returns the cookie value and the session.
+        Sessions past their timeouts end on the way."""
         sid = secrets.token_urlsafe(32)
         now = self.clock()
-        session = Session(
-            principal=principal,
-            csrf_token=secrets.token_urlsafe(32),
-            created_at=now,
-            last_seen=now,
-        )
-        with self._lock:
-            self._sessions[sha256_hex(sid)] = session
-            while len(self._sessions) > self.max_sessions:
-                self._sessions.popitem(last=False)
+        session = Session(sid, principal.credential_id, now, now)
+        session.principal = principal
+
+        def commit(tx: Transaction) -> None:
+            tx.end_web_sessions(idle_since=now - self.idle_s, created_before=now - self.absolute_s)
+            tx.save_web_session(
+                StoredWebSession(session.id_hash, principal.credential_id, now, now)
+            )
+
+        self.ledger.write(commit)
         return sid, session
 
     def get(self, sid: str | None) -> Session | None:
-        """The live session for a cookie value, touched; None when unknown or expired."""
-        if not sid or len(sid) > 200:
+        """The live session for a cookie value, touched, its notice taken; None when
+        unknown or expired (an expired one ends)."""
+        if not sid or len(sid) > _MAX_SID_CHARS:
             return None
-        key = sha256_hex(sid)
+        id_hash = sha256_hex(sid)
         now = self.clock()
-        with self._lock:
-            session = self._sessions.get(key)
-            if session is None:
+
+        def commit(tx: Transaction) -> Session | None:
+            stored = tx.web_session(id_hash)
+            if stored is None:
                 return None
-            if now - session.last_seen > self.idle_s or now - session.created_at > self.absolute_s:
-                del self._sessions[key]
+            if now - stored.last_seen > self.idle_s or now - stored.created_at > self.absolute_s:
+                tx.end_web_sessions(id_hash=id_hash)
                 return None
-            session.last_seen = now
-            self._sessions.move_to_end(key)
-            return session
+            tx.save_web_session(
+                StoredWebSession(id_hash, stored.credential_id, stored.created_at, now, None)
+            )
+            return Session(sid, stored.credential_id, stored.created_at, now, stored.notice)
+
+        return self.ledger.write(commit)
+
+    def notify(self, session: Session, notice: str) -> None:
+        """Leave ``notice`` for the session's next page."""
+        stored = StoredWebSession(
+            session.id_hash, session.credential_id, session.created_at, self.clock(), notice
+        )
+        self.ledger.write(lambda tx: tx.save_web_session(stored))
 
     def end(self, sid: str | None) -> None:
-        if sid:
-            with self._lock:
-                self._sessions.pop(sha256_hex(sid), None)
+        if sid and len(sid) <= _MAX_SID_CHARS:
+            id_hash = sha256_hex(sid)
+            self.ledger.write(lambda tx: tx.end_web_sessions(id_hash=id_hash))
 
     def end_for_credential(self, credential_id: str) -> int:
         """End every session of one credential (e.g. when it was found revoked)."""
-        with self._lock:
-            doomed = [
-                k for k, s in self._sessions.items() if s.principal.credential_id == credential_id
-            ]
-            for key in doomed:
-                del self._sessions[key]
-        return len(doomed)
+        return self.ledger.write(lambda tx: tx.end_web_sessions(credential_id=credential_id))
 
-    def __len__(self) -> int:
-        return len(self._sessions)
+    def hold_preview(self, session: Session, job_id: str, preview: Preview) -> str:
+        """Keep ``preview`` under a fresh handle (not its token) and return the handle."""
+        handle = secrets.token_urlsafe(12)
+        held = StoredWebPreview(
+            session_hash=session.id_hash,
+            handle=handle,
+            job_id=job_id,
+            preview=preview_text(preview),
+            sealed_token=seal(session.sid, handle, preview.token) if preview.token else None,
+            created_at=self.clock(),
+        )
+        self.ledger.write(lambda tx: tx.hold_web_preview(held, keep=MAX_PREVIEWS_PER_SESSION))
+        return handle
+
+    def held_preview(self, session: Session, handle: str) -> HeldPreview | None:
+        if len(handle) > _MAX_SID_CHARS:
+            return None
+        id_hash = session.id_hash
+        held = self.ledger.read(lambda tx: tx.web_preview(id_hash, handle))
+        if held is None:
+            return None
+        token = unseal(session.sid, handle, held.sealed_token) if held.sealed_token else None
+        return HeldPreview(held.job_id, preview_from_text(held.preview, token))
 
 
 class SigninTokens:
     """CSRF protection for the sign-in form, before any session exists.
 
     The form carries ``nonce.issued.mac`` and the browser a cookie with the nonce; both
-    must match and the MAC (a per-process secret) must hold, so another site can neither
-    forge the token nor make a browser present one it did not get from this server.
+    must match and the MAC must hold, so another site can neither forge the token nor
+    make a browser present one it did not get from this server. The MAC key is the
+    ledger's (``web_secret``): a form one process made is good at every other.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._secret = secrets.token_bytes(32)
+    def __init__(self, secret: str, clock: Callable[[], float] = time.time) -> None:
+        self._key = secret.encode()
         self.clock = clock
 
     def issue(self) -> tuple[str, str]:
@@ -168,7 +207,7 @@ class SigninTokens:
         return 0 <= self.clock() - int(issued) <= SIGNIN_TOKEN_TTL_S
 
     def _mac(self, nonce: str, issued: str) -> str:
-        return hmac.new(self._secret, f"{nonce}.{issued}".encode(), hashlib.sha256).hexdigest()
+        return hmac.new(self._key, f"{nonce}.{issued}".encode(), hashlib.sha256).hexdigest()
 
 
 __all__ = ["HeldPreview", "Session", "SessionStore", "SigninTokens"]

@@ -12,14 +12,16 @@ preview countdown), ``Cache-Control: no-store`` and no framing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
+import anyio
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -31,6 +33,7 @@ from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
 from ..jobs import JobState, Operation
+from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
 from .forms import cross_site, read_form
@@ -38,6 +41,7 @@ from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
@@ -94,22 +98,26 @@ def _job_path(job_id: str, *rest: str) -> str:
 class WebUI:
     """The review pages over the service."""
 
-    def __init__(self, service: Service, settings: WebSettings) -> None:
+    def __init__(self, service: Service, settings: WebSettings, ledger: Store) -> None:
+        """``ledger`` keeps the pages' own state (sessions), shared by every process."""
         self.service = service
         self.settings = settings
         self.sessions = SessionStore(
+            ledger,
             idle_s=settings.session_idle_s,
             absolute_s=settings.session_absolute_s,
             clock=settings.clock,
         )
-        self.signin_tokens = SigninTokens(clock=settings.clock)
+        self.signin_tokens = SigninTokens(
+            ledger.write(lambda tx: tx.web_secret()), clock=settings.clock
+        )
         self.templates = _environment()
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/", self.home, methods=["GET"]),
-            Route("/signin", self.signin_form, methods=["GET"]),
-            Route("/signin", self.signin, methods=["POST"]),
+            Route("/", self._answering(self.home), methods=["GET"]),
+            Route("/signin", self._answering(self.signin_form), methods=["GET"]),
+            Route("/signin", self._answering(self.signin), methods=["POST"]),
             Route("/signout", self._post(self.signout), methods=["POST"]),
             Route("/agents", self._get(self.agents), methods=["GET"]),
             Route("/agents/{agent_id}", self._get(self.agent_jobs), methods=["GET"]),
@@ -190,6 +198,21 @@ class WebUI:
 
     # -- the request gates -----------------------------------------------------------
 
+    def _answering(
+        self, endpoint: Callable[[Request], Awaitable[Response]]
+    ) -> Callable[[Request], Awaitable[Response]]:
+        """A page whose session could not be read or written (the ledger went away)
+        answers with a refusal page, like any other refusal, never a bare 500."""
+
+        async def answered(request: Request) -> Response:
+            try:
+                return await endpoint(request)
+            except UndogateError as exc:
+                log_refusal(exc, f"{request.method} {request.url.path}")
+                return self._refused(None, refusal_for(exc), status=status_for(exc))
+
+        return answered
+
     def _secure(self, request: Request) -> bool:
         if self.settings.secure_cookies is not None:
             return self.settings.secure_cookies
@@ -202,13 +225,13 @@ class WebUI:
 
     async def _session(self, request: Request) -> Session | None:
         """The live session, with its credential re-checked now (revoked keys end it)."""
-        session = self.sessions.get(request.cookies.get(SESSION_COOKIE))
+        session = await _off_loop(self.sessions.get, request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
         try:
             principal = await self.service.recheck(session.principal)
         except UndogateError:
-            self.sessions.end_for_credential(session.principal.credential_id)
+            await _off_loop(self.sessions.end_for_credential, session.credential_id)
             return None
         session.principal = principal
         return session
@@ -220,7 +243,7 @@ class WebUI:
                 return self._redirect("/signin")
             return await self._run(view, request, session, {})
 
-        return endpoint
+        return self._answering(endpoint)
 
     def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -237,7 +260,7 @@ class WebUI:
                 return self._refused(session, refusal_for_code("csrf"), status=403)
             return await self._run(view, request, session, form)
 
-        return endpoint
+        return self._answering(endpoint)
 
     async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
         try:
@@ -332,8 +355,8 @@ class WebUI:
             )
         except UndogateError:
             return self._signin_page(request, error="That key is unknown or has been revoked.")
-        self.sessions.end(request.cookies.get(SESSION_COOKIE))
-        sid, _session = self.sessions.create(principal)
+        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
+        sid, _session = await _off_loop(self.sessions.create, principal)
         response = self._redirect("/agents")
         response.set_cookie(
             SESSION_COOKIE,
@@ -347,7 +370,7 @@ class WebUI:
         return response
 
     async def signout(self, request: Request, session: Session, form: Form) -> Response:
-        self.sessions.end(request.cookies.get(SESSION_COOKIE))
+        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
         response = self._redirect("/signin?signed_out=1")
         response.delete_cookie(
             SESSION_COOKIE,
@@ -418,7 +441,7 @@ class WebUI:
         job, preview = await self.service.preview(
             principal, "web", self._job_id(principal, str(request.path_params["job_id"])), operation
         )
-        handle = session.hold_preview(job.id, preview)
+        handle = await _off_loop(self.sessions.hold_preview, session, job.id, preview)
         return self._redirect(_job_path(job.id, "previews", handle))
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
@@ -427,7 +450,7 @@ class WebUI:
             principal, self._job_id(principal, str(request.path_params["job_id"]))
         )
         handle = str(request.path_params["handle"])
-        held = session.previews.get(handle)
+        held = await _off_loop(self.sessions.held_preview, session, handle)
         if held is None or held.job_id != job.id:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
@@ -467,9 +490,10 @@ class WebUI:
         # The handle stays held: reopening it (the back button) finds its token consumed
         # in the ledger and says so, with the receipt, instead of "expired".
         if done.repeated:
-            session.notice = "This preview was already confirmed; nothing was sent again."
+            notice = "This preview was already confirmed; nothing was sent again."
         else:
-            session.notice = "Confirmed. This is the receipt of what ran."
+            notice = "Confirmed. This is the receipt of what ran."
+        await _off_loop(self.sessions.notify, session, notice)
         return self._redirect(_job_path(job.id, "receipt"))
 
     async def receipt(self, request: Request, session: Session, form: Form) -> Response:
@@ -487,15 +511,20 @@ class WebUI:
         job = await self.service.reject(
             principal, "web", self._job_id(principal, str(request.path_params["job_id"]))
         )
-        session.notice = "Rejected. This job can never be applied."
+        await _off_loop(self.sessions.notify, session, "Rejected. This job can never be applied.")
         return self._redirect(_job_path(job.id))
+
+
+async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
+    """A session's ledger read or write, on a worker thread (never on the event loop)."""
+    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
 
 
 def web_routes(
     gateway: Gateway, keyring: Keyring, settings: WebSettings | None = None
 ) -> list[BaseRoute]:
     """The review UI's routes, to pass to ``create_app(..., routes=...)``."""
-    return WebUI(Service(gateway, keyring), settings or WebSettings()).routes()
+    return WebUI(Service(gateway, keyring), settings or WebSettings(), gateway.ledger).routes()
 
 
 __all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]

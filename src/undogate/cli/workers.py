@@ -1,0 +1,140 @@
+"""``undogate serve --workers N``: N ``serve`` processes on one listening socket.
+
+The parent binds the socket (so a port in use is refused before anything starts), then
+runs N children, each a whole ``undogate serve`` with its own ledger pool and its own
+lease on the shared (PostgreSQL) ledger, accepting from the socket they inherited: the
+kernel hands each connection to one of them. The parent only supervises: it forwards
+SIGTERM and SIGINT, replaces a child that dies (its writes in flight become uncertain
+when its lease expires, settled by the others), and stops everything when a child
+refuses to start (a config or ledger problem every child would hit).
+
+A SQLite ledger has one owner process: ``--workers`` is refused there
+(``shared_ledger_required``).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from ..config import load_config
+from ..errors import SharedLedgerRequired
+from .serve import Echo, listen, require_config_file
+
+#: A child that exits with an error sooner than this after its start failed to start.
+STARTUP_S = 10.0
+MAX_WORKERS = 64
+
+
+def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: Echo) -> int:
+    """Run ``workers`` serve processes until SIGTERM or SIGINT; returns the exit status.
+
+    Raises:
+        SharedLedgerRequired: the ledger is SQLite (one owner process).
+        ConfigError, InvalidRequest (the port is in use; a worker count out of range).
+    """
+    require_config_file(config_path)
+    config = load_config(config_path)
+    if config.server.ledger is None:
+        raise SharedLedgerRequired(
+            f"serve --workers {workers} needs a PostgreSQL ledger (server.ledger: "
+            "postgresql://...): a SQLite ledger has one owner process. Serve it with one "
+            "process, or move it with `undogate ledger copy` (docs/scaling.md)"
+        )
+    sock = listen(host, port)
+    try:
+        return _Supervisor(config_path, sock.fileno(), workers, echo, host, port).run()
+    finally:
+        sock.close()
+
+
+class _Supervisor:
+    def __init__(
+        self, config_path: Path, fd: int, workers: int, echo: Echo, host: str, port: int
+    ) -> None:
+        self.command = [
+            sys.executable,
+            "-m",
+            "undogate.cli",
+            "serve",
+            "--config",
+            str(config_path),
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--listen-fd",
+            str(fd),
+        ]
+        self.fd = fd
+        self.address = f"{host}:{port}"
+        self.workers = workers
+        self.echo = echo
+        self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self.stopping = False
+
+    def _start_one(self, slot: int) -> None:
+        child = subprocess.Popen(self.command, pass_fds=(self.fd,))  # noqa: S603
+        self.children[slot] = (child, time.monotonic())
+
+    def _stop(self, signum: int, frame: FrameType | None) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        previous = {sig: signal.signal(sig, self._stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        status = 0
+        try:
+            for slot in range(self.workers):
+                self._start_one(slot)
+            self.echo(
+                f"undogate serving http://{self.address} with "
+                f"{self.workers} worker processes "
+                f"(pids {', '.join(str(c.pid) for c, _ in self.children.values())})"
+            )
+            while not self.stopping:
+                status = self._watch()
+                if status:
+                    break
+                time.sleep(0.2)
+        finally:
+            self._stop_all()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return status
+
+    def _watch(self) -> int:
+        """Restart a worker that died after its start; non-zero: one failed to start."""
+        for slot, (child, started) in list(self.children.items()):
+            code = child.poll()
+            if code is None or self.stopping:
+                continue
+            # A refusal at start (a config or ledger problem) would refuse every worker
+            # again; a worker killed by a signal, or failing later, is replaced.
+            if code > 0 and time.monotonic() - started < STARTUP_S:
+                self.echo(f"error: worker {child.pid} failed at start (exit {code}); stopping")
+                return code
+            self.echo(
+                f"warning: worker {child.pid} exited ({code}); starting another (its writes "
+                "in flight become uncertain once its lease expires)"
+            )
+            self._start_one(slot)
+        return 0
+
+    def _stop_all(self) -> None:
+        for child, _ in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for child, _ in self.children.values():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+__all__ = ["MAX_WORKERS", "serve_workers"]

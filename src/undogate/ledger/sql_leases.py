@@ -1,0 +1,67 @@
+"""The ledger's verbs on leases, in the SQL both engines speak (SPEC §13).
+
+A gateway process on a shared ledger (PostgreSQL) holds a lease: a row it renews every
+few seconds (``postgres_leases``). Every action it starts and every job it moves to
+``applying`` or ``undoing`` names that lease, so recovery can tell a write whose process
+is gone (its lease expired, or ended when it closed) from a live process's write in
+flight, and settles only the first. A SQLite ledger has one owner and no leases: its
+rows name none (NULL), and every lease query finds nothing.
+
+Time is the database's (``_clock``), never a process's, so the expiry of a process on
+another machine is judged by one clock.
+"""
+
+from __future__ import annotations
+
+from .sql_base import EngineHooks
+
+_RUNNING = "('applying', 'undoing')"
+_HOLDS_JOB = (
+    "SELECT 1 FROM jobs WHERE id = ? AND state IN "  # noqa: S608 - constants only
+    + _RUNNING
+    + " AND runner_lease IS NOT DISTINCT FROM ?"
+)
+
+
+class LeaseVerbs(EngineHooks):
+    """Leases and what recovery asks of them, inside the transaction the store opened."""
+
+    @property
+    def own_lease(self) -> str | None:
+        return self.lease_id
+
+    def open_leases(self) -> frozenset[str]:
+        rows = self.connection.execute("SELECT id FROM leases WHERE ended_at IS NULL").fetchall()
+        return frozenset(str(r[0]) for r in rows)
+
+    def end_expired_leases(self) -> list[str]:
+        now = self._clock()
+        # Never this process's own: it is alive (it is asking), so its writes in flight
+        # are still in flight; its heartbeat renews the lease.
+        rows = self.connection.execute(
+            "SELECT id FROM leases WHERE ended_at IS NULL AND expires_at <= ? "  # noqa: S608
+            "AND id IS DISTINCT FROM ?" + self.skip_locked,
+            (now, self.lease_id),
+        ).fetchall()
+        ended = [str(r[0]) for r in rows]
+        self.connection.executemany(
+            "UPDATE leases SET ended_at = ?, ended_reason = 'expired' WHERE id = ?",
+            [(now, lease) for lease in ended],
+        )
+        return ended
+
+    def job_runners(self) -> dict[str, str | None]:
+        return {
+            str(r[0]): r[1]
+            for r in self.connection.execute(
+                "SELECT id, runner_lease FROM jobs WHERE state IN " + _RUNNING  # noqa: S608
+            ).fetchall()
+        }
+
+    def holds_job(self, job_id: str) -> bool:
+        self._lock_job(job_id)
+        row = self.connection.execute(
+            _HOLDS_JOB,
+            (job_id, self.lease_id),
+        ).fetchone()
+        return row is not None

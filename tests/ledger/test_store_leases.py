@@ -1,0 +1,103 @@
+"""The store contract for leases (SPEC §13), on every engine: what an action and a
+running job say about the process running them, and how a write learns it lost them.
+A SQLite ledger has one owner and no leases; a PostgreSQL store holds one."""
+
+from __future__ import annotations
+
+import time
+
+from undogate.jobs import ActionStatus, Change, Job, JobState, Operation
+from undogate.ledger import Store, Transaction
+
+
+def _running_job(store: Store, job_id: str = "job_1") -> int:
+    """A job applying its one change, its write in flight; returns the action's id."""
+    now = time.time()
+    change = Change(
+        index=0,
+        resource_id="customer",
+        kind="some_kind",
+        fingerprint="fp-1",
+        fields=("status",),
+        before={"status": "lead"},
+        after={"status": "customer"},
+        media_type="application/json",
+        prepared_etag='"v1"',
+        assertion_kind=None,
+    )
+    job = Job(
+        id=job_id,
+        owner_id="op_owner",
+        agent_id="agent-a",
+        summary="s",
+        attribution_label=None,
+        idempotency_key=None,
+        state=JobState.PREPARED,
+        undo_started=False,
+        created_at=now,
+        updated_at=now,
+        changes=(change,),
+    )
+
+    def write(tx: Transaction) -> int:
+        tx.insert_job(job, "digest", 10)
+        tx.set_job_state(job_id, JobState.APPLYING)
+        return tx.begin_action(
+            job_id=job_id,
+            change_idx=0,
+            operation=Operation.APPLY,
+            method="PATCH",
+            url="https://example.test/records/customer",
+            if_match='"v1"',
+        )
+
+    return store.write(write)
+
+
+def test_work_in_flight_names_the_lease_of_its_process(store: Store) -> None:
+    action_id = _running_job(store)
+    mine = store.read(lambda tx: tx.own_lease)
+    assert store.read(lambda tx: tx.job_runners()) == {"job_1": mine}
+    (in_flight,) = store.read(lambda tx: tx.in_flight_actions())
+    assert (in_flight.id, in_flight.lease_id) == (action_id, mine)
+    assert store.write(lambda tx: tx.holds_job("job_1"))
+    if mine is None:  # SQLite: one owner, no leases at all
+        assert store.read(lambda tx: tx.open_leases()) == frozenset()
+    else:
+        assert mine in store.read(lambda tx: tx.open_leases())
+    assert store.write(lambda tx: tx.end_expired_leases()) == []  # its own is live
+
+
+def test_an_outcome_lands_once_and_only_a_reconciliation_moves_a_settled_write(
+    store: Store,
+) -> None:
+    action_id = _running_job(store)
+    # Recovery settled it (its process's lease expired) ...
+    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.UNCERTAIN))
+    # ... so the late outcome of its own process is refused, changing nothing ...
+    assert not store.write(lambda tx: tx.finish_action(action_id, ActionStatus.DONE))
+    job = store.load_job("job_1")
+    assert job is not None and job.actions[0].status is ActionStatus.UNCERTAIN
+    # ... and a reviewer's reconciliation still moves it.
+    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.ACCEPTED))
+
+
+def test_a_job_settled_elsewhere_is_no_longer_held(store: Store) -> None:
+    _running_job(store)
+    store.write(lambda tx: tx.set_job_state("job_1", JobState.NEEDS_REVIEW))
+    assert not store.write(lambda tx: tx.holds_job("job_1"))
+    assert store.read(lambda tx: tx.job_runners()) == {}
+
+
+def test_a_process_never_ends_its_own_lease(store: Store) -> None:
+    """Even expired (a long stall, the database out of reach): it is alive, since it
+    asks; its heartbeat renews it, and its writes in flight stay its own."""
+    mine = store.read(lambda tx: tx.own_lease)
+    if mine is not None:
+        store.write(
+            lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+                "UPDATE leases SET expires_at = 0 WHERE id = ?", (mine,)
+            )
+        )
+    assert store.write(lambda tx: tx.end_expired_leases()) == []
+    assert store.read(lambda tx: tx.open_leases()) == (frozenset({mine}) if mine else frozenset())

@@ -1,0 +1,104 @@
+"""``undogate serve --workers N``: N serve processes on one port, each with its own lease
+on a PostgreSQL ledger; refused on SQLite (one owner process)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+
+from undogate.ledger.postgres import PostgresStore
+
+from .conftest import SERVE, cli, free_port, wait_healthy
+from .postgres import PostgresCluster
+
+
+def test_workers_are_refused_on_a_sqlite_ledger_with_a_clear_code(tmp_path: Path) -> None:
+    config = tmp_path / "undogate.yaml"
+    config.write_text(f"server:\n  data_dir: {tmp_path / 'data'}\n")
+    refused = cli("serve", "--config", str(config), "--workers", "2", "--port", str(free_port()))
+    assert refused.returncode == 2
+    assert "error [shared_ledger_required]: serve --workers 2 needs a PostgreSQL ledger" in (
+        refused.stderr
+    )
+    assert not (tmp_path / "data").exists()  # refused before anything was opened
+
+
+def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
+    tmp_path: Path, postgres_cluster: PostgresCluster
+) -> None:
+    url = postgres_cluster.fresh_database()
+    config = tmp_path / "undogate.yaml"
+    config.write_text(f"server:\n  ledger: {url}\n  lease_s: 2\n  data_dir: {tmp_path / 'data'}\n")
+    assert cli("init", "--config", str(config)).returncode == 0
+    port = free_port()
+    parent = subprocess.Popen(
+        [*SERVE, "--config", str(config), "--port", str(port), "--workers", "2"],
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    ledger = PostgresStore.open(url, lease_s=None)
+    try:
+        wait_healthy(f"http://127.0.0.1:{port}", parent)
+        assert parent.stderr is not None
+        line = ""
+        while "worker processes" not in line:
+            line = parent.stderr.readline()
+            assert line, "serve --workers said nothing about its workers"
+        pids = [int(p) for p in re.findall(r"\d+", line.split("pids", 1)[1])]
+        assert len(pids) == 2 and parent.pid not in pids
+        _wait_for_leases(ledger, 2)
+        for _ in range(10):  # every request answered, whichever worker takes it
+            assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+
+        # A worker dies: the supervisor starts another, with a lease of its own.
+        before = ledger.read(lambda tx: tx.open_leases())
+        os.kill(pids[0], signal.SIGKILL)
+        _wait_for_leases(ledger, 2, besides=before)
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
+    finally:
+        parent.send_signal(signal.SIGTERM)
+        stopped = parent.wait(timeout=30)
+        if parent.stderr:
+            parent.stderr.close()
+    assert stopped == 0
+    # Stopped cleanly: the live workers ended their leases (the killed one's expires).
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and len(ledger.read(lambda tx: tx.open_leases())) > 1:
+        time.sleep(0.1)  # poll interval of a bounded loop
+    assert len(ledger.read(lambda tx: tx.open_leases())) <= 1
+    ledger.close()
+
+
+def _wait_for_leases(
+    ledger: PostgresStore, count: int, besides: frozenset[str] = frozenset()
+) -> None:
+    """Until ``count`` open leases exist, at least one of them not in ``besides``."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        leases = ledger.read(lambda tx: tx.open_leases())
+        if len(leases - besides) >= (1 if besides else count):
+            return
+        time.sleep(0.1)  # poll interval of a bounded loop
+    raise AssertionError(f"never {count} open leases")
+
+
+def test_a_worker_that_cannot_start_stops_them_all_with_its_error(tmp_path: Path) -> None:
+    config = tmp_path / "undogate.yaml"
+    unreachable = "postgresql://nobody@127.0.0.1:1/none"
+    config.write_text(f"server:\n  ledger: {unreachable}\n  data_dir: {tmp_path / 'data'}\n")
+    port = free_port()
+    refused = cli("serve", "--config", str(config), "--workers", "2", "--port", str(port))
+    assert refused.returncode == 2, refused.stderr
+    assert "error [ledger_error]: the ledger could not open" in refused.stderr
+    assert "failed at start (exit 2); stopping" in refused.stderr
+    with socket.socket() as probe:  # the port is free again
+        probe.bind(("127.0.0.1", port))
