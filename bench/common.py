@@ -1,4 +1,5 @@
-"""Shared pieces for the benchmarks: timing statistics, servers, fsync'd commits."""
+"""Shared pieces for the benchmarks: timing statistics, servers, the floors' durable
+commits (SQLite and PostgreSQL), a durable PostgreSQL cluster, CPU time of processes."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import psycopg
+from tests.postgres import PostgresCluster, start_cluster
 
 # The benchmarks measure the gateway's own costs: an agent's fair share (docs/limits.md)
 # must not be what bounds them.
@@ -108,6 +111,58 @@ class DurableCommits:
 
     def close(self) -> None:
         self.conn.close()
+
+
+class PostgresCommits:
+    """The floor's ledger on PostgreSQL: one committed one-row INSERT per call, on a
+    connection of its own (``synchronous_commit`` on, the default, as on the ledger's)."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.conn.execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v TEXT)")
+
+    def commit(self, value: str = "x") -> None:
+        with self.conn.transaction():
+            self.conn.execute("INSERT INTO floor(v) VALUES (%s)", (value,))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@contextmanager
+def durable_postgres() -> Iterator[PostgresCluster]:
+    """A throwaway PostgreSQL cluster with fsync on (tests/postgres.py; the tests' own
+    runs without fsync), stopped after."""
+    cluster = start_cluster(durable=True)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cluster_cpu_seconds(cluster: PostgresCluster) -> float:
+    """CPU time of a PostgreSQL cluster so far: the postmaster, its live children, and
+    the children it has reaped."""
+    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited while we looked
+        pid = int(stat.parent.name)
+        if pid == postmaster:
+            total += sum(int(f) for f in fields[11:15]) / tick  # its own and reaped children's
+        elif int(fields[1]) == postmaster:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def private_dir(path: Path) -> Path:
