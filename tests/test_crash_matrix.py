@@ -32,9 +32,10 @@ import pytest
 import yaml
 
 from undogate.auth import Keyring
-from undogate.config import parse_config
+from undogate.config import ServerSettings, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import CRASH_ENV, CRASH_POINTS
+from undogate.jobs import ActionStatus
 from undogate.ledger import DB_NAME, open_store
 
 from .conftest import REPORT, free_port, wait_healthy
@@ -84,6 +85,10 @@ class Cell:
         settings: dict[str, Any] = {"data_dir": str(self.data_dir), "request_timeout_s": 5}
         if ledger_url:
             settings["ledger"] = ledger_url
+            if "lease_s" in ServerSettings.model_fields:
+                # With leases (SPEC §13) a killed process's writes are settled only once
+                # its lease expired: the shortest one keeps each cell quick.
+                settings["lease_s"] = 1.0
         config = {
             "server": settings,
             "resources": [
@@ -227,7 +232,7 @@ class Cell:
             self.operate(verb, job)  # the gateway dies mid-request: that is the point
 
     def inspect(self, job: str) -> dict[str, Any]:
-        receipt = self.call("GET", f"/api/v1/jobs/{job}", self.operator_key)
+        receipt = self._settled(job)
         return {
             "integrity": self.integrity(),
             "state": receipt["state"],
@@ -236,6 +241,20 @@ class Cell:
                 [int(a["change"]), a["operation"], a["status"]] for a in receipt["actions"]
             ],
         }
+
+    def _settled(self, job: str) -> dict[str, Any]:
+        """The job's receipt once no write of a dead process is in flight: at once on
+        SQLite (recovery runs at start); on PostgreSQL, once the dead one's lease
+        expired and a live process settled its writes."""
+        deadline = time.monotonic() + 30
+        while True:
+            receipt = self.call("GET", f"/api/v1/jobs/{job}", self.operator_key)
+            statuses = {a["status"] for a in receipt["actions"]}
+            if ActionStatus.DISPATCHING.value not in statuses:
+                return receipt
+            assert self.ledger_url, "a write is still in flight after a restart on SQLite"
+            assert time.monotonic() < deadline, "a dead process's write was never settled"
+            time.sleep(0.05)  # poll interval of a bounded loop
 
     def integrity(self) -> str:
         """ "ok", or what the engine's own check found wrong with the ledger."""
