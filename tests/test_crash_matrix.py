@@ -35,7 +35,7 @@ from undogate.auth import Keyring
 from undogate.config import ServerSettings, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import CRASH_ENV, CRASH_POINTS
-from undogate.jobs import ActionStatus
+from undogate.jobs import ActionStatus, JobState
 from undogate.ledger import DB_NAME, open_store
 
 from .conftest import REPORT, free_port, wait_healthy
@@ -243,16 +243,18 @@ class Cell:
         }
 
     def _settled(self, job: str) -> dict[str, Any]:
-        """The job's receipt once no write of a dead process is in flight: at once on
-        SQLite (recovery runs at start); on PostgreSQL, once the dead one's lease
-        expired and a live process settled its writes."""
+        """The job's receipt once nothing a dead process was doing is still running (no
+        write in flight, the job not applying or undoing): at once on SQLite (recovery
+        runs at start); on PostgreSQL, once the dead one's lease expired and a live
+        process settled its work."""
         deadline = time.monotonic() + 30
         while True:
             receipt = self.call("GET", f"/api/v1/jobs/{job}", self.operator_key)
             statuses = {a["status"] for a in receipt["actions"]}
-            if ActionStatus.DISPATCHING.value not in statuses:
+            running = receipt["state"] in (JobState.APPLYING.value, JobState.UNDOING.value)
+            if ActionStatus.DISPATCHING.value not in statuses and not running:
                 return receipt
-            assert self.ledger_url, "a write is still in flight after a restart on SQLite"
+            assert self.ledger_url, "still running after a restart on SQLite"
             assert time.monotonic() < deadline, "a dead process's write was never settled"
             time.sleep(0.05)  # poll interval of a bounded loop
 
