@@ -9,6 +9,7 @@ import sqlite3
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -115,15 +116,19 @@ class DurableCommits:
 
 class PostgresCommits:
     """The floor's ledger on PostgreSQL: one committed one-row INSERT per call, on a
-    connection of its own (``synchronous_commit`` on, the default, as on the ledger's)."""
+    connection of its own (``synchronous_commit`` on, the default, as on the ledger's).
+    Its table is in a schema of its own: the ledger's database may hold nothing else."""
 
     def __init__(self, url: str) -> None:
         self.conn = psycopg.connect(url, autocommit=True)
-        self.conn.execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v TEXT)")
+        self.conn.execute("CREATE SCHEMA IF NOT EXISTS bench_floor")
+        self.conn.execute(
+            "CREATE TABLE IF NOT EXISTS bench_floor.t (id BIGSERIAL PRIMARY KEY, v TEXT)"
+        )
 
     def commit(self, value: str = "x") -> None:
         with self.conn.transaction():
-            self.conn.execute("INSERT INTO floor(v) VALUES (%s)", (value,))
+            self.conn.execute("INSERT INTO bench_floor.t(v) VALUES (%s)", (value,))
 
     def close(self) -> None:
         self.conn.close()
@@ -138,6 +143,44 @@ def durable_postgres() -> Iterator[PostgresCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+class LockWaits:
+    """What the ledger's PostgreSQL sessions wait on, sampled every few milliseconds
+    from a connection of its own while the ``with`` block runs: ``share`` is the part of
+    the busy sessions' samples spent waiting for a lock (advisory or row), the rest is
+    work, I/O (the WAL's fsync) or waiting for the client."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.busy = 0
+        self.waiting = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def __enter__(self) -> LockWaits:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    @property
+    def share(self) -> float:
+        return self.waiting / self.busy if self.busy else 0.0
+
+    def _sample(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self._stop.is_set():
+                for (wait,) in conn.execute(
+                    "SELECT wait_event_type FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                    "AND backend_type = 'client backend' AND state = 'active'"
+                ).fetchall():
+                    self.busy += 1
+                    self.waiting += wait == "Lock"
+                self._stop.wait(0.005)
 
 
 def cpu_seconds(pid: int) -> float:

@@ -57,10 +57,11 @@ CONFIGURATIONS: dict[str, tuple[bool, int]] = {
 def _throughput_rows(name: str, runs: list[dict[str, float]], skipped: str | None) -> list[str]:
     """One configuration's row of the throughput table, or why it did not run."""
     if skipped is not None:
-        return [f"| {name} | skipped: {skipped} | | | | | |"]
+        return [f"| {name} | skipped: {skipped} | | | | | | |"]
     rate = Stat.of([r["throughput"] for r in runs])
     floor_rate = Stat.of([r["floor_throughput"] for r in runs])
     database = statistics.median(r["database_cpu_ms"] for r in runs)
+    waiting = statistics.median(r["lock_wait_share"] for r in runs)
     return [
         f"| {name} | {rate.median:.0f} ({rate.low:.0f}–{rate.high:.0f}) "
         f"| {floor_rate.median:.0f} ({floor_rate.low:.0f}–{floor_rate.high:.0f}) "
@@ -72,7 +73,8 @@ def _throughput_rows(name: str, runs: list[dict[str, float]], skipped: str | Non
         f"| {statistics.median(r['server_cpu_ms'] for r in runs):.2f} ms "
         f"(alone {statistics.median(r['server_cpu_alone_ms'] for r in runs):.2f}), "
         f"{statistics.median(r['server_busy'] for r in runs) * 100:.0f}% of a core "
-        f"| {f'{database:.2f} ms' if database else '—'} |"
+        f"| {f'{database:.2f} ms' if database else '—'} "
+        f"| {f'{waiting * 100:.0f}%' if database else '—'} |"
     ]
 
 
@@ -221,8 +223,8 @@ def main() -> int:
         "",
         "| configuration | prepares/s (min–max) | floor ops/s | ratio | p50 / p99 | "
         "gateway CPU per prepare, 16 agents (one alone), gateway busy | PostgreSQL CPU "
-        "per prepare |",
-        "|---|---|---|---|---|---|---|",
+        "per prepare | PostgreSQL sessions' busy time spent waiting for a lock |",
+        "|---|---|---|---|---|---|---|---|",
         *(
             row
             for name in CONFIGURATIONS

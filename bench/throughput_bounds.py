@@ -46,9 +46,13 @@ def throughput_bounds(
             f"{_median(single, 'server_busy') * 100:.0f}% of a core, plus "
             f"{_median(single, 'database_cpu_ms'):.2f} ms of PostgreSQL's own CPU per "
             "prepare on the same cores. Each statement is a round trip through psycopg "
-            "(send, wait, parse the reply) where SQLite is a library call, so one process "
-            "does less per core than on SQLite; its floor commits concurrently and runs "
-            "about as fast as SQLite's."
+            "(send, wait, parse the reply) where SQLite is a library call, and each "
+            "transaction first checks its pooled connection with one more; so one process "
+            "does less per core than on SQLite, while its floor commits concurrently. The "
+            "16 agents share one owner, and a prepare holds that owner's quota lock from "
+            "its count to its commit (fsync included): "
+            f"{_median(single, 'lock_wait_share') * 100:.0f}% of the database sessions' "
+            "busy time was spent waiting for it. Prepares of one owner run one at a time."
         )
     double = runs.get("PostgreSQL, 2 processes") or []
     if double:
@@ -57,7 +61,10 @@ def throughput_bounds(
             f"- PostgreSQL, 2 processes: two interpreters, so no one lock caps the gateway "
             f"at one core: together {_median(double, 'server_busy') * 100:.0f}% of a core "
             f"at {_median(double, 'server_cpu_ms'):.2f} ms per prepare, and PostgreSQL "
-            f"{_median(double, 'database_cpu_ms'):.2f} ms. At {total:.2f} ms of gateway "
+            f"{_median(double, 'database_cpu_ms'):.2f} ms; sessions waited for a lock "
+            f"{_median(double, 'lock_wait_share') * 100:.0f}% of their busy time (the one "
+            f"owner's quota lock serialises them across processes too). At {total:.2f} ms "
+            "of gateway "
             f"and database CPU per prepare, 2 cores allow at most {2000 / total:.0f} "
             "prepares a second before the contract server and the 16 agents take their "
             "share; more cores (or machines) is what the second process is for."
