@@ -39,6 +39,7 @@ from .common import (
     contract_server,
     cpu_seconds,
     free_port,
+    machine_busy_seconds,
     private_dir,
 )
 
@@ -279,6 +280,7 @@ def run(
             alone_cpu = gateway_cpu() - cpu_before
             cpu_before = gateway_cpu()
             db_before = database_cpu() if database_cpu else 0.0
+            machine_before = machine_busy_seconds()
             with LockWaits(ledger) if ledger else contextlib.nullcontext() as waits:
                 measured = _run_threads(
                     [partial(agent, i, per_agent, latencies) for i in range(AGENTS)]
@@ -286,6 +288,7 @@ def run(
             if errors:
                 raise RuntimeError(f"prepare failed: {errors[:3]}")
             server_cpu = gateway_cpu() - cpu_before
+            machine_after = machine_busy_seconds()
             db_cpu = (database_cpu() - db_before) if database_cpu else 0.0
             peak_kib = max(_peak_rss_kib(s.pid) for s in servers)
         finally:
@@ -313,6 +316,9 @@ def run(
         "server_cpu_alone_ms": alone_cpu * 1000 / ALONE,
         "database_cpu_ms": db_cpu * 1000 / total,
         "lock_wait_share": waits.share if waits else 0.0,
+        # The share of all cores busy (anything on the machine, ours or not).
+        "machine_busy": (machine_after[0] - machine_before[0])
+        / (machine_after[1] - machine_before[1]),
     }
 
 
