@@ -1,8 +1,9 @@
 """Figure 1: confirming an 8-change mixed job vs the floor of the same requests.
 
 Floor: the whole-preview reads (8 GETs), 8 conditional writes and 8 read-backs sent
-directly with one httpx client, plus 16 fsync'd SQLite commits (an intent before and an
-outcome after each write), in the same process, against the same server.
+directly with one httpx client, plus 16 durable commits on the same engine as the ledger
+(an intent before and an outcome after each write; fsync'd SQLite, or PostgreSQL with
+``synchronous_commit`` on), in the same process, against the same server.
 """
 
 from __future__ import annotations
@@ -16,10 +17,17 @@ from undogate.config import parse_config
 from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import dumps, loads
-from undogate.ledger import Ledger
+from undogate.ledger import open_store
 from undogate.net import RemoteHTTP
 
-from .common import DurableCommits, Stat, contract_server, paired_ratio, private_dir
+from .common import (
+    DurableCommits,
+    PostgresCommits,
+    Stat,
+    contract_server,
+    paired_ratio,
+    private_dir,
+)
 
 OWNER = Actor(id="bench", owner_id="bench", kind="operator", access_path="bench")
 AGENT = Actor(id="bench-agent", owner_id="bench", kind="agent", access_path="bench")
@@ -37,7 +45,8 @@ def _seed(data: Path) -> None:
         (data / name).write_text("# Notes\n\n" + "line of text\n" * 40)
 
 
-def run(work: Path, trials: int = 9) -> dict[str, Stat]:
+def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Stat]:
+    """``ledger``: a PostgreSQL URL for the ledger and the floor's commits (else SQLite)."""
     data = work / "contract"
     _seed(data)
     with contract_server(data) as base:
@@ -65,19 +74,26 @@ def run(work: Path, trials: int = 9) -> dict[str, Stat]:
             }
             for name in DOCS
         ]
+        server: dict[str, str] = {"data_dir": str(private_dir(work / "ledger"))}
+        if ledger:
+            server["ledger"] = ledger
         config = parse_config(
             {
-                "server": {"data_dir": str(private_dir(work / "ledger"))},
+                "server": server,
                 "limits": {"max_jobs": 100000},
                 "resources": resources,
                 "agents": [{"id": "bench-agent", "tools": ["prepare_changes"]}],
             }
         )
-        ledger = Ledger.open(config.server.data_dir)
+        store = open_store(config.server)
         http = RemoteHTTP()
-        gw = Gateway(config=config, ledger=ledger, http=http)
+        gw = Gateway(config=config, ledger=store, http=http)
         gw.recover()
-        floor_db = DurableCommits(private_dir(work / "floor") / "floor.sqlite3")
+        floor_db: DurableCommits | PostgresCommits = (
+            PostgresCommits(ledger)
+            if ledger
+            else DurableCommits(private_dir(work / "floor") / "floor.sqlite3")
+        )
         client = httpx.Client(trust_env=False)
         measured: list[float] = []
         floor: list[float] = []
@@ -108,7 +124,7 @@ def run(work: Path, trials: int = 9) -> dict[str, Stat]:
             client.close()
             floor_db.close()
             http.close()
-            ledger.close()
+            store.close()
     return {
         "confirm": Stat.of(measured),
         "floor": Stat.of(floor),
@@ -116,7 +132,9 @@ def run(work: Path, trials: int = 9) -> dict[str, Stat]:
     }
 
 
-def _floor(client: httpx.Client, db: DurableCommits, base: str, value: str) -> float:
+def _floor(
+    client: httpx.Client, db: DurableCommits | PostgresCommits, base: str, value: str
+) -> float:
     urls = [f"{base}/records/{n}" for n in RECORDS] + [f"{base}/docs/{n}" for n in DOCS]
     started = time.perf_counter()
     etags = {}

@@ -8,6 +8,9 @@ takes milliseconds). Authentication is ``trust`` (``scram-sha-256`` for
 ``PASSWORD_USER``), and only on 127.0.0.1. When the cluster cannot be started, ``start``
 raises with the reason: the tests fail, never skip, so CI
 cannot pass without PostgreSQL (scripts/system-deps.sh installs it).
+
+The tests' cluster runs with ``fsync=off`` (throwaway, and faster); the benchmarks
+(bench/) start theirs ``durable``: fsync on, as a real ledger runs.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def _free_port() -> int:
 class PostgresCluster:
     """One throwaway cluster. Use ``start`` and ``stop`` (idempotent)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, durable: bool = False) -> None:
+        self.durable = durable
         self.bin = _bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="undogate-pg-"))
         self.data = self.root / "data"
@@ -116,12 +120,14 @@ class PostgresCluster:
         return self
 
     def pg_ctl(self, action: str, *extra: str) -> None:
-        """``pg_ctl start`` (on our port, loopback only, no fsync: throwaway) or another
-        action, waiting for it to finish."""
+        """``pg_ctl start`` (on our port, loopback only; no fsync unless ``durable``) or
+        another action, waiting for it to finish."""
         options = (
             f"-c listen_addresses=127.0.0.1 -p {self.port} "
-            f"-c unix_socket_directories={self.root} -c fsync=off -c max_connections=100"
+            f"-c unix_socket_directories={self.root} -c max_connections=100"
         )
+        if not self.durable:
+            options += " -c fsync=off"
         self._run(
             str(self.bin / "pg_ctl"),
             "-D",
@@ -142,6 +148,11 @@ class PostgresCluster:
 
     def admin(self, database: str = "postgres") -> psycopg.Connection[tuple[object, ...]]:
         return psycopg.connect(self.url(database), autocommit=True)
+
+    def version(self) -> str:
+        with self.admin() as conn:
+            row = conn.execute("SELECT current_setting('server_version')").fetchone()
+        return str(row[0]) if row else "unknown"
 
     def fresh_database(self) -> str:
         """A new empty database (from the template); returns its URL."""
@@ -178,9 +189,9 @@ def _has_user(name: str) -> bool:
     return True
 
 
-def start_cluster() -> PostgresCluster:
+def start_cluster(*, durable: bool = False) -> PostgresCluster:
     """A started cluster, or PostgresUnavailable with the reason (never a skip)."""
-    cluster = PostgresCluster()
+    cluster = PostgresCluster(durable=durable)
     try:
         return cluster.start()
     except BaseException as exc:

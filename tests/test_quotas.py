@@ -19,7 +19,7 @@ import pytest
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
-from undogate.errors import QuotaExceeded, RateLimited, UndogateError
+from undogate.errors import LimitReached, QuotaExceeded, RateLimited, UndogateError
 from undogate.jobs import (
     UNRESOLVED_STATES,
     Actor,
@@ -235,6 +235,24 @@ def test_refusals_come_before_any_read_of_the_resource(
     with pytest.raises(RateLimited):
         prepare(gw, status="other")
     assert server.armed_faults() == [("weak_etag", PATH, 1)]
+
+
+def test_a_full_ledger_refuses_before_any_read_and_takes_no_token(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+) -> None:
+    # The quotas and the ledger's limits are checked in one read, before the rate.
+    gw = open_gateway(
+        quota_config(server, data_dir, max_jobs=1, max_prepares_per_minute=1, prepare_burst=2)
+    )
+    prepare(gw)  # the first of two tokens
+    server.arm("weak_etag", PATH)
+    with pytest.raises(LimitReached) as refused:
+        prepare(gw, status="other")
+    assert refused.value.details["limit"] == "max_jobs"
+    assert server.armed_faults() == [("weak_etag", PATH, 1)]  # nothing was read
+    gw.quotas.rate.take(AGENT.owner_id, AGENT.id)  # the second token is still there
+    with pytest.raises(RateLimited):
+        gw.quotas.rate.take(AGENT.owner_id, AGENT.id)
 
 
 # -- the prepare rate ---------------------------------------------------------------------

@@ -9,6 +9,7 @@ an opaque key here: which kinds exist is the adapters' registry's business, and
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from typing import Literal
 from urllib.parse import urlsplit
 
@@ -82,11 +83,12 @@ class Resource(StrictModel):
             )
         return value
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
         """A stable digest of everything that makes this the same resource (SPEC §2).
 
         The token's *value* is deliberately absent: rotating it invalidates nothing.
+        Computed once per resource (the model is frozen): every prepare asks for it.
         """
         parts = urlsplit(self.url)
         identity = {

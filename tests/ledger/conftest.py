@@ -2,18 +2,22 @@
 ``store`` runs against each backend in ``BACKENDS``.
 
 An engine joins by adding a factory here that opens a fresh, empty ledger (and starts
-what it needs); the contract tests themselves use nothing but the ``Store`` protocol.
-PostgreSQL is a real server (tests/postgres.py), one fresh database per test.
+what it needs); the contract tests themselves (test_store_*.py, one file per topic) use
+nothing but the ``Store`` protocol and the builders below. PostgreSQL is a real server
+(tests/postgres.py), one fresh database per test.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from undogate.ledger import Ledger, Store
+from undogate.jobs import Change, Job, JobState, Operation, SideValue
+from undogate.jsonvalue import JsonNumber
+from undogate.ledger import Ledger, Store, Transaction
 from undogate.ledger.postgres import PostgresStore
 
 from ..postgres import PostgresCluster
@@ -41,3 +45,102 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
         yield opened
     finally:
         opened.close()
+
+
+# -- what the contract tests build: one owner, one agent, jobs of opaque changes --------
+
+OWNER = "op_owner"
+AGENT = "agent-a"
+
+
+def change(
+    index: int,
+    resource_id: str = "customer",
+    fields: tuple[str, ...] = ("status",),
+    after: SideValue | None = None,
+) -> Change:
+    """One change (the one place that knows how a change is built). Its kind is opaque to
+    the ledger; a side may be absent (a create's before, a delete's after)."""
+    return Change(
+        index=index,
+        resource_id=resource_id,
+        kind="some_kind",
+        fingerprint="fp-1",
+        fields=fields,
+        before={"status": "lead", "n": JsonNumber("12345678901234567890.5")},
+        after={"status": "customer"} if after is None else after,
+        media_type="application/json",
+        prepared_etag='"v1"',
+        assertion_kind=None,
+    )
+
+
+def job(
+    job_id: str,
+    *changes: Change,
+    owner: str = OWNER,
+    agent: str = AGENT,
+    key: str | None = None,
+    state: JobState = JobState.PREPARED,
+) -> Job:
+    now = time.time()
+    return Job(
+        id=job_id,
+        owner_id=owner,
+        agent_id=agent,
+        summary=f"summary of {job_id}",
+        attribution_label="ticket 7",
+        idempotency_key=key,
+        state=state,
+        undo_started=False,
+        created_at=now,
+        updated_at=now,
+        changes=changes or (change(0),),
+    )
+
+
+def insert(store: Store, *jobs: Job, payload: int = 10) -> None:
+    def write(tx: Transaction) -> None:
+        for j in jobs:
+            tx.insert_job(j, f"digest-{j.id}", payload)
+
+    store.write(write)
+
+
+def event(tx: Transaction, job_id: str | None, operation: str, **extra: str) -> None:
+    tx.add_event(job_id=job_id, actor="test:me", access_path="test", operation=operation, **extra)
+
+
+def preview(tx: Transaction, token_hash: str, job_id: str = "job_1") -> None:
+    tx.insert_preview(
+        token_hash=token_hash,
+        job_id=job_id,
+        operation=Operation.APPLY,
+        expires_at=time.time() + 300,
+        snapshot={"0": '"v1"'},
+    )
+
+
+def begin(tx: Transaction, job_id: str = "job_1", index: int = 0) -> int:
+    return tx.begin_action(
+        job_id=job_id,
+        change_idx=index,
+        operation=Operation.APPLY,
+        method="PATCH",
+        url="https://example.test/records/customer",
+        if_match='"v1"',
+    )
+
+
+def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str = "") -> None:
+    tx.insert_credential(
+        credential_id=cred_id,
+        kind="operator" if kind == "operator" else "agent",
+        owner_id=owner or cred_id,
+        agent_id=None if kind == "operator" else AGENT,
+        scopes=("agents:read", "agents:write") if kind == "operator" else (),
+        agents=("agent-a", "agent-b") if cred_id == "op_1" else None,
+        label=f"label of {cred_id}",
+        key_hash=f"hash-{cred_id}",
+        created_at=time.time(),
+    )

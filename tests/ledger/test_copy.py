@@ -21,7 +21,7 @@ from undogate.ledger.postgres_copy import copy_sqlite_to_postgres
 from undogate.ledger.postgres_schema import TABLES
 
 from ..postgres import PostgresCluster
-from .test_store_contract import begin, change, credential, event, insert, job, preview
+from .conftest import begin, change, credential, event, insert, job, preview
 
 
 def fill(store: Store) -> None:

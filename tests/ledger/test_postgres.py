@@ -22,7 +22,7 @@ from undogate.ledger.postgres_leases import LEGACY_OWNER_LOCK
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
 
 from ..postgres import PostgresCluster, start_cluster
-from .test_store_contract import begin, credential, event, insert, job, preview
+from .conftest import begin, credential, event, insert, job, preview
 
 
 @pytest.fixture

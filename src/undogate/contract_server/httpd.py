@@ -61,6 +61,10 @@ class Endpoint(Protocol):
 
 class ContractHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver's default listen backlog is 5: a sixth client connecting at the same
+    # moment has its SYN dropped and retries a second later (16 agents or a gateway's
+    # pool opening connections at once would stall for that second).
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], contract: Endpoint) -> None:
         if ":" in address[0]:

@@ -4,7 +4,7 @@ A ``Store`` runs a caller's function inside one transaction and hands it a
 ``Transaction`` (``write``) or a ``Reader`` (``read``): objects that speak the
 ledger's own verbs (claim a preview, begin an action, record an outcome, find the open
 changes on a resource...). No SQL and no driver type crosses this line: only
-``ledger/`` knows how an engine stores a job, and ``tests/ledger/test_store_contract.py``
+``ledger/`` knows how an engine stores a job, and ``tests/ledger/test_store_*.py``
 holds every engine to the same verbs.
 
 What every engine promises:

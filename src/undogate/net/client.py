@@ -13,6 +13,7 @@ request certainly never left, ``sent=True`` when its fate is unknown.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import re
 import ssl
@@ -163,12 +164,21 @@ def _peer_address(response: httpcore.Response, target: PinnedTarget) -> str | No
         peer = stream.get_extra_info("server_addr") if stream is not None else None
     except OSError:
         peer = None
-    if isinstance(peer, tuple) and peer:
-        try:
-            return str(ipaddress.ip_address(peer[0]))
-        except ValueError:
-            pass
+    if isinstance(peer, tuple) and peer and isinstance(peer[0], str):
+        found = _canonical_address(peer[0])
+        if found is not None:
+            return found
     return target.addresses[0] if len(target.addresses) == 1 else None
+
+
+@functools.lru_cache(maxsize=1024)
+def _canonical_address(text: str) -> str | None:
+    """``text`` as ``ipaddress`` writes it, or None. Cached: a peer is parsed on every
+    request, and a gateway talks to few addresses."""
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
 
 
 _HTTPCORE_ERRORS = (

@@ -82,8 +82,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
                 resource=res.id,
             )
         resources.append(res)
-    gw.quotas.admit(gw.ledger, actor.owner_id, agent_id)
-    _check_capacity(gw, 0)
+    _admit(gw, actor.owner_id, agent_id)
     deadline = gw.deadline()
     changes: list[Change] = []
     for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
@@ -161,8 +160,22 @@ def _replay(gw: Context, earlier: EarlierJob, digest: str) -> Prepared:
     return Prepared(job=job, replay=True)
 
 
-def _check_capacity(gw: Context, payload: int) -> None:
-    gw.ledger.read(lambda tx: _check_capacity_in(gw, tx, payload))
+def _admit(gw: Context, owner_id: str, agent_id: str) -> None:
+    """Before any remote read: refuse an agent at a quota or a ledger at a limit (as of
+    the last commit, in one read: on PostgreSQL each transaction is a pooled connection
+    and round trips), then one over its rate. The checks in the insert's transaction are
+    the binding ones.
+
+    Raises:
+        QuotaExceeded, LimitReached, RateLimited.
+    """
+
+    def admissible(tx: Reader) -> None:
+        gw.quotas.check_unresolved(tx, owner_id, agent_id)
+        _check_capacity_in(gw, tx, 0)
+
+    gw.ledger.read(admissible)
+    gw.quotas.rate.take(owner_id, agent_id)
 
 
 def _check_capacity_in(gw: Context, tx: Reader, payload: int) -> None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from ..config import Limits
 from ..errors import QuotaExceeded, RateLimited
-from ..ledger import Reader, Store
+from ..ledger import Reader
 
 
 @dataclass
@@ -87,16 +87,6 @@ class PrepareQuotas:
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits
         self.rate = PrepareRate(limits.max_prepares_per_minute, limits.prepare_burst, clock)
-
-    def admit(self, ledger: Store, owner_id: str, agent_id: str) -> None:
-        """Before any remote read: refuse an agent at a quota (as of the last commit) or
-        over its rate. ``check_unresolved`` in the insert's transaction is the binding one.
-
-        Raises:
-            QuotaExceeded, RateLimited.
-        """
-        ledger.read(lambda tx: self.check_unresolved(tx, owner_id, agent_id))
-        self.rate.take(owner_id, agent_id)
 
     def check_unresolved(self, tx: Reader, owner_id: str, agent_id: str) -> None:
         """Refuse a new job when the agent's or the owner's unresolved jobs fill a quota.
