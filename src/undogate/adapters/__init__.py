@@ -16,6 +16,7 @@ from .base import (
     adapter_for,
     kind_names,
 )
+from .json_collection import JsonCollectionAdapter
 from .json_record import JsonRecordAdapter
 from .remote import Remote
 from .webdav_text import WebDavTextAdapter
@@ -24,6 +25,7 @@ __all__ = [
     "Adapter",
     "ConditionalWrite",
     "Evidence",
+    "JsonCollectionAdapter",
     "JsonRecordAdapter",
     "Plan",
     "Remote",

@@ -204,6 +204,14 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes DROP COLUMN before_text;
     ALTER TABLE changes DROP COLUMN after_text;
     """,
+    # 8: records that appear and disappear (SPEC §12). A change's target: the record of
+    # a collection it acts on (NULL for a whole resource, and for a create until the
+    # server named its id). A reviewer's acceptance of a verified undo is an event; this
+    # index finds a resource's latest one without reading the history.
+    """
+    ALTER TABLE changes ADD COLUMN target TEXT;
+    CREATE INDEX events_undo_accepted ON events(target, id) WHERE operation = 'undo_accepted';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
