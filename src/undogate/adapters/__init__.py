@@ -5,6 +5,8 @@ Importing this package registers every kind; ``adapter_for(kind)`` finds one, an
 """
 
 from .base import (
+    RECREATE,
+    UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Evidence,
@@ -13,6 +15,7 @@ from .base import (
     Side,
     Snapshot,
     Verdict,
+    absent_snapshot,
     adapter_for,
     kind_names,
 )
@@ -22,6 +25,8 @@ from .remote import Remote
 from .webdav_text import WebDavTextAdapter
 
 __all__ = [
+    "RECREATE",
+    "UNDO_OF_CREATE",
     "Adapter",
     "ConditionalWrite",
     "Evidence",
@@ -34,6 +39,7 @@ __all__ = [
     "Snapshot",
     "Verdict",
     "WebDavTextAdapter",
+    "absent_snapshot",
     "adapter_for",
     "kind_names",
 ]

@@ -221,6 +221,9 @@ class Adapter(ABC):
     kind: ClassVar[str]  # the registry key
     noun: ClassVar[str]  # what the pages call one resource of this kind
     accept: ClassVar[str]  # the Accept header of a read
+    # Its resources hold records that appear and disappear: the endpoint check probes
+    # creating and deleting one (operations/collection_probes) instead of the §11 steps.
+    whole_records: ClassVar[bool] = False
 
     # -- the config ------------------------------------------------------------------
 

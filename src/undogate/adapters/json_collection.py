@@ -117,6 +117,7 @@ class JsonCollectionAdapter(Adapter):
     kind = ResourceKind.JSON_COLLECTION
     noun = "record"
     accept = JSON_MEDIA_TYPE
+    whole_records = True
 
     # -- the config ------------------------------------------------------------------
 

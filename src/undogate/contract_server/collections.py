@@ -11,7 +11,7 @@ otherwise (GET, conditional JSON Patch). What a collection adds:
 - ``POST /collections/<name>``: create a record with a server-chosen id (201, its URL in
   ``Location``, the record with its ``id`` in the body);
 - ``DELETE /collections/<name>/<id>`` with ``If-Match``: delete it (204), 412 on a
-  stale tag, 428 without one, 404 where nothing is.
+  stale tag (unless ``ignore_if_match`` is armed), 428 without one, 404 where nothing is.
 
 A collection can be told that a deleted id can never be re-created (``refuse_recreate``:
 a store that keeps tombstones; answered 409). The write faults fire on these writes too.
@@ -196,7 +196,10 @@ class Collections:
         if if_match is None:
             return problem(428, "precondition_required", "send If-Match with the current ETag")
         if not if_match_satisfied(if_match, resource.etag):
-            return problem(412, "precondition_failed", "If-Match does not match the ETag")
+            broken = self._faults.precondition(path)
+            if broken is None or broken.name != "ignore_if_match":
+                return problem(412, "precondition_failed", "If-Match does not match the ETag")
+            self._faults.consume(broken)  # a store that deletes whatever the tag says
         fault = self._fault(path)
         refusal = self._before_apply(fault, 204)
         if refusal is not None:

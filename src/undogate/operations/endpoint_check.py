@@ -38,6 +38,12 @@ from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store, Transaction
 from ..net import RemoteHTTP
 from ..urls import normalised_url
+from .collection_probes import (
+    COLLECTION_REQUIRED,
+    COLLECTION_STEP_TITLES,
+    CollectionProbe,
+    run_collection_check,
+)
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
 __all__ = [
@@ -65,6 +71,8 @@ STEP_TITLES: dict[str, str] = {
 }
 # Every step a passing check has, in order (restore_test_copy only follows a failure).
 REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
+# A collection's check (SPEC §12) names its own steps.
+TITLES = {**STEP_TITLES, **COLLECTION_STEP_TITLES}
 
 
 @dataclass(frozen=True)
@@ -74,6 +82,8 @@ class CheckResult:
     test_copy_id: str
     passed: bool
     steps: tuple[Step, ...]
+    undos: tuple[str, ...] = ()  # what it verified of undos offered only once verified
+    required: tuple[str, ...] = REQUIRED_STEPS
 
 
 _running: set[str] = set()
@@ -126,13 +136,9 @@ def check_endpoint(
             "writes, so it runs only against a disposable test copy",
             resource=copy.id,
         )
-    probe = CopyProbe(
-        adapter_for(copy.kind),
-        Remote(http, config.limits, environ),
-        copy,
-        config.server.operation_timeout_s,
-        config.server.data_dir,
-    )
+    adapter = adapter_for(copy.kind)
+    remote = Remote(http, config.limits, environ)
+    timeout = config.server.operation_timeout_s
     with _only_check_of(copy.id):
         ledger.write(
             lambda tx: tx.add_event(
@@ -144,10 +150,21 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        steps = _run(probe, production)
-    names = tuple(s.name for s in steps)
-    passed = names == REQUIRED_STEPS and all(s.passed for s in steps)
-    return _record(ledger, production, copy, passed, steps, actor, access_path)
+        if adapter.whole_records:
+            collection = CollectionProbe(adapter, remote, copy, timeout)
+            steps, undos = run_collection_check(collection, production)
+            required: tuple[str, ...] = COLLECTION_REQUIRED
+            names = {s.name for s in steps}
+            # Re-creating a deleted id is an answer either way: it decides RECREATE only.
+            passed = set(required) <= names and all(
+                s.passed for s in steps if s.name != "recreate_deleted_id"
+            )
+        else:
+            probe = CopyProbe(adapter, remote, copy, timeout, config.server.data_dir)
+            steps, undos, required = _run(probe, production), [], REQUIRED_STEPS
+            passed = tuple(s.name for s in steps) == required and all(s.passed for s in steps)
+    verified = tuple(undos) if passed else ()
+    return _record(ledger, production, copy, passed, steps, verified, required, actor, access_path)
 
 
 def _run(probe: CopyProbe, production: Resource) -> list[Step]:
@@ -192,6 +209,8 @@ def _record(
     copy: Resource,
     passed: bool,
     steps: list[Step],
+    undos: tuple[str, ...],
+    required: tuple[str, ...],
     actor: str,
     access_path: str,
 ) -> CheckResult:
@@ -199,7 +218,10 @@ def _record(
         from_python({"name": s.name, "passed": s.passed, "summary": s.summary, **s.evidence})
         for s in steps
     ]
-    evidence = dumps({"kind": copy.kind, "steps": steps_json}, sort_keys=False)
+    record: JsonObject = {"kind": copy.kind, "steps": steps_json}
+    if undos:
+        record["undos"] = [*undos]
+    evidence = dumps(record, sort_keys=False)
 
     def write(tx: Transaction) -> int:
         check_id = tx.record_endpoint_check(
@@ -216,12 +238,17 @@ def _record(
             access_path=access_path,
             operation="endpoint_check",
             target=production.id,
-            detail={"test_copy": copy.id, "check": str(check_id), "passed": passed},
+            detail={
+                "test_copy": copy.id,
+                "check": str(check_id),
+                "passed": passed,
+                "undos": [*undos],
+            },
         )
         return check_id
 
     check_id = ledger.write(write)
-    return CheckResult(check_id, production.id, copy.id, passed, tuple(steps))
+    return CheckResult(check_id, production.id, copy.id, passed, tuple(steps), undos, required)
 
 
 def latest_verification(ledger: Store, resource: Resource) -> bool:
@@ -237,10 +264,12 @@ def result_view(result: CheckResult) -> JsonObject:
         "resource": result.resource_id,
         "test_copy": result.test_copy_id,
         "passed": result.passed,
+        "verified_undos": [*result.undos],
+        "required_steps": [*result.required],
         "steps": [
             {
                 "name": s.name,
-                "title": STEP_TITLES.get(s.name, s.name),
+                "title": TITLES.get(s.name, s.name),
                 "passed": s.passed,
                 "summary": s.summary,
                 "evidence": from_python(s.evidence),
@@ -263,12 +292,20 @@ def report_lines(view: JsonObject) -> list[str]:
         if isinstance(step.get("message"), str):
             lines.append(f"         {step.get('message')}")
     ran = {step.get("name") for step in steps}
+    required = view.get("required_steps")
     lines.extend(
-        f"  [ -- ] {STEP_TITLES[name]}: not run (an earlier step failed)"
-        for name in REQUIRED_STEPS
+        f"  [ -- ] {TITLES.get(str(name), str(name))}: not run (an earlier step failed)"
+        for name in (required if isinstance(required, list) else REQUIRED_STEPS)
         if name not in ran
     )
     verdict = "verified on a test copy" if view.get("passed") is True else "not verified"
+    undos = view.get("verified_undos")
+    if isinstance(undos, list) and undos:
+        lines.append(
+            "  verified undos: "
+            + ", ".join(str(u) for u in undos)
+            + " (offered once a reviewer accepts them: undogate accept-undo)"
+        )
     check_id = view.get("check_id")
     number = check_id.text if isinstance(check_id, JsonNumber) else check_id
     lines.append(f"{view.get('resource')}: {verdict} (check {number} in the ledger)")
