@@ -64,26 +64,33 @@ def record_id_of(resource: Resource, record: JsonObject) -> str:
 
 
 def find_by_evidence(
-    wire: Wire, resource: Resource, evidence: Mapping[str, str], deadline: float | None
+    wire: Wire, resource: Resource, values: Mapping[str, JsonValue], deadline: float | None
 ) -> list[tuple[str, JsonObject]]:
-    """Every record (id, record) whose evidence equals any of ``evidence``'s values on
-    the same field, in the order the server listed them.
+    """Every record (id, record) whose evidence equals the evidence ``values`` give on
+    the same field (any one field suffices), in the order the server listed them.
+
+    A query lookup asks the server for each identity value as given and as normalized:
+    its filter decides what comes back, and only what it returns can match here.
 
     Raises:
         RemoteUnavailable, RemoteContractBreach, LimitReached, MissingToken,
         BlockedAddress.
     """
     lookup = resource.lookup
+    evidence = evidence_of(resource, values)
     if lookup is None or not evidence:
         return []
-    urls = (
-        [
-            resource.url + lookup.query.replace("{field}", quote(f)).replace("{value}", quote(v))
-            for f, v in evidence.items()
-        ]
-        if lookup.query is not None
-        else [resource.url]
-    )
+    urls = [resource.url]
+    if lookup.query is not None:
+        urls = []
+        for name, normalized in evidence.items():
+            given = values.get(name)
+            spellings = [normalized, *([given.strip()] if isinstance(given, str) else [])]
+            for value in dict.fromkeys(spellings):
+                query = lookup.query.replace("{field}", quote(name)).replace(
+                    "{value}", quote(value)
+                )
+                urls.append(resource.url + query)
     found: dict[str, JsonObject] = {}
     for url in urls:
         for record in list_records(wire, resource, url, deadline):

@@ -235,15 +235,14 @@ class JsonCollectionAdapter(Adapter):
                     f"{resource.id} creates with POST: the server chooses the id",
                     resource=resource.id,
                 )
-            evidence = evidence_of(resource, values)
-            if not evidence:
+            if not evidence_of(resource, values):
                 raise InvalidRequest(
                     f"a create in {resource.id} needs a value for an identity field "
                     f"({', '.join(r.field for r in resource.identity)}): a lost answer to "
                     "its POST is resolved by that evidence",
                     resource=resource.id,
                 )
-            earlier = find_by_evidence(wire, resource, evidence, deadline)
+            earlier = find_by_evidence(wire, resource, values, deadline)
             after: JsonObject = {"record": values, "preexisting": [rid for rid, _ in earlier]}
             return Plan(fields, ABSENT, after), absent_snapshot()
         if record_id is None:
@@ -273,15 +272,14 @@ class JsonCollectionAdapter(Adapter):
                 resource=resource.id,
             )
         check_allowed(resource, list(values))
-        evidence = evidence_of(resource, values)
-        if not evidence:
+        if not evidence_of(resource, values):
             raise InvalidRequest(
                 f"an upsert in {resource.id} needs a value for an identity field ("
                 + ", ".join(f"{r.field}: {r.evidence}" for r in resource.identity)
                 + ")",
                 resource=resource.id,
             )
-        matches = find_by_evidence(wire, resource, evidence, deadline)
+        matches = find_by_evidence(wire, resource, values, deadline)
         if len(matches) > 1:
             candidates: list[JsonValue] = [
                 {"id": rid, "evidence": {**evidence_of(resource, record)}}
@@ -310,12 +308,8 @@ class JsonCollectionAdapter(Adapter):
         after = change.after if change.after is not ABSENT else {}
         earlier = after.get("preexisting")
         known = set(earlier) if isinstance(earlier, list) else set()
-        evidence = evidence_of(resource, side_record(change.after))
-        new = [
-            rid
-            for rid, _ in find_by_evidence(wire, resource, evidence, deadline)
-            if rid not in known
-        ]
+        found = find_by_evidence(wire, resource, side_record(change.after), deadline)
+        new = [rid for rid, _ in found if rid not in known]
         if len(new) == 1:
             snap = wire.read(record_resource(resource, new[0]), deadline, absent_ok=True)
             return replace(snap, target=new[0])
