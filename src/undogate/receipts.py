@@ -271,6 +271,8 @@ __all__ = [
 # Details an agent may see (never values, URLs, addresses or variable names).
 _AGENT_SAFE_DETAILS = (
     "resource",
+    "candidates",  # an ambiguous upsert's: record ids and evidence values only
+    "id",
     "current_version",
     "job",
     "member",

@@ -206,6 +206,9 @@ _NEXT_STEP = {
     "do not retry.",
     "blocked_address": "Nothing was prepared. A person has to fix the configuration; do not retry.",
     "missing_token": "Nothing was prepared. A person has to set the credential; do not retry.",
+    "ambiguous": "Nothing was prepared. Several records match this evidence (the candidates "
+    "below): change one of them by its id, or leave it to a person; never guess.",
+    "conflict": "Nothing was prepared. Pick another id or change the existing record by id.",
 }
 _UNKNOWN_OUTCOME = (
     "It is unknown whether a job was prepared: call again with the same idempotency_key "
