@@ -94,7 +94,9 @@ def confirm_preview(
     targets = targets_for(gw, job, operation)
     if {str(c.index) for c in targets} != set(stored.snapshot):
         raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)
-    _check_reversibility(gw, operation, targets, acknowledge_irreversible)
+    # A dry run sends nothing, so it needs no acknowledgement; an undo never offered is
+    # refused even then.
+    _check_reversibility(gw, operation, targets, acknowledge_irreversible or dry_run)
     if not dry_run:
         _check_attempts(gw, job.id)
     try:
