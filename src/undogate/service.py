@@ -330,7 +330,7 @@ class Service:
         """What the ledger shows about a resource's verified undos (SPEC §12).
 
         Raises: Forbidden, NotFound."""
-        self.require_reviewer(principal)
+        self.require_reader(principal)
         self._visible_resource(principal, resource_id)
         return await _in_thread(self.gateway.undo_offer, resource_id)
 

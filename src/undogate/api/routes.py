@@ -258,7 +258,7 @@ async def admin_revoke_key(request: Request) -> Response:
 async def get_undo_offer(request: Request) -> Response:
     """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
     principal = await authenticate(request)
-    Service.require_reviewer(principal)
+    Service.require_reader(principal)
     offer = await service(request).undo_offer(principal, request.path_params["resource_id"])
     return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
 
