@@ -40,7 +40,9 @@ OPERATIONS = {"apply": "apply", "undo": "undo", "accept": "accept_observed"}
 class Cell:
     """One gateway, served as a subprocess, against the shared contract server."""
 
-    def __init__(self, server: ContractServer, work: Path) -> None:
+    def __init__(
+        self, server: ContractServer, work: Path, extra: list[dict[str, Any]] | None = None
+    ) -> None:
         self.server = server
         work.mkdir(parents=True)
         self.data_dir = work / "ledger"
@@ -52,6 +54,7 @@ class Cell:
                     "resources": [
                         _res("customer", server.url(CUSTOMER), ["status", "owner"], ""),
                         _res("ticket", server.url(TICKET), ["status", "priority"], "/data"),
+                        *(extra or []),
                     ],
                     "agents": [
                         {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
@@ -67,14 +70,29 @@ class Cell:
             self.agent_key = keyring.create_agent_token(
                 owner_id=operator.credential.id, agent_id="account-assistant", label="agent"
             ).key
+            self.ledger_ready(ledger)
         finally:
             ledger.close()
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
 
+    def ledger_ready(self, ledger: Ledger) -> None:
+        """What a cell needs in its ledger before serving (keys aside): nothing here."""
+
     # -- the served process --------------------------------------------------------------
 
     def start(self, crash: str | None = None) -> None:
+        # A free port can be taken by another process before serve binds it (the
+        # machine is shared): serve then refuses at once, and another port is tried.
+        for attempt in range(3):
+            try:
+                self._start_once(crash)
+                return
+            except AssertionError as exc:
+                if "port is in use" not in str(exc) or attempt == 2:
+                    raise
+
+    def _start_once(self, crash: str | None) -> None:
         self.stop()
         env = {k: v for k, v in os.environ.items() if not k.startswith("UNDOGATE_")}
         if crash:
@@ -128,11 +146,15 @@ class Cell:
         return data
 
     def prepare(self, changes: dict[str, dict[str, str]]) -> str:
-        body = {
-            "summary": "crash test",
-            "changes": [{"resource": rid, "set": values} for rid, values in changes.items()],
-        }
-        return str(self.call("POST", "/api/v1/jobs", self.agent_key, body)["job_id"])
+        return self.prepare_changes(
+            [{"resource": rid, "set": values} for rid, values in changes.items()]
+        )
+
+    def prepare_changes(self, changes: list[dict[str, Any]]) -> str:
+        body = {"summary": "crash test", "changes": changes}
+        made = self.call("POST", "/api/v1/jobs", self.agent_key, body)
+        assert "job_id" in made, made
+        return str(made["job_id"])
 
     def preview(self, job: str, verb: str) -> dict[str, Any]:
         body = {"operation": OPERATIONS[verb]}

@@ -184,7 +184,11 @@ class Collections:
             return document
         record_id = secrets.token_hex(8)
         fault = self._fault(collection)
-        return self._create(f"{collection}/{record_id}", record_id, document, fault)
+        path = f"{collection}/{record_id}"
+        reply = self._create(path, record_id, document, fault)
+        if path in self._store.resources:
+            self._writes[collection] += 1  # a POST writes to the collection, too
+        return reply
 
     def _delete(self, request: Request) -> Reply:
         path = request.path
