@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..adapters import Evidence, Remote, adapter_for
+from ..adapters import UNDO_OF_CREATE, Evidence, Remote, adapter_for
 from ..config import Config, Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
@@ -44,6 +44,7 @@ from .collection_probes import (
     CollectionProbe,
     run_collection_check,
 )
+from .document_create_probes import DOCUMENT_CREATE_TITLES, run_document_create_probes
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
 __all__ = [
@@ -72,7 +73,7 @@ STEP_TITLES: dict[str, str] = {
 # Every step a passing check has, in order (restore_test_copy only follows a failure).
 REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
 # A collection's check (SPEC §12) names its own steps.
-TITLES = {**STEP_TITLES, **COLLECTION_STEP_TITLES}
+TITLES = {**STEP_TITLES, **COLLECTION_STEP_TITLES, **DOCUMENT_CREATE_TITLES}
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,11 @@ def check_endpoint(
             probe = CopyProbe(adapter, remote, copy, timeout, config.server.data_dir)
             steps, undos, required = _run(probe, production), [], REQUIRED_STEPS
             passed = tuple(s.name for s in steps) == required and all(s.passed for s in steps)
+            if passed and copy.create is True:
+                # A document the gateway may create (SPEC §12): is its undo safe here?
+                created, works = run_document_create_probes(adapter, remote, copy, timeout)
+                steps += created
+                undos = [UNDO_OF_CREATE] if works else []
     verified = tuple(undos) if passed else ()
     return _record(ledger, production, copy, passed, steps, verified, required, actor, access_path)
 
@@ -172,7 +178,9 @@ def _run(probe: CopyProbe, production: Resource) -> list[Step]:
     prod_before = None
     wrote = restored = False
     try:
-        prod_before = probe.read(production, "production_read")
+        # A document the gateway may create need not exist yet (SPEC §12).
+        maybe_absent = production.create is True
+        prod_before = probe.read(production, "production_read", absent_ok=maybe_absent)
         read: Evidence = {"digest": prod_before.digest, "bytes": prod_before.size}
         steps.append(Step("production_read", True, "read", read))
         steps.append(probe.begin())
@@ -192,7 +200,7 @@ def _run(probe: CopyProbe, production: Resource) -> list[Step]:
         steps.append(probe.restore())
     if prod_before is not None:
         try:
-            prod_after = probe.read(production, "production_unchanged")
+            prod_after = probe.read(production, "production_unchanged", absent_ok=maybe_absent)
         except StepFailed as failed:
             steps.append(failed.step)
         else:

@@ -81,9 +81,9 @@ class CopyProbe:
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout_s
 
-    def read(self, res: Resource, name: str) -> Snapshot:
+    def read(self, res: Resource, name: str, *, absent_ok: bool = False) -> Snapshot:
         try:
-            return self.remote.read(res, self._deadline())
+            return self.remote.read(res, self._deadline(), absent_ok=absent_ok)
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
 
