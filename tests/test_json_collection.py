@@ -18,6 +18,7 @@ from undogate.errors import (
     InvalidRequest,
     IrreversibleNotAcknowledged,
     NotFound,
+    Quarantined,
     UndoNotVerified,
 )
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation, Operation
@@ -336,3 +337,19 @@ def test_confirming_an_undo_no_longer_verified_is_refused(
     with pytest.raises(UndoNotVerified):
         gw.confirm(OWNER, job_id, preview.token)
     assert server.collection_records(CONTACTS) == {}
+
+
+def test_an_uncertain_post_create_quarantines_the_whole_collection_until_reconciled(
+    server: ContractServer, data_dir: Path, open_gateway: Opener
+) -> None:
+    gw, config = _post_world(server, data_dir, open_gateway)
+    verify_and_accept(gw, config)
+    seed(server, "bob", email="bob@example.com", status="lead")
+    job_id = prepare(gw, change(create={"email": "ann@example.com"}))
+    server.arm("apply_then_drop", CONTACTS)
+    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    other = prepare(gw, change(record_id="bob", set={"status": "customer"}))
+    with pytest.raises(Quarantined):
+        gw.preview(OWNER, other, Operation.APPLY)
+    run(gw, job_id, Operation.ACCEPT_OBSERVED)  # the one new record is ours: now named
+    assert run(gw, other).job.state is JobState.APPLIED

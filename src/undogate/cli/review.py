@@ -118,6 +118,7 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
         kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
         if kind:
             console.print(kind)
+        _render_record_operation(console, change)
         if "diff" in change:
             render_diff(console, _list(change["diff"]))
         else:
