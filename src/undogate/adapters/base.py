@@ -12,7 +12,9 @@ only the adapter interprets); whether a resource shows a side; the conditional w
 that moves it from one side to the other and how that write's answer is classified
 (SPEC §4); which other changes it overlaps; and what every surface shows of it (the
 event diff, the receipt's and the preview's values, a page's line diff, the words on
-reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too.
+reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too,
+in ``WholeResourceAdapter``: the kinds whose resource is one object at one URL (a
+collection, whose records appear and disappear, is checked by its own probes).
 """
 
 from __future__ import annotations
@@ -221,9 +223,6 @@ class Adapter(ABC):
     kind: ClassVar[str]  # the registry key
     noun: ClassVar[str]  # what the pages call one resource of this kind
     accept: ClassVar[str]  # the Accept header of a read
-    # Its resources hold records that appear and disappear: the endpoint check probes
-    # creating and deleting one (operations/collection_probes) instead of the §11 steps.
-    whole_records: ClassVar[bool] = False
 
     # -- the config ------------------------------------------------------------------
 
@@ -380,7 +379,12 @@ class Adapter(ABC):
     def reversibility(self, change: Change) -> str:
         """What undo can restore of the change, in plain words."""
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+
+class WholeResourceAdapter(Adapter):
+    """A kind whose resource is one object at one URL, and what the endpoint check's §11
+    steps (``operations/endpoint_probes``) ask of it. A kind whose records appear and disappear
+    (a collection) is checked by its own probes instead (``operations/collection_probes``).
+    """
 
     def sibling_url(self, url: str, name: str) -> str:
         """A URL beside ``url``, made with ``name``, where nothing should exist: unless

@@ -20,13 +20,11 @@ read-back gave; undoing a delete re-creates the same id from the pre-image with
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 from ..errors import Ambiguous, Conflict, InvalidRequest, NotFound
-from ..etag import ETag
 from ..jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
 from ..jsonvalue import (
     JsonError,
@@ -46,7 +44,6 @@ from .base import (
     UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
-    Evidence,
     Plan,
     ResourceKind,
     Side,
@@ -79,7 +76,6 @@ from .record_fields import (
 from .views import field_rows
 
 CREATED_STATUSES = frozenset({200, 201, 204})
-_CHECK_OWN_PROBES = "a collection's endpoint check runs its own probes (collection_probes)"
 
 
 def operation_of(change: Change) -> str:
@@ -117,7 +113,6 @@ class JsonCollectionAdapter(Adapter):
     kind = ResourceKind.JSON_COLLECTION
     noun = "record"
     accept = JSON_MEDIA_TYPE
-    whole_records = True
 
     # -- the config ------------------------------------------------------------------
 
@@ -493,38 +488,3 @@ class JsonCollectionAdapter(Adapter):
             "only while they still hold the values this job wrote; other fields are never "
             "touched."
         )
-
-    # -- the endpoint check (SPEC §11, §12): collection_probes runs its own -----------
-
-    def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def shows_marker(
-        self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
-    ) -> bool:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def create_attempt(
-        self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
-    ) -> ConditionalWrite:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def restore_evidence(
-        self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool
-    ) -> tuple[Evidence, str]:
-        raise InvalidRequest(_CHECK_OWN_PROBES)
-
-    def restore_by_hand(
-        self,
-        copy: Resource,
-        start: Snapshot,
-        now: Snapshot | None,
-        keep: Callable[[bytes], Path | None],
-    ) -> str:
-        raise InvalidRequest(_CHECK_OWN_PROBES)

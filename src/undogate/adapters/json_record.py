@@ -16,13 +16,13 @@ from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ..jsonvalue import JsonObject, JsonValue, dumps, escape_token
 from ..resources import Limits, Resource
 from .base import (
-    Adapter,
     ConditionalWrite,
     Evidence,
     Plan,
     ResourceKind,
     Side,
     Snapshot,
+    WholeResourceAdapter,
     not_for_this_kind,
     register,
 )
@@ -40,7 +40,7 @@ from .views import field_rows
 
 
 @register
-class JsonRecordAdapter(Adapter):
+class JsonRecordAdapter(WholeResourceAdapter):
     kind = ResourceKind.JSON_RECORD
     noun = "record"
     accept = "application/json"

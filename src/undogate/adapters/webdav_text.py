@@ -30,7 +30,6 @@ from ..net import RemoteResponse
 from ..resources import Limits, Resource
 from .base import (
     UNDO_OF_CREATE,
-    Adapter,
     ConditionalWrite,
     Evidence,
     Plan,
@@ -38,6 +37,7 @@ from .base import (
     Side,
     Snapshot,
     Verdict,
+    WholeResourceAdapter,
     Wire,
     media_type_is,
     not_for_this_kind,
@@ -57,7 +57,7 @@ def is_text_media_type(value: str) -> bool:
 
 
 @register
-class WebDavTextAdapter(Adapter):
+class WebDavTextAdapter(WholeResourceAdapter):
     kind = ResourceKind.WEBDAV_TEXT
     noun = "document"
     accept = "text/plain, text/markdown"

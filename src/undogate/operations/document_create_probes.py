@@ -19,7 +19,7 @@ import secrets
 import time
 from dataclasses import replace
 
-from ..adapters import Adapter, Evidence, Remote, Side, Snapshot
+from ..adapters import Evidence, Remote, Side, Snapshot, WholeResourceAdapter
 from ..config import Resource
 from ..errors import UndogateError
 from ..jobs import Change, ChangeRequest
@@ -38,7 +38,7 @@ _OK = (200, 201, 204)
 
 
 def run_document_create_probes(
-    adapter: Adapter, remote: Remote, copy: Resource, timeout_s: float
+    adapter: WholeResourceAdapter, remote: Remote, copy: Resource, timeout_s: float
 ) -> tuple[list[Step], bool]:
     """The steps, and whether they verified the undo of a create."""
     url = adapter.sibling_url(copy.url, "undogate-create-" + secrets.token_hex(6))

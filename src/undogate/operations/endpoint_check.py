@@ -31,7 +31,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..adapters import UNDO_OF_CREATE, Evidence, Remote, adapter_for
+from ..adapters import UNDO_OF_CREATE, Evidence, Remote, WholeResourceAdapter, adapter_for
 from ..config import Config, Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
@@ -151,7 +151,8 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        if adapter.whole_records:
+        if not isinstance(adapter, WholeResourceAdapter):
+            # Records that appear and disappear: its own probes (SPEC §12).
             collection = CollectionProbe(adapter, remote, copy, timeout)
             steps, undos = run_collection_check(collection, production)
             required: tuple[str, ...] = COLLECTION_REQUIRED

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..adapters import Adapter, ConditionalWrite, Evidence, Remote, Side, Snapshot
+from ..adapters import ConditionalWrite, Evidence, Remote, Side, Snapshot, WholeResourceAdapter
 from ..config import Resource
 from ..errors import InvalidRequest, UndogateError
 from ..etag import ETag
@@ -68,7 +68,7 @@ def same_version(a: Snapshot, b: Snapshot) -> bool:
 
 @dataclass
 class CopyProbe:
-    adapter: Adapter
+    adapter: WholeResourceAdapter
     remote: Remote
     copy: Resource
     timeout_s: float
