@@ -353,3 +353,38 @@ def test_an_uncertain_post_create_quarantines_the_whole_collection_until_reconci
         gw.preview(OWNER, other, Operation.APPLY)
     run(gw, job_id, Operation.ACCEPT_OBSERVED)  # the one new record is ours: now named
     assert run(gw, other).job.state is JobState.APPLIED
+
+
+def test_other_kinds_refuse_the_collection_shapes_and_settings(
+    server: ContractServer, data_dir: Path, open_gateway: Opener
+) -> None:
+    from .conftest import resource
+
+    gw = open_gateway(
+        make_config(
+            server,
+            data_dir,
+            resource(server, "customer", "/records/customer-123"),
+            resource(server, "notes", "/docs/notes.md", kind="webdav_text"),
+        )
+    )
+    for shape in ({"create": {"status": "x"}}, {"record_id": "a", "delete": True}):
+        with pytest.raises(InvalidRequest):
+            prepare(gw, change(resource="customer", **shape))
+        with pytest.raises(InvalidRequest):
+            prepare(gw, change(resource="notes", text="x\n", **shape))
+    with pytest.raises(ConfigError) as refused:
+        make_config(
+            server,
+            data_dir,
+            resource(server, "customer", "/records/customer-123", create="put"),
+            resource(
+                server,
+                "notes",
+                "/docs/notes.md",
+                kind="webdav_text",
+                identity=[{"field": "x", "evidence": "email"}],
+            ),
+        )
+    assert "resources[0].create" in str(refused.value.details)
+    assert "resources[1].identity" in str(refused.value.details)
