@@ -1,8 +1,8 @@
 """A collection in the review UI, in real headless Chromium (SPEC §12): a create shows
 "(new record)" and is IRREVERSIBLE until its undo is verified and accepted, so confirming
 needs the box ticked; the resource's undo page accepts the verified undo; then the undo
-removes exactly the record. A deletion shows the whole pre-image; an ambiguous upsert
-never becomes a job."""
+removes exactly the record, on the contract server and on a real Kinto. A deletion shows
+the whole pre-image; an ambiguous upsert never becomes a job."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 
 from undogate.api import create_app
 from undogate.auth import Keyring
-from undogate.config import Config
+from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.operations.endpoint_check import check_endpoint
@@ -24,6 +24,8 @@ from undogate.web import web_routes
 from .browser import CHROMIUM, CHROMIUM_ARGS, ServedApp, chromium_missing, save_shot, served
 from .collections_world import CONTACTS, contacts, seed
 from .conftest import make_config
+from .kintoserver import PASSWORD, USER, kinto_server
+from .test_kinto_collections import BUCKET, collection, listed
 from .test_web_browser import open_page, sign_in
 
 _missing = chromium_missing()
@@ -134,3 +136,58 @@ def test_a_deletion_shows_the_pre_image_and_an_ambiguous_upsert_is_no_job(
     assert "whole pre-image" in pre_image and '"<b>Ann</b>"' in pre_image
     assert '"lead"' in pre_image and '"ann@example.com"' in pre_image
     w.assert_inert()
+
+
+def test_on_kinto_a_create_and_its_undo_by_clicking(
+    browser: Any, data_dir: Path, open_gateway: Callable[..., Gateway], tmp_path: Path
+) -> None:
+    """The same on a real Kinto 26.5: the create needs the tick until its undo is
+    verified (check-endpoint on the copy) and accepted (the undo page); then the undo
+    removes exactly the record."""
+    (tmp_path / "kinto").mkdir()
+    with kinto_server(tmp_path / "kinto") as kinto:
+        kinto.request("PUT", BUCKET, json={})
+        for name in ("web", "web-copy"):
+            kinto.request("PUT", f"{BUCKET}/collections/{name}", json={})
+        config = parse_config(
+            {
+                "server": {"data_dir": str(data_dir)},
+                "resources": [
+                    collection(kinto, "contacts", "web"),
+                    collection(kinto, "contacts-copy", "web-copy", test_copy_of="contacts"),
+                ],
+                "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
+            }
+        )
+        env = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
+        gw = open_gateway(config, environ=env)
+        keyring = Keyring(gw.ledger, known_agents=lambda: {"account-assistant"})
+        alice = keyring.create_operator(label="alice")
+        agent = keyring.create_agent_token(
+            owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
+        )
+        with served(create_app(gw, keyring, routes=web_routes(gw, keyring))) as site:
+            made = _prepare(site, agent.key, {"create": {"email": "ann@example.com"}})
+            job_id = made.json()["job_id"]
+            w = open_page(browser)
+            page = w.page
+            sign_in(page, site, alice.key)
+            page.goto(f"{site.url}/jobs/{job_id}")
+            page.get_by_role("button", name="Preview apply").click()
+            page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
+            assert "(new record)" in page.inner_text("main")
+            page.locator("#acknowledge").check()
+            page.locator("#confirm").click()
+            page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
+            assert [r["email"] for r in listed(kinto, "web").values()] == ["ann@example.com"]
+            assert check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", env).passed
+            page.goto(f"{site.url}/resources/contacts/undo")
+            page.get_by_role("button", name="Accept the verified undo").click()
+            page.wait_for_url(f"{site.url}/resources/contacts/undo")
+            page.goto(f"{site.url}/jobs/{job_id}")
+            page.get_by_role("button", name="Preview undo").click()
+            page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
+            page.locator("#confirm").click()
+            page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
+            assert listed(kinto, "web") == {}
+            w.assert_inert()
