@@ -388,3 +388,11 @@ def test_other_kinds_refuse_the_collection_shapes_and_settings(
         )
     assert "resources[0].create" in str(refused.value.details)
     assert "resources[1].identity" in str(refused.value.details)
+
+
+def test_one_record_of_a_collection_per_job(gw: Gateway) -> None:
+    """Two upserts of one email in one job would both find nothing and create it twice."""
+    twice = change(upsert={"email": "ann@example.com"})
+    with pytest.raises(InvalidRequest) as refused:
+        prepare(gw, twice, twice)
+    assert "one record per job" in refused.value.message

@@ -71,7 +71,10 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             raise NotFound(f"unknown resource {change.resource_id!r}", resource=change.resource_id)
         if change.resource_id in seen:
             raise InvalidRequest(
-                f"{change.resource_id!r} appears twice; put all its fields in one change",
+                # Also one record of a collection per job: two upserts of one email in
+                # one job would both find no match and create it twice.
+                f"{change.resource_id!r} appears twice; a job changes a resource once: put "
+                "all its fields in one change (a collection: one record per job)",
                 resource=change.resource_id,
             )
         seen.add(change.resource_id)
