@@ -139,6 +139,24 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
         row(401, 401, 403, 403, 400, 400, 403, 403),
     ),
     (
+        "undo_offer",
+        "GET",
+        "/api/v1/resources/customer/undo-offer",
+        None,
+        None,
+        row(401, 401, 403, 403, 200, 200, 200, 403),
+    ),
+    (
+        # Nothing verified for customer: every caller that may accept reaches the refusal
+        # (the happy path: test_collection_check.py, test_mcp_collections.py).
+        "undo_acceptance",
+        "POST",
+        "/api/v1/resources/customer/undo-acceptance",
+        {},
+        None,
+        row(401, 401, 403, 403, 409, 409, 403, 403),
+    ),
+    (
         "admin_list",
         "GET",
         "/api/v1/admin/keys",
@@ -279,7 +297,12 @@ def test_the_matrix_covers_every_api_route() -> None:
     from undogate.api import api_routes
 
     served = {
-        (method, route.path.replace("{job_id}", "{job}").replace("{credential_id}", "{credential}"))
+        (
+            method,
+            route.path.replace("{job_id}", "{job}")
+            .replace("{credential_id}", "{credential}")
+            .replace("{resource_id}", "customer"),
+        )
         for route in api_routes()
         if isinstance(route, Route) and route.include_in_schema
         for method in (route.methods or set()) - {"HEAD"}

@@ -36,7 +36,7 @@ from undogate.config import ServerSettings, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import CRASH_ENV, CRASH_POINTS
 from undogate.jobs import ActionStatus, JobState
-from undogate.ledger import DB_NAME, open_store
+from undogate.ledger import DB_NAME, Store, open_store
 
 from .conftest import REPORT, free_port, wait_healthy
 from .postgres import PostgresCluster
@@ -75,8 +75,15 @@ WHERE c.relkind = 'r' AND n.nspname = 'public'
 class Cell:
     """One gateway, served as a subprocess, against the shared contract server."""
 
-    def __init__(self, server: ContractServer, work: Path, ledger_url: str | None) -> None:
-        """``ledger_url``: a PostgreSQL database for the ledger (else SQLite in ``work``)."""
+    def __init__(
+        self,
+        server: ContractServer,
+        work: Path,
+        ledger_url: str | None = None,
+        extra: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """``ledger_url``: a PostgreSQL database for the ledger (else SQLite in ``work``);
+        ``extra``: more resources for the config."""
         self.server = server
         work.mkdir(parents=True)
         self.data_dir = work / "ledger"
@@ -94,6 +101,7 @@ class Cell:
             "resources": [
                 _res("customer", server.url(CUSTOMER), ["status", "owner"], ""),
                 _res("ticket", server.url(TICKET), ["status", "priority"], "/data"),
+                *(extra or []),
             ],
             "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
         }
@@ -106,14 +114,29 @@ class Cell:
             self.agent_key = keyring.create_agent_token(
                 owner_id=operator.credential.id, agent_id="account-assistant", label="agent"
             ).key
+            self.ledger_ready(ledger)
         finally:
             ledger.close()
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
 
+    def ledger_ready(self, ledger: Store) -> None:
+        """What a cell needs in its ledger before serving (keys aside): nothing here."""
+
     # -- the served process --------------------------------------------------------------
 
     def start(self, crash: str | None = None) -> None:
+        # A free port can be taken by another process before serve binds it (the
+        # machine is shared): serve then refuses at once, and another port is tried.
+        for attempt in range(3):
+            try:
+                self._start_once(crash)
+                return
+            except AssertionError as exc:
+                if "port is in use" not in str(exc) or attempt == 2:
+                    raise
+
+    def _start_once(self, crash: str | None) -> None:
         self.stop()
         self._wait_for_the_dead()
         env = {k: v for k, v in os.environ.items() if not k.startswith("UNDOGATE_")}
@@ -183,11 +206,15 @@ class Cell:
         return data
 
     def prepare(self, changes: dict[str, dict[str, str]]) -> str:
-        body = {
-            "summary": "crash test",
-            "changes": [{"resource": rid, "set": values} for rid, values in changes.items()],
-        }
-        return str(self.call("POST", "/api/v1/jobs", self.agent_key, body)["job_id"])
+        return self.prepare_changes(
+            [{"resource": rid, "set": values} for rid, values in changes.items()]
+        )
+
+    def prepare_changes(self, changes: list[dict[str, Any]]) -> str:
+        body = {"summary": "crash test", "changes": changes}
+        made = self.call("POST", "/api/v1/jobs", self.agent_key, body)
+        assert "job_id" in made, made
+        return str(made["job_id"])
 
     def preview(self, job: str, verb: str) -> dict[str, Any]:
         body = {"operation": OPERATIONS[verb]}

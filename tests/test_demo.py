@@ -26,6 +26,7 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "restored byte-for-byte" in result.stdout
+    assert "the created contact is gone" in result.stdout
     assert "agent sees tools ['list_resources', 'prepare_changes']" in result.stdout
     ledger_dir = work / "ledger"
     db = ledger_dir / DB_NAME
@@ -40,6 +41,12 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
         ).fetchall()
         assert rows[0] == ("prepare", "mcp")  # the agent prepared through the MCP tools
         assert rows[-1][0] == "finish_undo"
+        methods = conn.execute("SELECT method FROM actions ORDER BY id").fetchall()
+        assert methods == [("PATCH",), ("PUT",), ("PUT",), ("DELETE",), ("PUT",), ("PATCH",)]
+        accepted = conn.execute(
+            "SELECT target FROM events WHERE operation = 'undo_accepted'"
+        ).fetchall()
+        assert accepted == [("contacts",)]  # the create's undo was verified and accepted
     owner = Ledger.open(ledger_dir)
     try:
         with pytest.raises(LedgerInUse):

@@ -36,6 +36,7 @@ from .jobs import Actor, Job, Operation, Preview
 from .jsonvalue import dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
+from .operations.endpoint_check import check_endpoint
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
 
@@ -119,6 +120,11 @@ async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any
                         "text": notes + "- Converted to customer; owner Grace.\n",
                         "assertion_kind": "inferred",
                     },
+                    {
+                        "resource": "contacts",
+                        "upsert": {"email": "Ada@Example.com", "name": "Ada", "status": "customer"},
+                        "assertion_kind": "supplied",
+                    },
                 ],
                 "idempotency_key": "demo-1",
                 "attribution_label": "demo script",
@@ -145,6 +151,8 @@ def _show_preview(console: Console, preview: Preview) -> None:
             change.get("current_text"),
             change.get("planned_text"),
         )
+        if change.get("operation") == "create":
+            console.print(f"[bold]{resource}[/]: creates a new record {change.get('record_id')}")
         if isinstance(planned, str):
             diff = unified_diff(current if isinstance(current, str) else "", planned, resource)
             console.print(f"[bold]{resource}[/] (line diff, current → planned):")
@@ -179,15 +187,34 @@ def _show_receipt(console: Console, job: Job) -> None:
     console.print(table)
 
 
+def _verify_create_undo(console: Console, gateway: Gateway, reviewer: Actor) -> None:
+    """Undo of a create is offered only once a test copy verified it and a reviewer
+    accepted it (SPEC §12): the demo runs the check on its copy, then accepts."""
+    result = check_endpoint(
+        gateway.config, gateway.ledger, gateway.http, "contacts-copy", gateway.environ
+    )
+    console.print(
+        f"[bold]check-endpoint contacts-copy[/]: passed={result.passed}, "
+        f"verified undos {list(result.undos)}"
+    )
+    offer = gateway.accept_verified_undo(reviewer, "contacts")
+    console.print(f"[bold]accepted[/] the verified undos {sorted(offer.accepted)} of contacts")
+
+
 def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
     """Run the scripted walk; True when every resource ends exactly as it started."""
     console = console or Console()
     with _workspace(data_dir) as work, ContractServer(work / "contract") as server:
         config = demo_config(server, work)
-        # The config names the record, then the notes.
-        record_path, notes_path = (urlsplit(r.url).path for r in config.resources)
+        paths = {r.id: urlsplit(r.url).path for r in config.resources}
+        record_path, notes_path, contacts_path = (
+            paths["customer"],
+            paths["account-notes"],
+            paths["contacts"],
+        )
         start = server.raw_bytes(record_path)
         notes_start = server.raw_bytes(notes_path)
+        contacts_start = server.collection_records(contacts_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
         console.print(f"start:  {start.decode()}")
         ledger = Ledger.open(config.server.data_dir)
@@ -218,6 +245,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             console.print_json(json.dumps(receipt))
             job_id = str(receipt["job_id"])
             console.print(f"[bold]prepared[/] {job_id} (nothing written yet)")
+            _verify_create_undo(console, gateway, reviewer)
             preview = gateway.preview(reviewer, job_id, Operation.APPLY)
             _show_preview(console, preview)
             assert preview.token is not None, preview.blockers
@@ -225,6 +253,8 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             _show_receipt(console, applied)
             console.print(f"after:  {server.raw_bytes(record_path).decode()}")
             console.print(f"notes:  {server.raw_bytes(notes_path).decode()!r}")
+            created = server.collection_records(contacts_path)
+            console.print(f"contacts: {sorted(created)} (one new record)")
             undo = gateway.preview(reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
@@ -235,9 +265,17 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             ledger.close()
         end = server.raw_bytes(record_path)
         console.print(f"end:    {end.decode()}")
-        restored = end == start and server.raw_bytes(notes_path) == notes_start
+        restored = (
+            end == start
+            and server.raw_bytes(notes_path) == notes_start
+            and server.collection_records(contacts_path) == contacts_start
+        )
+        console.print(f"contacts: {sorted(server.collection_records(contacts_path))}")
         if restored:
-            console.print("[green bold]record and notes restored byte-for-byte[/]")
+            console.print(
+                "[green bold]record and notes restored byte-for-byte; the created contact "
+                "is gone[/]"
+            )
         else:
             console.print("[red bold]a resource does not match its start[/]")
         return restored

@@ -22,6 +22,7 @@ from .jobs import (
     Prepared,
     PrepareRequest,
     Preview,
+    UndoOffer,
 )
 from .ledger import Event, JobSummary, StoredPreview
 from .operations.confirm import confirm_preview, stored_preview
@@ -30,6 +31,7 @@ from .operations.prepare import prepare_job
 from .operations.preview import preview_job
 from .operations.recovery import recover
 from .operations.reject import reject_job
+from .operations.undo_offer import accept_verified_undo, resource_undo_offer
 
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
@@ -71,11 +73,26 @@ class Gateway(Context):
         *,
         dry_run: bool = False,
         reauthorize: Callable[[], None] | None = None,
+        acknowledge_irreversible: bool = False,
     ) -> Confirmation:
         """See ``operations.confirm.confirm_preview``."""
         return confirm_preview(
-            self, actor, job_id, preview_token, dry_run=dry_run, reauthorize=reauthorize
+            self,
+            actor,
+            job_id,
+            preview_token,
+            dry_run=dry_run,
+            reauthorize=reauthorize,
+            acknowledge_irreversible=acknowledge_irreversible,
         )
+
+    def undo_offer(self, resource_id: str) -> UndoOffer:
+        """See ``operations.undo_offer.resource_undo_offer``."""
+        return resource_undo_offer(self, resource_id)
+
+    def accept_verified_undo(self, actor: Actor, resource_id: str) -> UndoOffer:
+        """See ``operations.undo_offer.accept_verified_undo``."""
+        return accept_verified_undo(self, actor, resource_id)
 
     def stored_preview(
         self, owner_id: str, job_id: str, preview_token: str

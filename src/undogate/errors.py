@@ -30,6 +30,10 @@ its own vocabulary in one place.
     ├── Quarantined                 quarantined
     ├── LaterJobOverlaps            later_job_overlaps
     ├── ReconciliationBlocked       reconciliation_blocked
+    ├── Ambiguous                   ambiguous              (an upsert's evidence matched
+    │                                                       several records: nothing prepared)
+    ├── IrreversibleNotAcknowledged irreversible_not_acknowledged
+    ├── UndoNotVerified             undo_not_verified      (no verified undo to accept)
     ├── LedgerInUse                 ledger_in_use
     ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
@@ -182,6 +186,27 @@ class LaterJobOverlaps(UndogateError):
 
 class ReconciliationBlocked(UndogateError):
     code = "reconciliation_blocked"
+
+
+class Ambiguous(UndogateError):
+    """Identity evidence matched several records; the details list them (ids and
+    evidence values only). Nothing was prepared: ambiguity is never resolved by a guess."""
+
+    code = "ambiguous"
+
+
+class IrreversibleNotAcknowledged(UndogateError):
+    """A confirm of a change the gateway cannot undo came without the reviewer's
+    explicit acknowledgement."""
+
+    code = "irreversible_not_acknowledged"
+
+
+class UndoNotVerified(UndogateError):
+    """There is no verified undo to accept: no passing endpoint check on a test copy
+    showed it works."""
+
+    code = "undo_not_verified"
 
 
 class LedgerInUse(UndogateError):

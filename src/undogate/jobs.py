@@ -280,6 +280,10 @@ class Change:
     state: ChangeState = ChangeState.PENDING
     applied_etag: str | None = None
     applied_at: int | None = None  # ledger sequence of the apply, for undo ordering
+    # The part of the resource the change acts on, for kinds whose resource holds parts
+    # at their own URLs (a collection's record id); ``None`` for a whole resource, or
+    # while a create has not learned the id the server gave it.
+    target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -324,13 +328,20 @@ class Job:
 class ChangeRequest:
     """One change as an agent asked for it, before any read.
 
-    Records use ``set``/``remove`` (top-level field names); documents use ``text``.
+    Records use ``set``/``remove`` (top-level field names); documents use ``text``. In a
+    collection, ``record_id`` names the record a ``set``/``remove`` or ``delete`` acts on
+    (or the id a ``create`` asks for); ``create`` and ``upsert`` carry a new record's
+    field values (SPEC §12).
     """
 
     resource_id: str
     set: JsonObject | None = None
     remove: tuple[str, ...] = ()
     text: str | None = None
+    record_id: str | None = None
+    create: JsonObject | None = None
+    delete: bool = False
+    upsert: JsonObject | None = None
     expected_version: str | None = None
     assertion_kind: AssertionKind | None = None
 
@@ -384,6 +395,9 @@ class ChangeView:
     reversible: bool
     note: str | None = None
     observation: Observation | None = None
+    # The operation can never be undone by the gateway (an unverified create or delete,
+    # SPEC §12): confirming it needs the reviewer's explicit acknowledgement.
+    irreversible: bool = False
 
 
 @dataclass(frozen=True)
@@ -395,6 +409,11 @@ class Preview:
     changes: tuple[ChangeView, ...]
     blockers: tuple[dict[str, Any], ...] = ()
 
+    @property
+    def needs_acknowledgement(self) -> bool:
+        """Confirming needs ``acknowledge_irreversible``: a change cannot be undone."""
+        return any(v.irreversible for v in self.changes)
+
 
 @dataclass(frozen=True)
 class Confirmation:
@@ -402,3 +421,22 @@ class Confirmation:
     repeated: bool = False
     dry_run: bool = False
     requests: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class UndoOffer:
+    """What the ledger shows about one resource's verified undos."""
+
+    resource_id: str
+    check_id: int | None  # the latest check under the current identity, if any
+    checked_at: float | None
+    verified: frozenset[str]  # what that check verified (empty unless it passed)
+    accepted: frozenset[str]  # what a reviewer accepted under the current identity
+    accepted_at: float | None
+
+    def offers(self, need: str) -> bool:
+        return need in self.verified and need in self.accepted
+
+    @property
+    def awaiting_acceptance(self) -> frozenset[str]:
+        return self.verified - self.accepted

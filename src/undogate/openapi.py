@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import __version__
+from . import openapi_collections as collections
 from .adapters import kind_names
 
 S = dict[str, Any]
@@ -107,6 +108,7 @@ SCHEMAS: S = {
             "text": _STR,
             "expected_version": {"type": "string", "maxLength": 300},
             "assertion_kind": {"enum": ["observed", "inferred", "imported", "supplied"]},
+            **collections.CHANGE_MEMBERS,
         },
     },
     "PrepareRequest": {
@@ -252,9 +254,11 @@ SCHEMAS: S = {
                         "current": _nullable("object"),
                         "planned": _nullable("object"),
                         "rows": {"type": "array", "items": _ROW},
+                        **collections.PREVIEW_CHANGE_MEMBERS,
                     },
                 ),
             },
+            **collections.PREVIEW_MEMBERS,
             "irreversible": {"type": "array", "items": _ANY_OBJ},
             "blockers": {"type": "array", "items": _ANY_OBJ},
             "writes_externally": _BOOL,
@@ -267,6 +271,7 @@ SCHEMAS: S = {
         "properties": {
             "preview_token": {"type": "string", "maxLength": 200},
             "dry_run": _BOOL,
+            **collections.CONFIRM_MEMBERS,
         },
     },
     "Confirmation": _obj(
@@ -452,7 +457,7 @@ def openapi_document() -> S:
         "security": [{"bearer": []}],
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **collections.SCHEMAS},
         },
         "paths": {
             "/healthz": {"get": _op("liveness", "Health", secured=False)},
@@ -515,6 +520,22 @@ def openapi_document() -> S:
                     "to the ledger",
                     "EndpointCheck",
                     body="EndpointCheckRequest",
+                )
+            },
+            "/api/v1/resources/{resource_id}/undo-offer": {
+                "get": _op(
+                    "which undos of creates and deletes a test copy verified and a reviewer "
+                    "accepted (operator, agents:read)",
+                    "UndoOffer",
+                    params=[collections.RESOURCE_ID],
+                )
+            },
+            "/api/v1/resources/{resource_id}/undo-acceptance": {
+                "post": _op(
+                    "accept, once, the undos the latest endpoint check verified (operator, "
+                    "agents:write); undo_not_verified when none is",
+                    "UndoOffer",
+                    params=[collections.RESOURCE_ID],
                 )
             },
             "/api/v1/admin/keys": {

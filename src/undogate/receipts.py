@@ -15,7 +15,7 @@ from typing import Any
 from .adapters import adapter_for
 from .adapters.views import field_rows, text_diff
 from .config import Resource
-from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview
+from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview, UndoOffer
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
 from .ledger import Event, JobSummary
 
@@ -108,12 +108,33 @@ def agent_receipt(job: Job, *, replay: bool = False) -> JsonObject:
         "job_id": job.id,
         "state": job.state.value,
         "replay": replay,
-        "changes": [
-            {"resource": c.resource_id, "kind": c.kind, "fields": list(c.fields)}
-            for c in job.changes
-        ],
+        "changes": [_agent_change(c) for c in job.changes],
         "review": REVIEW_LINE,
         "review_path": review_path(job.id),
+    }
+
+
+def _agent_change(change: Change) -> JsonObject:
+    view: JsonObject = {
+        "resource": change.resource_id,
+        "kind": change.kind,
+        "fields": list(change.fields),
+    }
+    if change.target is not None:
+        view["record_id"] = change.target  # the record of a collection it touches
+    return view
+
+
+def undo_offer_view(offer: UndoOffer) -> JsonObject:
+    """Which undos of a resource are offered: verified on a test copy and accepted."""
+    return {
+        "resource": offer.resource_id,
+        "check_id": number(offer.check_id) if offer.check_id is not None else None,
+        "checked_at": number(offer.checked_at) if offer.checked_at is not None else None,
+        "verified": [*sorted(offer.verified)],
+        "accepted": [*sorted(offer.accepted)],
+        "accepted_at": number(offer.accepted_at) if offer.accepted_at is not None else None,
+        "awaiting_acceptance": [*sorted(offer.awaiting_acceptance)],
     }
 
 
@@ -135,6 +156,7 @@ def _change_preview(view: ChangeView, change: Change | None) -> JsonObject:
         "current_version": view.current_version,
         "moved_since_prepare": view.moved_since_prepare,
         "reversible": view.reversible,
+        "irreversible": view.irreversible,
         "note": view.note,
         "observation": view.observation.value if view.observation else None,
         "assertion_kind": _assertion(change) if change else None,
@@ -161,6 +183,7 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
             for v in preview.changes
             if not v.reversible
         ],
+        "acknowledgement_required": preview.needs_acknowledgement,
         "blockers": [json_value(b) for b in preview.blockers],
         "writes_externally": preview.operation.value != "accept_observed",
     }
@@ -248,6 +271,8 @@ __all__ = [
 # Details an agent may see (never values, URLs, addresses or variable names).
 _AGENT_SAFE_DETAILS = (
     "resource",
+    "candidates",  # an ambiguous upsert's: record ids and evidence values only
+    "id",
     "current_version",
     "job",
     "member",

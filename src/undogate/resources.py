@@ -52,6 +52,25 @@ class Limits(StrictModel):
     max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_SHARE, strict=True)
     max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_SHARE, strict=True)
     prepare_burst: int = Field(30, ge=1, le=_MAX_SHARE, strict=True)
+    # A collection listing (an upsert's lookup, the endpoint check's snapshot) holds at
+    # most this many records; a longer one is refused, never truncated.
+    max_collection_records: int = Field(1000, ge=1)
+
+
+class IdentityRule(StrictModel):
+    """One field whose value is evidence of a record's identity (SPEC §12). Which
+    evidence kinds exist is the adapters' business: anything else is refused there."""
+
+    field: str = Field(min_length=1, max_length=128)
+    evidence: str = Field(min_length=1, max_length=40)
+
+
+class Lookup(StrictModel):
+    """How an upsert finds records by evidence: a query template appended to the
+    collection URL (``?email={value}``), or a bounded listing matched locally."""
+
+    query: str | None = Field(None, min_length=1, max_length=512)
+    list: bool = False
 
 
 class Resource(StrictModel):
@@ -67,6 +86,15 @@ class Resource(StrictModel):
     conditional_writes: bool = False
     allow_private_host: bool = False
     allow_loopback_http: bool = False
+    # Records that appear and disappear (SPEC §12): how a create is sent (``put`` or
+    # ``post`` for a collection, ``true`` for a document), identity evidence, its lookup,
+    # the record's id member, and the members the server rewrites on every write (never
+    # sent back by a re-create, never compared). Each kind says which it accepts.
+    create: Literal["put", "post"] | bool | None = None
+    identity: tuple[IdentityRule, ...] = ()
+    lookup: Lookup | None = None
+    id_field: str = Field("id", min_length=1, max_length=128)
+    server_fields: tuple[str, ...] = ()
     # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
     # the fingerprint below is unchanged by it.
     test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
@@ -104,6 +132,10 @@ class Resource(StrictModel):
             "record_pointer": self.record_pointer,
             "fields": sorted(self.fields),
         }
+        if self.create is not None:
+            # How records appear is identity too; absent, the digest of a resource
+            # declared before §12 stays what it was.
+            identity["create"] = self.create
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return sha256_label(text)
 
@@ -124,4 +156,12 @@ def _effective_port(url: str) -> int | None:
     return {"https": 443, "http": 80}.get(parts.scheme.lower())
 
 
-__all__ = ["ID_PATTERN", "KINDS_CONTEXT", "Limits", "Resource", "StrictModel"]
+__all__ = [
+    "ID_PATTERN",
+    "KINDS_CONTEXT",
+    "IdentityRule",
+    "Limits",
+    "Lookup",
+    "Resource",
+    "StrictModel",
+]

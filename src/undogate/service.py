@@ -34,7 +34,7 @@ from .auth import require_scope as _require_scope
 from .config import Config, Resource
 from .engine import Gateway
 from .errors import Forbidden, NotFound, Unauthorized
-from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview
+from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview, UndoOffer
 from .ledger import Event, JobSummary, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
 
@@ -255,7 +255,14 @@ class Service:
         return await _in_thread(self.gateway.stored_preview, principal.owner_id, job.id, token)
 
     async def confirm(
-        self, principal: Principal, via: str, job_id: str, token: str, *, dry_run: bool = False
+        self,
+        principal: Principal,
+        via: str,
+        job_id: str,
+        token: str,
+        *,
+        dry_run: bool = False,
+        acknowledge_irreversible: bool = False,
     ) -> Confirmation:
         """Confirm a preview; the credential is re-checked before each dispatch.
 
@@ -278,6 +285,7 @@ class Service:
             token,
             dry_run=dry_run,
             reauthorize=reauthorize,
+            acknowledge_irreversible=acknowledge_irreversible,
         )
 
     async def reject(self, principal: Principal, via: str, job_id: str) -> Job:
@@ -308,6 +316,34 @@ class Service:
             gw.environ,
             actor=actor.label,
             access_path=actor.access_path,
+        )
+
+    def _visible_resource(self, principal: Principal, resource_id: str) -> None:
+        """Raises: NotFound (unknown), Forbidden (an agent this key does not see)."""
+        res = self.gateway.config.resource(resource_id)
+        if res is None:
+            raise NotFound(f"unknown resource {resource_id!r}", resource=resource_id)
+        if not principal.sees_agent(res.agent_id):
+            raise Forbidden(f"this key has no access to agent {res.agent_id!r}", agent=res.agent_id)
+
+    async def undo_offer(self, principal: Principal, resource_id: str) -> UndoOffer:
+        """What the ledger shows about a resource's verified undos (SPEC §12).
+
+        Raises: Forbidden, NotFound."""
+        self.require_reader(principal)
+        self._visible_resource(principal, resource_id)
+        return await _in_thread(self.gateway.undo_offer, resource_id)
+
+    async def accept_verified_undo(
+        self, principal: Principal, via: str, resource_id: str
+    ) -> UndoOffer:
+        """A reviewer accepts, once, the undos a test copy verified (SPEC §12).
+
+        Raises: Forbidden, NotFound, UndoNotVerified."""
+        self.require_writer(principal)
+        self._visible_resource(principal, resource_id)
+        return await _in_thread(
+            self.gateway.accept_verified_undo, principal.actor(via), resource_id
         )
 
     # -- what the master key may do --------------------------------------------------

@@ -62,3 +62,40 @@ def test_the_latest_endpoint_check_under_the_current_identity_counts(store: Stor
     check(True, "fp-2")
     assert store.read(lambda tx: tx.latest_check_passed("customer", "fp-2"))
     assert not store.read(lambda tx: tx.latest_check_passed("ticket", "fp-1"))
+
+
+def test_the_latest_check_and_undo_acceptance_of_a_resource(store: Store) -> None:
+    assert store.read(lambda tx: tx.latest_check("contacts", "fp-1")) is None
+    assert store.read(lambda tx: tx.latest_undo_acceptance("contacts")) is None
+    check_id = store.write(
+        lambda tx: tx.record_endpoint_check(
+            resource_id="contacts",
+            test_copy_id="contacts-copy",
+            production_fingerprint="fp-1",
+            test_copy_fingerprint="fp-copy",
+            passed=True,
+            evidence='{"steps": [], "undos": ["undo_of_create"]}',
+        )
+    )
+    check = store.read(lambda tx: tx.latest_check("contacts", "fp-1"))
+    assert check is not None and check.id == check_id and check.passed
+    assert check.evidence["undos"] == ["undo_of_create"]
+    assert store.read(lambda tx: tx.latest_check("contacts", "fp-2")) is None
+    for n in (1, 2):
+        store.write(
+            lambda tx, n=n: tx.add_event(
+                job_id=None,
+                actor="operator:op_a",
+                access_path="cli",
+                operation="undo_accepted",
+                target="contacts",
+                detail={"check": str(n)},
+            )
+        )
+    accepted = store.read(lambda tx: tx.latest_undo_acceptance("contacts"))
+    assert accepted is not None and accepted.detail == {"check": "2"}
+    assert accepted.actor == "operator:op_a"
+    assert store.read(lambda tx: tx.latest_undo_acceptance("other")) is None
+
+
+# -- closing -----------------------------------------------------------------------------------

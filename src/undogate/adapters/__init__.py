@@ -5,6 +5,8 @@ Importing this package registers every kind; ``adapter_for(kind)`` finds one, an
 """
 
 from .base import (
+    RECREATE,
+    UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Evidence,
@@ -13,17 +15,23 @@ from .base import (
     Side,
     Snapshot,
     Verdict,
+    WholeResourceAdapter,
+    absent_snapshot,
     adapter_for,
     kind_names,
 )
+from .json_collection import JsonCollectionAdapter
 from .json_record import JsonRecordAdapter
 from .remote import Remote
 from .webdav_text import WebDavTextAdapter
 
 __all__ = [
+    "RECREATE",
+    "UNDO_OF_CREATE",
     "Adapter",
     "ConditionalWrite",
     "Evidence",
+    "JsonCollectionAdapter",
     "JsonRecordAdapter",
     "Plan",
     "Remote",
@@ -32,6 +40,8 @@ __all__ = [
     "Snapshot",
     "Verdict",
     "WebDavTextAdapter",
+    "WholeResourceAdapter",
+    "absent_snapshot",
     "adapter_for",
     "kind_names",
 ]

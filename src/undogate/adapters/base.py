@@ -12,7 +12,9 @@ only the adapter interprets); whether a resource shows a side; the conditional w
 that moves it from one side to the other and how that write's answer is classified
 (SPEC §4); which other changes it overlaps; and what every surface shows of it (the
 event diff, the receipt's and the preview's values, a page's line diff, the words on
-reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too.
+reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too,
+in ``WholeResourceAdapter``: the kinds whose resource is one object at one URL (a
+collection, whose records appear and disappear, is checked by its own probes).
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..diffs import Hunk
 from ..errors import InvalidRequest
 from ..etag import ETag, parse_etag
-from ..jobs import AssertionKind, Change, ChangeRequest, ChangeView, SideValue
+from ..jobs import ABSENT, AssertionKind, Change, ChangeRequest, ChangeView, SideValue
 from ..jsonvalue import JsonObject, JsonValue
 from ..net import RemoteResponse
 from ..resources import Limits, Resource
@@ -39,6 +41,7 @@ class ResourceKind(StrEnum):
 
     JSON_RECORD = "json_record"
     WEBDAV_TEXT = "webdav_text"
+    JSON_COLLECTION = "json_collection"
 
 
 class Side(StrEnum):
@@ -60,6 +63,14 @@ SUCCESS_STATUSES = frozenset({200, 204})
 
 # What the endpoint check records of a step: digests, counts, statuses, never values.
 Evidence = dict[str, bool | int | str]
+
+# A snapshot's version where the resource does not exist (never a quoted entity-tag).
+ABSENT_VERSION = "absent"
+
+# What a change's undo needs verified on a test copy and accepted by a reviewer before
+# it is offered (SPEC §12): deleting what a create made, re-creating what a delete took.
+UNDO_OF_CREATE = "undo_of_create"
+RECREATE = "recreate"
 
 
 def media_type_is(value: str, allowed: frozenset[str]) -> bool:
@@ -96,6 +107,61 @@ class Snapshot:
     size: int
     content: JsonValue
     address: str | None = None
+    # False: the resource does not exist (a read answered 404 or 410); ``content`` is
+    # then whatever the kind says about the absence (``None``: nothing more).
+    exists: bool = True
+    # The part of the resource this read is of, for kinds with parts (a record's id).
+    target: str | None = None
+
+    @property
+    def version(self) -> str:
+        """What a preview pins: the ETag header, or ``absent``."""
+        return self.etag.header if self.exists else ABSENT_VERSION
+
+
+def absent_snapshot(
+    content: JsonValue = None, *, address: str | None = None, target: str | None = None
+) -> Snapshot:
+    """A read that found nothing (SPEC §12: a side on which the resource does not exist)."""
+    return Snapshot(
+        etag=ETag(""),
+        media_type="",
+        digest="",
+        size=0,
+        content=content,
+        address=address,
+        exists=False,
+        target=target,
+    )
+
+
+class Wire(Protocol):
+    """What an adapter may ask of the wire (``remote.Remote``) for its own reads."""
+
+    limits: Limits
+
+    def read(
+        self, resource: Resource, deadline: float | None = None, *, absent_ok: bool = False
+    ) -> Snapshot: ...
+
+    def send_bare(
+        self, resource: Resource, method: str, url: str, deadline: float | None
+    ) -> RemoteResponse: ...
+
+
+def not_for_this_kind(resource: Resource, *, create: bool = False) -> list[tuple[str, str]]:
+    """The §12 settings a kind without records that appear refuses (``create``: it
+    takes ``create: true``)."""
+    problems: list[tuple[str, str]] = []
+    if resource.create is not None and not (create and resource.create is True):
+        allowed = "only create: true" if create else "no create setting"
+        problems.append(("create", f"a {resource.kind} takes {allowed}"))
+    for name in ("identity", "lookup", "server_fields"):
+        if getattr(resource, name):
+            problems.append((name, f"only a json_collection has {name}"))
+    if resource.id_field != "id":
+        problems.append(("id_field", "only a json_collection has id_field"))
+    return problems
 
 
 @dataclass(frozen=True)
@@ -105,6 +171,7 @@ class Plan:
     fields: tuple[str, ...]
     before: SideValue
     after: SideValue
+    target: str | None = None
 
     def change(
         self,
@@ -123,8 +190,9 @@ class Plan:
             before=self.before,
             after=self.after,
             media_type=read.media_type,
-            prepared_etag=read.etag.header,
+            prepared_etag=read.version,
             assertion_kind=assertion_kind,
+            target=self.target,
         )
 
 
@@ -183,6 +251,43 @@ class Adapter(ABC):
             InvalidRequest: fields not allow-listed, non-top-level paths, no-op, oversize.
         """
 
+    def prepare(
+        self,
+        wire: Wire,
+        resource: Resource,
+        request: ChangeRequest,
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        """Read what a change needs and plan it (the read is returned for prepare's own
+        checks). Unless a kind reads more: one read of the resource, then ``plan``.
+
+        Raises: as ``plan`` and ``Remote.read``."""
+        snapshot = wire.read(resource, deadline)
+        return self.plan(resource, request, snapshot, limits), snapshot
+
+    def read_change(
+        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+    ) -> Snapshot:
+        """What the change's resource shows now. A change with a side on which the
+        resource does not exist may find it absent.
+
+        Raises: RemoteUnavailable, RemoteContractBreach, MissingToken, BlockedAddress."""
+        absent_ok = change.before is ABSENT or change.after is ABSENT
+        return wire.read(resource, deadline, absent_ok=absent_ok)
+
+    def written_target(
+        self, resource: Resource, change: Change, write: ConditionalWrite, response: RemoteResponse
+    ) -> str | None:
+        """The part a successful write landed on (a POST create learns its record's id
+        from the answer); unless a kind says otherwise, the change's own target."""
+        return change.target
+
+    def undo_needs(self, change: Change) -> str | None:
+        """What the change's undo needs verified on a test copy and accepted before it
+        is offered (``UNDO_OF_CREATE``, ``RECREATE``), or ``None``: always offered."""
+        return None
+
     @abstractmethod
     def payload_size(self, change: Change) -> int:
         """The bytes a change's values count for against the job and ledger limits."""
@@ -227,7 +332,12 @@ class Adapter(ABC):
     ) -> str | None:
         """Why the read-back after a successful answer does not show the write landed
         (``None``: it did). SPEC §4/§6: a new version, the one the write answered if it
-        answered one, and the desired values."""
+        answered one, and the desired values. A resource that is gone shows only the
+        side on which it does not exist."""
+        if not snapshot.exists:
+            if self.shows(change, snapshot, target):
+                return None
+            return "read-back finds nothing where the write should have left the resource"
         if write.if_match is not None and snapshot.etag.header == write.if_match:
             return "read-back shows the old version: the write did not take effect"
         answered = _single_strong_etag(response)
@@ -269,7 +379,12 @@ class Adapter(ABC):
     def reversibility(self, change: Change) -> str:
         """What undo can restore of the change, in plain words."""
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+
+class WholeResourceAdapter(Adapter):
+    """A kind whose resource is one object at one URL, and what the endpoint check's §11
+    steps (``operations/endpoint_probes``) ask of it. A kind whose records appear and disappear
+    (a collection) is checked by its own probes instead (``operations/collection_probes``).
+    """
 
     def sibling_url(self, url: str, name: str) -> str:
         """A URL beside ``url``, made with ``name``, where nothing should exist: unless

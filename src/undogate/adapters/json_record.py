@@ -7,44 +7,40 @@ common field.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ..errors import InvalidRequest, RemoteContractBreach
+from ..errors import InvalidRequest
 from ..etag import ETag
 from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
-from ..jsonvalue import (
-    JsonError,
-    JsonObject,
-    JsonValue,
-    canonical_size,
-    dumps,
-    escape_token,
-    loads_object,
-    resolve_record,
-)
+from ..jsonvalue import JsonObject, JsonValue, dumps, escape_token
 from ..resources import Limits, Resource
 from .base import (
-    Adapter,
     ConditionalWrite,
     Evidence,
     Plan,
     ResourceKind,
     Side,
     Snapshot,
-    media_type_is,
+    WholeResourceAdapter,
+    not_for_this_kind,
     register,
+)
+from .record_fields import (
+    PATCH_MEDIA_TYPE,
+    differing_fields,
+    field_problems,
+    fields_diff,
+    fields_show,
+    parse_record,
+    patch_ops,
+    plan_fields,
 )
 from .views import field_rows
 
-PATCH_MEDIA_TYPE = "application/json-patch+json"
-JSON_MEDIA_TYPES = frozenset({"application/json"})
-_FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
-
 
 @register
-class JsonRecordAdapter(Adapter):
+class JsonRecordAdapter(WholeResourceAdapter):
     kind = ResourceKind.JSON_RECORD
     noun = "record"
     accept = "application/json"
@@ -52,45 +48,12 @@ class JsonRecordAdapter(Adapter):
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-        problems: list[tuple[str, str]] = []
-        if not resource.fields:
-            problems.append(("fields", "a json_record needs at least one field"))
-        if len(resource.fields) > limits.max_fields_per_resource:
-            problems.append(("fields", f"at most {limits.max_fields_per_resource} fields"))
-        if len(set(resource.fields)) != len(resource.fields):
-            problems.append(("fields", "duplicate field names"))
-        for j, name in enumerate(resource.fields):
-            if not _FIELD_RE.match(name):
-                problems.append((f"fields[{j}]", "not a valid top-level field name"))
-        if resource.record_pointer and not resource.record_pointer.startswith("/"):
-            problems.append(("record_pointer", "must be empty or a JSON Pointer starting with '/'"))
-        return problems
+        return field_problems(resource, limits) + not_for_this_kind(resource)
 
     # -- reading and planning ----------------------------------------------------------
 
     def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
-        if not media_type_is(media_type, JSON_MEDIA_TYPES):
-            raise RemoteContractBreach(
-                f"{resource.id} answered with media type {media_type[:60]!r}, not application/json",
-                resource=resource.id,
-            )
-        try:
-            document = loads_object(body)
-            # The canonical form is never longer than the text it was parsed from, so
-            # only a body over the limit needs measuring.
-            limit = limits.max_document_bytes
-            if len(body) > limit and canonical_size(document) > limit:
-                raise RemoteContractBreach(
-                    f"{resource.id} is over the {limits.max_document_bytes}-byte limit",
-                    resource=resource.id,
-                )
-            return resolve_record(document, resource.record_pointer)
-        except JsonError as exc:
-            raise RemoteContractBreach(
-                f"{resource.id} sent unacceptable JSON ({exc.reason}): {exc}",
-                resource=resource.id,
-                reason=exc.reason,
-            ) from None
+        return parse_record(resource, media_type, body, limits)
 
     def plan(
         self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
@@ -100,66 +63,16 @@ class JsonRecordAdapter(Adapter):
                 f"{resource.id} is a JSON record: use set/remove, not text",
                 resource=resource.id,
             )
-        current = _record(snapshot)
-        to_set = request.set or {}
-        to_remove = tuple(dict.fromkeys(request.remove))  # a name removed twice is one removal
-        if not to_set and not to_remove:
+        if request.record_id is not None or request.create or request.delete or request.upsert:
             raise InvalidRequest(
-                f"the change to {resource.id} sets or removes nothing", resource=resource.id
-            )
-        allowed = set(resource.fields)
-        for name in [*to_set, *to_remove]:
-            if name.startswith("/") or ("/" in name and name not in allowed):
-                raise InvalidRequest(
-                    f"{name!r} is a path; only top-level fields can change",
-                    resource=resource.id,
-                    field=name,
-                )
-            if name not in allowed:
-                raise InvalidRequest(
-                    f"field {name!r} is not allow-listed for {resource.id}",
-                    resource=resource.id,
-                    field=name,
-                    allowed=sorted(allowed),
-                )
-        both = set(to_set) & set(to_remove)
-        if both:
-            raise InvalidRequest(
-                f"field {sorted(both)[0]!r} is both set and removed", resource=resource.id
-            )
-        before: JsonObject = {}
-        after: JsonObject = {}
-        touched: list[str] = []
-        for name, value in to_set.items():
-            if name in current and current[name] == value:
-                continue
-            touched.append(name)
-            if name in current:
-                before[name] = current[name]
-            after[name] = value
-        for name in to_remove:
-            if name not in current:
-                continue
-            touched.append(name)
-            before[name] = current[name]
-        if not touched:
-            raise InvalidRequest(
-                f"the change to {resource.id} is a no-op: every value is already as asked",
+                f"{resource.id} is one record: create, delete, upsert and id belong to a "
+                "collection",
                 resource=resource.id,
             )
-        updated = dict(current)
-        for name in touched:
-            if name in after:
-                updated[name] = after[name]
-            else:
-                updated.pop(name, None)
-        if canonical_size(updated) > limits.max_document_bytes:
-            raise InvalidRequest(
-                f"the changed {resource.id} would be over the "
-                f"{limits.max_document_bytes}-byte limit",
-                resource=resource.id,
-            )
-        return Plan(fields=tuple(touched), before=before, after=after)
+        touched, before, after = plan_fields(
+            resource, _record(snapshot), request.set or {}, request.remove, limits
+        )
+        return Plan(fields=touched, before=before, after=after)
 
     def payload_size(self, change: Change) -> int:
         return len(dumps(_values(change.before)).encode()) + len(
@@ -173,14 +86,7 @@ class JsonRecordAdapter(Adapter):
         return {f: current[f] for f in change.fields if f in current}
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
-        values = _values(_side(change, side))
-        current = _record(snapshot)
-        for name in change.fields:
-            if (name in values) != (name in current):
-                return False
-            if name in values and values[name] != current[name]:
-                return False
-        return True
+        return fields_show(change.fields, _values(_side(change, side)), _record(snapshot))
 
     # -- writing -------------------------------------------------------------------------
 
@@ -189,21 +95,7 @@ class JsonRecordAdapter(Adapter):
     ) -> ConditionalWrite:
         source = _values(_side(change, Side.BEFORE if target is Side.AFTER else Side.AFTER))
         goal = _values(_side(change, target))
-        ops: list[JsonValue] = []
-        for name in change.fields:
-            path = f"{resource.record_pointer}/{escape_token(name)}"
-            if name in source:
-                ops.append({"op": "test", "path": path, "value": source[name]})
-            if name in goal:
-                ops.append(
-                    {
-                        "op": "replace" if name in source else "add",
-                        "path": path,
-                        "value": goal[name],
-                    }
-                )
-            elif name in source:
-                ops.append({"op": "remove", "path": path})
+        ops = patch_ops(resource.record_pointer, change.fields, source, goal)
         return ConditionalWrite(
             method="PATCH",
             url=resource.url,
@@ -223,14 +115,7 @@ class JsonRecordAdapter(Adapter):
         """Field by field, each side's value or ``{"absent": true}`` (toward the before
         side, an undo, the sides swap)."""
         old = _values(_side(change, Side.BEFORE if toward is Side.AFTER else Side.AFTER))
-        new = _values(_side(change, toward))
-        fields_diff: JsonObject = {}
-        for name in change.fields:
-            fields_diff[name] = {
-                "before": old.get(name) if name in old else {"absent": True},
-                "after": new.get(name) if name in new else {"absent": True},
-            }
-        return {"fields": fields_diff}
+        return {"fields": fields_diff(change.fields, old, _values(_side(change, toward)))}
 
     def receipt_values(self, change: Change) -> JsonObject:
         before, after = _shown(change.before), _shown(change.after)
@@ -354,12 +239,4 @@ def _shown(side: SideValue) -> JsonObject | None:
 
 def _differing_fields(copy: Resource, start: Snapshot, now: Snapshot | None) -> list[str]:
     """The allow-listed fields not as at the start (all of them when unknown)."""
-    before = _record(start)
-    if now is None:
-        return list(copy.fields)
-    current = _record(now)
-    return [
-        f
-        for f in copy.fields
-        if (f in before) != (f in current) or (f in before and before[f] != current[f])
-    ]
+    return differing_fields(copy.fields, _record(start), _record(now) if now else None)

@@ -18,7 +18,10 @@ from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
 from ..etag import ETag, parse_etag
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
 from ..resources import Limits, Resource
-from .base import ConditionalWrite, Snapshot, adapter_for
+from .base import ConditionalWrite, Snapshot, absent_snapshot, adapter_for
+
+# What a read answers where nothing exists.
+ABSENT_STATUSES = frozenset({404, 410})
 
 
 @dataclass
@@ -56,8 +59,11 @@ class Remote:
             allow_loopback_http=resource.allow_loopback_http,
         )
 
-    def read(self, resource: Resource, deadline: float | None = None) -> Snapshot:
-        """GET the resource and check it against the remote contract (SPEC §6).
+    def read(
+        self, resource: Resource, deadline: float | None = None, *, absent_ok: bool = False
+    ) -> Snapshot:
+        """GET the resource and check it against the remote contract (SPEC §6). With
+        ``absent_ok``, a 404 or 410 is an absent snapshot (a create's before side).
 
         Raises:
             RemoteUnavailable: the read failed (network, status other than 200).
@@ -79,6 +85,8 @@ class Remote:
             raise RemoteUnavailable(
                 f"could not read {resource.id}: {exc.reason}", resource=resource.id
             ) from None
+        if absent_ok and response.status in ABSENT_STATUSES:
+            return absent_snapshot(address=response.address)
         return self.snapshot_from(resource, response)
 
     def snapshot_from(self, resource: Resource, response: RemoteResponse) -> Snapshot:

@@ -3,6 +3,11 @@
 A side of a document change is ``{"text", "media_type"}``: the whole text and the media
 type it is served (and written back) with. Any two changes to one document overlap.
 
+With ``create: true`` a change may create a document that does not exist yet (SPEC
+§12): its before side is ``ABSENT``, it is sent as a ``PUT`` with ``If-None-Match: *``
+(the media type by the name's suffix), and it is undone by a ``DELETE`` with
+``If-Match`` on the tag the read-back gave, an undo offered only once verified.
+
 Text is stricter than records. A record's undo guard compares the touched fields only;
 a document's guard needs the current ETag, media type and bytes to be exactly what the
 apply recorded. Identical bytes under a different ETag are a conflict, because the
@@ -21,16 +26,21 @@ from ..errors import InvalidRequest, RemoteContractBreach
 from ..etag import ETag, parse_etag
 from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ..jsonvalue import JsonObject, JsonValue, dumps
+from ..net import RemoteResponse
 from ..resources import Limits, Resource
 from .base import (
-    Adapter,
+    UNDO_OF_CREATE,
     ConditionalWrite,
     Evidence,
     Plan,
     ResourceKind,
     Side,
     Snapshot,
+    Verdict,
+    WholeResourceAdapter,
+    Wire,
     media_type_is,
+    not_for_this_kind,
     register,
 )
 from .views import text_diff
@@ -47,7 +57,7 @@ def is_text_media_type(value: str) -> bool:
 
 
 @register
-class WebDavTextAdapter(Adapter):
+class WebDavTextAdapter(WholeResourceAdapter):
     kind = ResourceKind.WEBDAV_TEXT
     noun = "document"
     accept = "text/plain, text/markdown"
@@ -60,7 +70,7 @@ class WebDavTextAdapter(Adapter):
             problems.append(("fields", "only json_record resources have fields"))
         if resource.record_pointer:
             problems.append(("record_pointer", "only json_record resources have a record_pointer"))
-        return problems
+        return problems + not_for_this_kind(resource, create=True)
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -84,40 +94,36 @@ class WebDavTextAdapter(Adapter):
                 f"{resource.id} is not valid UTF-8", resource=resource.id
             ) from None
 
+    def prepare(
+        self,
+        wire: Wire,
+        resource: Resource,
+        request: ChangeRequest,
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        snapshot = wire.read(resource, deadline, absent_ok=resource.create is True)
+        if snapshot.exists:
+            return self.plan(resource, request, snapshot, limits), snapshot
+        text = _checked_text(resource, request, limits)
+        media_type = (
+            "text/markdown" if urlsplit(resource.url).path.endswith(".md") else "text/plain"
+        )
+        return Plan(fields=(), before=ABSENT, after=_document(text, media_type)), snapshot
+
     def plan(
         self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
     ) -> Plan:
-        if request.set or request.remove:
-            raise InvalidRequest(
-                f"{resource.id} is a text document: send the whole new text, not set/remove",
-                resource=resource.id,
-            )
-        if request.text is None:
-            raise InvalidRequest(
-                f"the change to {resource.id} needs the whole new text", resource=resource.id
-            )
-        try:
-            size = len(request.text.encode("utf-8", errors="strict"))
-        except UnicodeEncodeError:
-            raise InvalidRequest(
-                f"the new text for {resource.id} is not valid Unicode (lone surrogates)",
-                resource=resource.id,
-            ) from None
-        if request.text == snapshot.content:
+        text = _checked_text(resource, request, limits)
+        if text == snapshot.content:
             raise InvalidRequest(
                 f"the change to {resource.id} is a no-op: the text is already as asked",
-                resource=resource.id,
-            )
-        if size > limits.max_document_bytes:
-            raise InvalidRequest(
-                f"the new text for {resource.id} would be over the "
-                f"{limits.max_document_bytes}-byte limit",
                 resource=resource.id,
             )
         return Plan(
             fields=(),
             before=_document(_content(snapshot), snapshot.media_type),
-            after=_document(request.text, snapshot.media_type),
+            after=_document(text, snapshot.media_type),
         )
 
     def payload_size(self, change: Change) -> int:
@@ -127,16 +133,28 @@ class WebDavTextAdapter(Adapter):
     # -- comparing -----------------------------------------------------------------------
 
     def current(self, change: Change, snapshot: Snapshot) -> SideValue:
+        if not snapshot.exists:
+            return ABSENT
         return _document(_content(snapshot), snapshot.media_type)
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         expected = _side(change, side)
+        if expected is ABSENT:
+            return not snapshot.exists
         text = _text(expected)
         if text is None or not isinstance(snapshot.content, str):
             return False
         return snapshot.media_type == _media_type(expected) and snapshot.content.encode(
             "utf-8"
         ) == text.encode("utf-8")
+
+    def undo_needs(self, change: Change) -> str | None:
+        return UNDO_OF_CREATE if change.before is ABSENT else None
+
+    def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
+        if write.method == "PUT" and response.status == 201 and "If-None-Match" in write.headers:
+            return Verdict.READ_BACK  # Created: what a create asks for
+        return super().classify(write, response)
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         """The ETag the apply's read-back recorded, the recorded media type, the after-bytes.
@@ -157,8 +175,16 @@ class WebDavTextAdapter(Adapter):
         self, resource: Resource, change: Change, snapshot: Snapshot, target: Side
     ) -> ConditionalWrite:
         goal = _side(change, target)
+        if goal is ABSENT:
+            # The undo of a create: exactly the document it made (its read-back's tag).
+            made = change.applied_etag
+            assert made is not None, "an applied create always has its read-back's tag"
+            return ConditionalWrite("DELETE", resource.url, {"If-Match": made}, b"", made)
         text, media_type = _text(goal), _media_type(goal)
         assert text is not None and media_type is not None, "a text change records both sides"
+        if change.before is ABSENT:
+            headers = {"Content-Type": media_type, "If-None-Match": "*"}
+            return ConditionalWrite("PUT", resource.url, headers, text.encode("utf-8"), None)
         return ConditionalWrite(
             method="PUT",
             url=resource.url,
@@ -203,6 +229,12 @@ class WebDavTextAdapter(Adapter):
         return diff_hunks(_text(old) or "", _text(new) or "")
 
     def reversibility(self, change: Change) -> str:
+        if change.before is ABSENT:
+            return (
+                "Undo deletes the document this job created (DELETE with If-Match on the "
+                "tag its read-back gave), only while it is exactly what this job wrote. "
+                "Offered only once verified on a test copy and accepted by a reviewer."
+            )
         return (
             "Reversible: undo puts back the recorded text, only while the document is "
             "exactly what this job wrote (same version, same bytes)."
@@ -265,6 +297,41 @@ class WebDavTextAdapter(Adapter):
             f"restore the test copy by hand: PUT the original {original} back to "
             f"{copy.url}; the exact bytes are saved in {saved}"
         )
+
+
+def _checked_text(resource: Resource, request: ChangeRequest, limits: Limits) -> str:
+    """The whole new text a change asks for.
+
+    Raises: InvalidRequest: not a text change, not valid Unicode, or over the limit."""
+    if request.set or request.remove:
+        raise InvalidRequest(
+            f"{resource.id} is a text document: send the whole new text, not set/remove",
+            resource=resource.id,
+        )
+    if request.record_id is not None or request.create or request.delete or request.upsert:
+        raise InvalidRequest(
+            f"{resource.id} is a text document: create, delete, upsert and id belong to a "
+            "collection",
+            resource=resource.id,
+        )
+    if request.text is None:
+        raise InvalidRequest(
+            f"the change to {resource.id} needs the whole new text", resource=resource.id
+        )
+    try:
+        size = len(request.text.encode("utf-8", errors="strict"))
+    except UnicodeEncodeError:
+        raise InvalidRequest(
+            f"the new text for {resource.id} is not valid Unicode (lone surrogates)",
+            resource=resource.id,
+        ) from None
+    if size > limits.max_document_bytes:
+        raise InvalidRequest(
+            f"the new text for {resource.id} would be over the "
+            f"{limits.max_document_bytes}-byte limit",
+            resource=resource.id,
+        )
+    return request.text
 
 
 def _document(text: str, media_type: str) -> JsonObject:

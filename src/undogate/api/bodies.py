@@ -67,7 +67,22 @@ def _change_request(value: JsonValue, i: int) -> ChangeRequest:
     where = f"changes[{i}]"
     if not isinstance(value, dict):
         raise InvalidRequest(f"{where} must be an object")
-    _only(value, ("resource", "set", "remove", "text", "expected_version", "assertion_kind"), where)
+    _only(
+        value,
+        (
+            "resource",
+            "set",
+            "remove",
+            "text",
+            "expected_version",
+            "assertion_kind",
+            "id",
+            "create",
+            "delete",
+            "upsert",
+        ),
+        where,
+    )
     resource = _str(value, "resource", required=True, max_len=64)
     assert resource is not None
     set_ = value.get("set")
@@ -76,6 +91,10 @@ def _change_request(value: JsonValue, i: int) -> ChangeRequest:
     remove = value.get("remove") or []
     if not isinstance(remove, list) or not all(isinstance(r, str) for r in remove):
         raise InvalidRequest(f"{where}.remove must be a list of field names")
+    for member in ("create", "upsert"):
+        if value.get(member) is not None and not isinstance(value.get(member), dict):
+            raise InvalidRequest(f"{where}.{member} must be an object of field values")
+    create, upsert = value.get("create"), value.get("upsert")
     kind = _str(value, "assertion_kind", max_len=20)
     try:
         assertion = AssertionKind(kind) if kind is not None else None
@@ -90,6 +109,10 @@ def _change_request(value: JsonValue, i: int) -> ChangeRequest:
         text=_str(value, "text", max_len=10 * MAX_BODY_BYTES),
         expected_version=_str(value, "expected_version", max_len=300),
         assertion_kind=assertion,
+        record_id=_str(value, "id", max_len=128),
+        create=create if isinstance(create, dict) else None,
+        delete=_bool(value, "delete"),
+        upsert=upsert if isinstance(upsert, dict) else None,
     )
 
 

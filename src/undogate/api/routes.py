@@ -168,11 +168,16 @@ async def confirm_job(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
     body = await json_body(request)
-    _only(body, ("preview_token", "dry_run"))
+    _only(body, ("preview_token", "dry_run", "acknowledge_irreversible"))
     token = _str(body, "preview_token", required=True, max_len=200)
     assert token is not None
     confirmation = await service(request).confirm(
-        principal, "api", request.path_params["job_id"], token, dry_run=_bool(body, "dry_run")
+        principal,
+        "api",
+        request.path_params["job_id"],
+        token,
+        dry_run=_bool(body, "dry_run"),
+        acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
     )
     return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
 
@@ -249,6 +254,27 @@ async def admin_revoke_key(request: Request) -> Response:
     return JSONResponse(revocation.to_json())
 
 
+@endpoint
+async def get_undo_offer(request: Request) -> Response:
+    """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
+    principal = await authenticate(request)
+    Service.require_reader(principal)
+    offer = await service(request).undo_offer(principal, request.path_params["resource_id"])
+    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+
+
+@endpoint
+async def accept_undo(request: Request) -> Response:
+    """A reviewer accepts, once, the undos the latest endpoint check verified."""
+    principal = await authenticate(request)
+    Service.require_reviewer(principal)
+    _only(await json_body(request, optional=True), ())
+    offer = await service(request).accept_verified_undo(
+        principal, "api", request.path_params["resource_id"]
+    )
+    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+
+
 def api_routes() -> list[BaseRoute]:
     """The routes of SPEC §9 (and key administration), in the order OpenAPI lists them."""
     return [
@@ -264,6 +290,8 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/jobs/{job_id}/reject", reject_job, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/events", job_events, methods=["GET"]),
         Route("/api/v1/endpoint-checks", check_test_copy, methods=["POST"]),
+        Route("/api/v1/resources/{resource_id}/undo-offer", get_undo_offer, methods=["GET"]),
+        Route("/api/v1/resources/{resource_id}/undo-acceptance", accept_undo, methods=["POST"]),
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),

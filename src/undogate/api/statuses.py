@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..errors import (
+    Ambiguous,
     BlockedAddress,
     ChangedSincePreview,
     ConfigError,
@@ -22,6 +23,7 @@ from ..errors import (
     Forbidden,
     IdempotencyKeyReused,
     InvalidRequest,
+    IrreversibleNotAcknowledged,
     LaterJobOverlaps,
     LedgerDamaged,
     LedgerError,
@@ -46,6 +48,7 @@ from ..errors import (
     TransitionNotAllowed,
     Unauthorized,
     UndogateError,
+    UndoNotVerified,
 )
 
 log = logging.getLogger(__name__)
@@ -65,6 +68,9 @@ STATUS_BY_ERROR: Mapping[type[UndogateError], int] = MappingProxyType(
         Quarantined: 409,
         LaterJobOverlaps: 409,
         ReconciliationBlocked: 409,
+        Ambiguous: 409,
+        IrreversibleNotAcknowledged: 409,
+        UndoNotVerified: 409,
         PreviewExpired: 410,
         PayloadTooLarge: 413,
         LimitReached: 422,

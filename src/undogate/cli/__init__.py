@@ -461,6 +461,21 @@ def reject(url: str, key: str, job_id: str) -> None:
     )
 
 
+@main.command("accept-undo")
+@_URL
+@_KEY
+@click.argument("resource_id")
+def accept_undo(url: str, key: str, resource_id: str) -> None:
+    """Accept, once, the undos a test copy verified for RESOURCE_ID (needs a terminal)."""
+    from .undo_offer import accept_undo as accept
+
+    _review(
+        url,
+        key,
+        lambda c, con: accept(c, con, resource_id, interactive=sys.stdin.isatty(), ask=_ask),
+    )
+
+
 @main.command("mcp")
 @click.option(
     "--url", envvar="UNDOGATE_URL", default=None, help="The running gateway [env UNDOGATE_URL]."

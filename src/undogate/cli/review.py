@@ -118,6 +118,7 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
         kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
         if kind:
             console.print(kind)
+        _render_record_operation(console, change)
         if "diff" in change:
             render_diff(console, _list(change["diff"]))
         else:
@@ -171,9 +172,14 @@ def _render_preview(console: Console, preview: dict[str, Any]) -> None:
         kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
         if kind:
             console.print(kind)
+        _render_record_operation(console, change)
         if change.get("note"):
             console.print(inert(str(change["note"])), style="yellow")
-        if not change.get("reversible", True):
+        if change.get("irreversible"):
+            console.print(
+                "IRREVERSIBLE: undogate will not offer to undo this change", style="bold red"
+            )
+        elif not change.get("reversible", True):
             console.print("NOT REVERSIBLE: undogate could not undo this change", style="bold red")
     for blocker in _list(preview.get("blockers")):
         console.print(inert(f"blocked: {blocker.get('message')}"), style="bold red")
@@ -183,6 +189,18 @@ def _render_preview(console: Console, preview: dict[str, Any]) -> None:
             "(not proof that the request ran) and lifts the quarantine.",
             style="yellow",
         )
+
+
+def _render_record_operation(console: Console, change: dict[str, Any]) -> None:
+    """What a collection change does to its record as a whole (SPEC §12)."""
+    operation, record = change.get("operation"), change.get("record_id")
+    named = inert(str(record)) if record is not None else Text("(the id the server gives it)")
+    if operation == "create":
+        console.print(Text("creates a new record ").append_text(named), style="bold")
+    elif operation == "delete":
+        line = Text("deletes record ").append_text(named)
+        line.append(" whole (every field above is its kept pre-image)")
+        console.print(line, style="bold")
 
 
 def render_body(console: Console, body: str) -> None:
@@ -261,6 +279,12 @@ def confirm_operation(
         console.print("\ndry run: nothing was sent", style="yellow")
         return 0
     console.print(f"\nthe preview expires in {s(preview.get('expires_in_s'))} s")
+    acknowledged = preview.get("acknowledgement_required") is True
+    if acknowledged:
+        word = ask('This cannot be undone by undogate. Type "irreversible" to go on').strip()
+        if word != "irreversible":
+            console.print("cancelled: nothing was written", style="yellow")
+            return 1
     answer = ask(f'Type "{verb}" to {verb} {job_id} (anything else cancels)').strip()
     if answer != verb:
         console.print("cancelled: nothing was written", style="yellow")
@@ -268,7 +292,10 @@ def confirm_operation(
     before = _obj(client.request("GET", base))
     seen = {a["id"] for a in _list(before.get("actions"))}
     with console.status(f"{verb}: {len(requests) or 1} step(s)..."):
-        result = _obj(client.request("POST", f"{base}/confirm", {"preview_token": token}))
+        body: dict[str, Any] = {"preview_token": token}
+        if acknowledged:
+            body["acknowledge_irreversible"] = True
+        result = _obj(client.request("POST", f"{base}/confirm", body))
     job = _obj(result["job"])
     for action in _list(job.get("actions")):
         if action["id"] in seen:

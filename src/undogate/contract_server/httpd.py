@@ -27,6 +27,7 @@ class Request:
     path: str
     headers: Mapping[str, str]
     body: bytes
+    query: str = ""
 
 
 @dataclass(slots=True)
@@ -142,11 +143,12 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         headers: dict[str, str] = {}
-        for name in ("If-Match", "Content-Type", "Authorization"):
+        for name in ("If-Match", "If-None-Match", "Content-Type", "Authorization"):
             values = self.headers.get_all(name)
             if values:
                 headers[name.lower()] = ", ".join(v.strip() for v in values)
-        request = Request(self.command, urlsplit(self.path).path, headers, body)
+        target = urlsplit(self.path)
+        request = Request(self.command, target.path, headers, body, target.query)
         self.contract.wait_at_gate(request)
         reply = self.contract.handle(request)
         if reply.action == "hang":

@@ -24,6 +24,7 @@ from ..jsonvalue import (
     parse_pointer,
     resolve_record,
 )
+from .collections import Collections
 from .faults import ArmedFaults
 from .httpd import ContractHTTPServer, Reply, Request, json_reply, problem
 from .resources import RECORD_MEDIA_TYPE, ContractDataError, ResourceStore, record_body
@@ -91,6 +92,13 @@ class ContractServer:
         self._store = ResourceStore(self.data_dir, self._lock)
         self._faults = ArmedFaults()
         self._responder = Responder(self._store, self._faults, self._lock)
+        self._collections = Collections(
+            self._store,
+            self._faults,
+            self._lock,
+            self._responder.writes,
+            self._responder.attempts,
+        )
         self._gates: dict[str, WriteGate] = {}
         self._httpd: ContractHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -180,6 +188,7 @@ class ContractServer:
         with self._lock:
             self._faults.clear()
             self._responder.reset()
+            self._collections.reset()
             self._store.reset()
 
     def get_record(self, path: str) -> JsonObject:
@@ -295,6 +304,23 @@ class ContractServer:
                 path, res.kind, res.body, res.media_type, res.document, res.file
             ).etag.header
 
+    def collection_records(self, collection: str) -> dict[str, JsonObject]:
+        """Every record of a collection (``/collections/<name>``) by id, as stored."""
+        with self._lock:
+            return {rid: dict(doc) for rid, doc in self._collections.records(collection).items()}
+
+    def refuse_recreate(self, collection: str) -> None:
+        """From now on a deleted id of ``collection`` can never be created again (a store
+        that keeps tombstones), until ``reset``."""
+        with self._lock:
+            self._collections.no_recreate.add(collection)
+
+    def delete_record(self, path: str) -> None:
+        """Delete a record as an outside party would. Raises: KeyError: none there."""
+        with self._lock:
+            self._store.get(path, "record")
+            del self._store.resources[path]
+
     def arm(self, fault: str, path: str | None = None, count: int = 1) -> None:
         """Arm ``fault`` for the next ``count`` matching requests to ``path`` (or any path).
 
@@ -350,7 +376,7 @@ class ContractServer:
             reply = problem(401, "unauthorized", "a valid token is required")
             reply.headers.append(("WWW-Authenticate", 'Bearer realm="contract"'))
             return reply
-        return self._responder.handle(request)
+        return self._collections.handle(request) or self._responder.handle(request)
 
     def _authorized(self, header: str | None) -> bool:
         if self.token is None:

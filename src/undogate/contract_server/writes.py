@@ -168,7 +168,7 @@ class Responder:
         self.writes[path] += 1
         if fault is not None:
             self._faults.consume(fault)
-            return _after_apply_fault(fault)
+            return after_apply_fault(fault)
         return Reply(
             200,
             [("Content-Type", RECORD_MEDIA_TYPE), ("ETag", updated.etag.header)],
@@ -204,7 +204,7 @@ class Responder:
         self.writes[path] += 1
         if fault is not None:
             self._faults.consume(fault)
-            return _after_apply_fault(fault)
+            return after_apply_fault(fault)
         return Reply(204, [("ETag", updated.etag.header)])
 
     def _check_precondition(self, request: Request, resource: Resource) -> Reply | None:
@@ -242,7 +242,7 @@ class Responder:
         return problem(status, "injected_fault", fault.name)
 
 
-def _after_apply_fault(fault: Fault) -> Reply:
+def after_apply_fault(fault: Fault) -> Reply:
     if fault.name == "apply_then_drop":
         return Reply(0, action="drop")
     if fault.name == "apply_then_hang":

@@ -4,7 +4,7 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sql_jobs``, ``sql_admin``: the verbs, in the SQL both engines speak; ``sql_base``:
+- ``sql_jobs``, ``sql_admin``, ``sql_undo``: the verbs, in the SQL both engines speak; ``sql_base``:
   what they ask of an engine (a connection, the locks).
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
@@ -29,10 +29,12 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    StoredCheck,
     StoredCredential,
     StoredPreview,
     StoredWebPreview,
     StoredWebSession,
+    UndoAcceptance,
     UnfinishedJob,
 )
 from .sqlite import DB_NAME, LOCK_NAME, SQLiteStore, take_lock
@@ -55,11 +57,13 @@ __all__ = [
     "Reader",
     "SQLiteStore",
     "Store",
+    "StoredCheck",
     "StoredCredential",
     "StoredPreview",
     "StoredWebPreview",
     "StoredWebSession",
     "Transaction",
+    "UndoAcceptance",
     "UnfinishedJob",
     "open_store",
     "take_lock",

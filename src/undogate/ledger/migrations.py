@@ -245,6 +245,14 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (session_hash, handle)
     );
     """,
+    # 10: records that appear and disappear (SPEC §12). A change's target: the record of
+    # a collection it acts on (NULL for a whole resource, and for a create until the
+    # server named its id). A reviewer's acceptance of a verified undo is an event; this
+    # index finds a resource's latest one without reading the history.
+    """
+    ALTER TABLE changes ADD COLUMN target TEXT;
+    CREATE INDEX events_undo_accepted ON events(target, id) WHERE operation = 'undo_accepted';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -38,6 +38,7 @@ from .sql_base import Cursor
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_sessions import SessionVerbs
+from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

@@ -228,6 +228,14 @@ _MIGRATIONS: list[str] = [
         PRIMARY KEY (session_hash, handle)
     );
     """,
+    # 4: records that appear and disappear (migrations.py 10). A change's target: the record of
+    # a collection it acts on (NULL for a whole resource, and for a create until the
+    # server named its id). A reviewer's acceptance of a verified undo is an event; this
+    # index finds a resource's latest one without reading the history.
+    """
+    ALTER TABLE changes ADD COLUMN target text;
+    CREATE INDEX events_undo_accepted ON events(target, id) WHERE operation = 'undo_accepted';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).

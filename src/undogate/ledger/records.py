@@ -45,6 +45,27 @@ class OpenChange:
     applied_seq: int | None
     fingerprint: str
     in_flight: bool
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class StoredCheck:
+    """The latest endpoint check of a resource: its evidence (digests, counts, outcomes)."""
+
+    id: int
+    passed: bool
+    evidence: JsonObject
+    at: float
+
+
+@dataclass(frozen=True)
+class UndoAcceptance:
+    """A reviewer's acceptance of a verified undo (an ``undo_accepted`` event)."""
+
+    event_id: int
+    at: float
+    actor: str
+    detail: JsonObject
 
 
 @dataclass(frozen=True)

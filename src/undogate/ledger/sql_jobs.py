@@ -288,12 +288,14 @@ class JobVerbs(EngineHooks):
         *,
         applied_etag: str | None = None,
         applied_seq: int | None = None,
+        target: str | None = None,
     ) -> None:
         c = self.connection
         c.execute(
             "UPDATE changes SET state = ?, applied_etag = COALESCE(?, applied_etag), "
-            "applied_seq = COALESCE(?, applied_seq) WHERE job_id = ? AND idx = ?",
-            (state.value, applied_etag, applied_seq, job_id, index),
+            "applied_seq = COALESCE(?, applied_seq), target = COALESCE(?, target) "
+            "WHERE job_id = ? AND idx = ?",
+            (state.value, applied_etag, applied_seq, target, job_id, index),
         )
 
     def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
@@ -303,13 +305,14 @@ class JobVerbs(EngineHooks):
         # Writes in flight first: an outcome that commits between the two reads moves a
         # change from the first to the second, never out of both.
         flying = c.execute(
-            "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1 "
+            "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1, "
+            "ch.target "
             "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
             "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
             (resource_id, exclude_job),
         ).fetchall()
         held = c.execute(
-            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0 FROM changes "
+            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0, target FROM changes "
             "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
             (resource_id, exclude_job),
         ).fetchall()
@@ -322,6 +325,7 @@ class JobVerbs(EngineHooks):
                 applied_seq=r[4],
                 fingerprint=r[5],
                 in_flight=bool(r[6]),
+                target=r[7],
             )
             for r in (*flying, *held)
         ]
@@ -510,13 +514,13 @@ _FINISH_ACTION += " RETURNING id"
 # Written by a prepare (applied_etag and applied_seq start empty) and read back.
 _SELECT_CHANGES = (
     "SELECT idx, resource_id, kind, fingerprint, fields, before_side, after_side, media_type, "
-    "prepared_etag, assertion_kind, state, applied_etag, applied_seq "
+    "prepared_etag, assertion_kind, state, applied_etag, applied_seq, target "
     "FROM changes WHERE job_id = ? ORDER BY idx"
 )
 _INSERT_CHANGE = (
     "INSERT INTO changes(job_id, idx, resource_id, kind, fingerprint, fields, before_side, "
-    "after_side, media_type, prepared_etag, assertion_kind, state) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "after_side, media_type, prepared_etag, assertion_kind, state, target) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -543,6 +547,7 @@ def _change_row(ch: Change) -> tuple[Any, ...]:
         ch.prepared_etag,
         ch.assertion_kind.value if ch.assertion_kind else None,
         ch.state.value,
+        ch.target,
     )
 
 
@@ -562,6 +567,7 @@ def _change_from_row(r: tuple[Any, ...]) -> Change:
         state=ChangeState(r[10]),
         applied_etag=r[11],
         applied_at=r[12],
+        target=r[13],
     )
 
 

@@ -29,6 +29,7 @@ from .sql_admin import AdminVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_sessions import SessionVerbs
+from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ _NETWORK_FS = {
 }
 
 
-class SQLiteTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs):
+class SQLiteTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:

@@ -46,10 +46,12 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    StoredCheck,
     StoredCredential,
     StoredPreview,
     StoredWebPreview,
     StoredWebSession,
+    UndoAcceptance,
     UnfinishedJob,
 )
 
@@ -185,6 +187,14 @@ class Reader(Protocol):
         passed (False when there is none)."""
         ...
 
+    def latest_check(self, resource_id: str, fingerprint: str) -> StoredCheck | None:
+        """The latest endpoint check of ``resource_id`` under ``fingerprint``, if any."""
+        ...
+
+    def latest_undo_acceptance(self, resource_id: str) -> UndoAcceptance | None:
+        """The latest ``undo_accepted`` event of ``resource_id``, if any."""
+        ...
+
 
 class Transaction(Reader, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
@@ -222,8 +232,10 @@ class Transaction(Reader, Protocol):
         *,
         applied_etag: str | None = None,
         applied_seq: int | None = None,
+        target: str | None = None,
     ) -> None:
-        """Move one change; ``None`` leaves the applied version and sequence as they are."""
+        """Move one change; ``None`` leaves the applied version, sequence and target as
+        they are (a create learns its target from the server's answer)."""
         ...
 
     def count_confirm_attempt(self, job_id: str) -> None:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import (
+    Any,
+    Literal,
+    NotRequired,  # pydantic needs it below Python 3.12
+    Protocol,
+)
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -15,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
-from typing_extensions import TypedDict  # pydantic needs it below Python 3.12
+from typing_extensions import TypedDict
 
 from .. import __version__, receipts
 from ..errors import UndogateError
@@ -36,6 +41,9 @@ Each resource has an `id` (use it in prepare_changes), a `name`, a `kind` and `f
 - kind `json_record`: a JSON record; you may set or remove only the listed top-level
   `fields`.
 - kind `webdav_text`: a whole UTF-8 text document; a change replaces the whole text.
+- kind `json_collection`: a collection of JSON records, each with an id; you may
+  update a record's listed `fields`, create a record, delete one, or upsert by identity
+  evidence (a normalized email, a domain or an exact id: never name similarity).
 
 Read-only: it changes nothing, and it never shows current values, URLs or credentials.
 Safe to call at any time and as often as you like."""
@@ -48,7 +56,13 @@ the job. You cannot apply, confirm, undo or reject a job, and you never need to.
 
 Each change names a resource `id` from list_resources and then, for a `json_record`,
 `set` (field -> new JSON value) and/or `remove` (field names), or, for a
-`webdav_text`, `text` (the complete new document). Optional per change:
+`webdav_text`, `text` (the complete new document). For a `json_collection`, exactly
+one of: `id` + `set`/`remove` (update that record), `create` (field -> value of a new
+record; `id` optional where the collection lets you choose it), `id` + `delete: true`,
+or `upsert` (field -> value: updates the one record whose identity evidence matches,
+creates one if none does; if several match, nothing is prepared and you get
+`ambiguous` with the candidates' ids). A person is told before confirming whether a
+create or delete can be undone. Optional per change:
 `expected_version` (the version you based the change on; if the resource has moved on,
 nothing is prepared and you get `stale_version` with the current version) and
 `assertion_kind` (how you know the value: observed, inferred, imported or supplied).
@@ -83,6 +97,23 @@ class ChangeInput(BaseModel):
     )
     text: str | None = Field(
         default=None, description="webdav_text only: the complete new text of the document."
+    )
+    id: str | None = Field(
+        default=None,
+        description="json_collection only: the record this change updates or deletes, or "
+        "the id a create asks for.",
+    )
+    create: dict[str, Any] | None = Field(
+        default=None, description="json_collection only: field -> value of a new record."
+    )
+    delete: bool | None = Field(
+        default=None, description="json_collection only: true deletes the record `id`."
+    )
+    upsert: dict[str, Any] | None = Field(
+        default=None,
+        description="json_collection only: field -> value; updates the one record whose "
+        "identity evidence matches, creates one if none does, refuses `ambiguous` if "
+        "several do.",
     )
     expected_version: str | None = Field(
         default=None,
@@ -127,6 +158,7 @@ class TouchedChange(TypedDict):
     resource: str
     kind: str
     fields: list[str]
+    record_id: NotRequired[str]
 
 
 class JobReceipt(TypedDict):
@@ -174,6 +206,9 @@ _NEXT_STEP = {
     "do not retry.",
     "blocked_address": "Nothing was prepared. A person has to fix the configuration; do not retry.",
     "missing_token": "Nothing was prepared. A person has to set the credential; do not retry.",
+    "ambiguous": "Nothing was prepared. Several records match this evidence (the candidates "
+    "below): change one of them by its id, or leave it to a person; never guess.",
+    "conflict": "Nothing was prepared. Pick another id or change the existing record by id.",
 }
 _UNKNOWN_OUTCOME = (
     "It is unknown whether a job was prepared: call again with the same idempotency_key "
@@ -235,6 +270,18 @@ def resource_info(value: JsonValue) -> ResourceInfo:
     )
 
 
+def _touched(change: JsonValue) -> TouchedChange:
+    touched = TouchedChange(
+        resource=_text(_member(change, "resource")),
+        kind=_text(_member(change, "kind")),
+        fields=_texts(_member(change, "fields")),
+    )
+    record_id = _member(change, "record_id")
+    if isinstance(record_id, str):
+        touched["record_id"] = record_id  # the record of a collection it touches
+    return touched
+
+
 def job_receipt(value: JsonValue) -> JobReceipt:
     """Exactly the members of the minimal agent receipt (never values or URLs)."""
     changes = _member(value, "changes")
@@ -245,14 +292,7 @@ def job_receipt(value: JsonValue) -> JobReceipt:
         job_id=_text(_member(value, "job_id")),
         state=_text(_member(value, "state")),
         replay=replay is True,
-        changes=[
-            TouchedChange(
-                resource=_text(_member(c, "resource")),
-                kind=_text(_member(c, "kind")),
-                fields=_texts(_member(c, "fields")),
-            )
-            for c in changes
-        ],
+        changes=[_touched(c) for c in changes],
         review=_text(_member(value, "review")),
         review_path=_text(_member(value, "review_path")),
     )

@@ -11,14 +11,15 @@ from ..digests import sha256_hex
 from ..errors import (
     ChangedSincePreview,
     Conflict,
+    IrreversibleNotAcknowledged,
     LedgerError,
     LimitReached,
     NotFound,
     PreviewExpired,
     PreviewUsed,
     UndogateError,
+    UndoNotVerified,
 )
-from ..etag import parse_etag
 from ..jobs import (
     Actor,
     Change,
@@ -32,6 +33,7 @@ from .context import Context
 from .dispatch import Dispatch, PlannedWrite
 from .preview import targets_for
 from .reconcile import accept_observed
+from .undo_offer import undo_offered
 
 log = logging.getLogger(__name__)
 
@@ -58,16 +60,20 @@ def confirm_preview(
     *,
     dry_run: bool = False,
     reauthorize: Callable[[], None] | None = None,
+    acknowledge_irreversible: bool = False,
 ) -> Confirmation:
     """Check the whole preview against fresh reads, then dispatch action by action.
 
     ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
-    ``Unauthorized``) when the reviewer's credential no longer allows the write.
+    ``Unauthorized``) when the reviewer's credential no longer allows the write. An
+    apply of a change whose undo is not offered (SPEC §12) needs
+    ``acknowledge_irreversible``; an undo that is not offered is refused.
 
     Raises:
         NotFound, PreviewExpired, PreviewUsed, ChangedSincePreview, Conflict,
         Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
-        ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach.
+        ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach,
+        IrreversibleNotAcknowledged, UndoNotVerified.
     """
     job = gw.get_job(actor.owner_id, job_id)
     token_hash = sha256_hex(preview_token)
@@ -88,6 +94,9 @@ def confirm_preview(
     targets = targets_for(gw, job, operation)
     if {str(c.index) for c in targets} != set(stored.snapshot):
         raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)
+    # A dry run sends nothing, so it needs no acknowledgement; an undo never offered is
+    # refused even then.
+    _check_reversibility(gw, operation, targets, acknowledge_irreversible or dry_run)
     if not dry_run:
         _check_attempts(gw, job.id)
     try:
@@ -117,10 +126,10 @@ def _confirm_checked(
     deadline = gw.deadline()
     snaps: dict[int, Snapshot] = {}
     for change in targets:
-        res = gw.resource(change.resource_id)
-        snap = gw.remote.read(res, deadline)
-        seen = parse_etag(str(seen_versions[str(change.index)]))
-        if not seen.strong_equals(snap.etag):
+        snap = gw.read_change(change, deadline)
+        # Versions are ETag headers as the preview pinned them (or ``absent``): equal
+        # text is the strong comparison, since a snapshot's tag is always strong.
+        if str(seen_versions[str(change.index)]) != snap.version:
             raise ChangedSincePreview(
                 f"{change.resource_id} changed since the preview; nothing was written. "
                 "Preview again to see the current values",
@@ -172,6 +181,33 @@ def _confirm_checked(
     done = gw.ledger.load_job(job.id)
     assert done is not None
     return Confirmation(job=done)
+
+
+def _check_reversibility(
+    gw: Context, operation: Operation, targets: list[Change], acknowledged: bool
+) -> None:
+    """SPEC §12: an undo that is not offered is refused; applying a change that could
+    not be undone needs the reviewer's explicit acknowledgement."""
+    if operation is Operation.ACCEPT_OBSERVED:
+        return
+    for change in targets:
+        if undo_offered(gw, change):
+            continue
+        if operation is Operation.UNDO:
+            raise UndoNotVerified(
+                f"undoing change {change.index} on {change.resource_id} is not offered: it "
+                "needs check-endpoint to verify it on a test copy and a reviewer to accept "
+                "that verified undo",
+                resource=change.resource_id,
+                change=change.index,
+            )
+        if not acknowledged:
+            raise IrreversibleNotAcknowledged(
+                f"change {change.index} on {change.resource_id} cannot be undone by the "
+                "gateway; confirm again with acknowledge_irreversible to apply it anyway",
+                resource=change.resource_id,
+                change=change.index,
+            )
 
 
 def _check_attempts(gw: Context, job_id: str) -> None:

@@ -8,10 +8,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..adapters import Remote
+from ..adapters import Remote, Snapshot, adapter_for
 from ..config import Config, Resource
 from ..errors import NotFound
-from ..jobs import Job, Operation
+from ..jobs import Change, Job, Operation
 from ..ledger import Store
 from ..net import RemoteHTTP
 from .quotas import PrepareQuotas
@@ -42,6 +42,14 @@ class Context:
         if res is None:
             raise NotFound(f"unknown resource {resource_id!r}", resource=resource_id)
         return res
+
+    def read_change(self, change: Change, deadline: float | None) -> Snapshot:
+        """What ``change``'s resource shows now, read the way its kind reads a change.
+
+        Raises: NotFound, RemoteUnavailable, RemoteContractBreach, MissingToken,
+        BlockedAddress."""
+        res = self.resource(change.resource_id)
+        return adapter_for(change.kind).read_change(self.remote, res, change, deadline)
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.server.operation_timeout_s

@@ -11,7 +11,7 @@ request and each outcome after it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from ..adapters import Adapter, ConditionalWrite, Remote, Side, Verdict, adapter_for
@@ -54,6 +54,7 @@ class Outcome:
     result_etag: str | None = None
     address: str | None = None
     detail: str | None = None
+    target: str | None = None  # the part the write landed on, once known
 
 
 @dataclass(frozen=True)
@@ -227,6 +228,7 @@ class Dispatch:
             new_state,
             applied_etag=outcome.result_etag if applied else None,
             applied_seq=tx.next_seq() if applied else None,
+            target=outcome.target,
         )
         self._event(
             tx,
@@ -301,21 +303,24 @@ class Dispatch:
         if verdict is Verdict.UNCERTAIN:
             return uncertain(f"HTTP {status}: the server may or may not have applied the write")
         target = Side.AFTER if self.operation is Operation.APPLY else Side.BEFORE
+        adapter = planned.adapter
+        # A create may learn only now where it landed (a POST's Location): read that.
+        landed = adapter.written_target(planned.resource, planned.change, planned.write, response)
+        change = replace(planned.change, target=landed)
         try:
-            snap = self.remote.read(planned.resource, self.deadline)
+            snap = adapter.read_change(self.remote, planned.resource, change, self.deadline)
         except UndogateError as exc:
             return uncertain(f"read-back failed: {exc.message}")
         self.crash_point(self.operation, "after_readback")
-        problem = planned.adapter.read_back_problem(
-            planned.change, planned.write, response, snap, target
-        )
+        problem = adapter.read_back_problem(change, planned.write, response, snap, target)
         if problem is not None:
             return uncertain(problem)
         return Outcome(
             ActionStatus.DONE,
             response_status=status,
-            result_etag=snap.etag.header,
+            result_etag=snap.etag.header if snap.exists else None,
             address=response.address or snap.address,
+            target=snap.target or landed,
         )
 
 

@@ -31,13 +31,20 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..adapters import Evidence, Remote, adapter_for
+from ..adapters import UNDO_OF_CREATE, Evidence, Remote, WholeResourceAdapter, adapter_for
 from ..config import Config, Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store, Transaction
 from ..net import RemoteHTTP
 from ..urls import normalised_url
+from .collection_probes import (
+    COLLECTION_REQUIRED,
+    COLLECTION_STEP_TITLES,
+    CollectionProbe,
+    run_collection_check,
+)
+from .document_create_probes import DOCUMENT_CREATE_TITLES, run_document_create_probes
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
 __all__ = [
@@ -65,6 +72,8 @@ STEP_TITLES: dict[str, str] = {
 }
 # Every step a passing check has, in order (restore_test_copy only follows a failure).
 REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
+# A collection's check (SPEC §12) names its own steps.
+TITLES = {**STEP_TITLES, **COLLECTION_STEP_TITLES, **DOCUMENT_CREATE_TITLES}
 
 
 @dataclass(frozen=True)
@@ -74,6 +83,8 @@ class CheckResult:
     test_copy_id: str
     passed: bool
     steps: tuple[Step, ...]
+    undos: tuple[str, ...] = ()  # what it verified of undos offered only once verified
+    required: tuple[str, ...] = REQUIRED_STEPS
 
 
 _running: set[str] = set()
@@ -126,13 +137,9 @@ def check_endpoint(
             "writes, so it runs only against a disposable test copy",
             resource=copy.id,
         )
-    probe = CopyProbe(
-        adapter_for(copy.kind),
-        Remote(http, config.limits, environ),
-        copy,
-        config.server.operation_timeout_s,
-        config.server.data_dir,
-    )
+    adapter = adapter_for(copy.kind)
+    remote = Remote(http, config.limits, environ)
+    timeout = config.server.operation_timeout_s
     with _only_check_of(copy.id):
         ledger.write(
             lambda tx: tx.add_event(
@@ -144,10 +151,27 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        steps = _run(probe, production)
-    names = tuple(s.name for s in steps)
-    passed = names == REQUIRED_STEPS and all(s.passed for s in steps)
-    return _record(ledger, production, copy, passed, steps, actor, access_path)
+        if not isinstance(adapter, WholeResourceAdapter):
+            # Records that appear and disappear: its own probes (SPEC §12).
+            collection = CollectionProbe(adapter, remote, copy, timeout)
+            steps, undos = run_collection_check(collection, production)
+            required: tuple[str, ...] = COLLECTION_REQUIRED
+            names = {s.name for s in steps}
+            # Re-creating a deleted id is an answer either way: it decides RECREATE only.
+            passed = set(required) <= names and all(
+                s.passed for s in steps if s.name != "recreate_deleted_id"
+            )
+        else:
+            probe = CopyProbe(adapter, remote, copy, timeout, config.server.data_dir)
+            steps, undos, required = _run(probe, production), [], REQUIRED_STEPS
+            passed = tuple(s.name for s in steps) == required and all(s.passed for s in steps)
+            if passed and copy.create is True:
+                # A document the gateway may create (SPEC §12): is its undo safe here?
+                created, works = run_document_create_probes(adapter, remote, copy, timeout)
+                steps += created
+                undos = [UNDO_OF_CREATE] if works else []
+    verified = tuple(undos) if passed else ()
+    return _record(ledger, production, copy, passed, steps, verified, required, actor, access_path)
 
 
 def _run(probe: CopyProbe, production: Resource) -> list[Step]:
@@ -155,7 +179,9 @@ def _run(probe: CopyProbe, production: Resource) -> list[Step]:
     prod_before = None
     wrote = restored = False
     try:
-        prod_before = probe.read(production, "production_read")
+        # A document the gateway may create need not exist yet (SPEC §12).
+        maybe_absent = production.create is True
+        prod_before = probe.read(production, "production_read", absent_ok=maybe_absent)
         read: Evidence = {"digest": prod_before.digest, "bytes": prod_before.size}
         steps.append(Step("production_read", True, "read", read))
         steps.append(probe.begin())
@@ -175,7 +201,7 @@ def _run(probe: CopyProbe, production: Resource) -> list[Step]:
         steps.append(probe.restore())
     if prod_before is not None:
         try:
-            prod_after = probe.read(production, "production_unchanged")
+            prod_after = probe.read(production, "production_unchanged", absent_ok=maybe_absent)
         except StepFailed as failed:
             steps.append(failed.step)
         else:
@@ -192,6 +218,8 @@ def _record(
     copy: Resource,
     passed: bool,
     steps: list[Step],
+    undos: tuple[str, ...],
+    required: tuple[str, ...],
     actor: str,
     access_path: str,
 ) -> CheckResult:
@@ -199,7 +227,10 @@ def _record(
         from_python({"name": s.name, "passed": s.passed, "summary": s.summary, **s.evidence})
         for s in steps
     ]
-    evidence = dumps({"kind": copy.kind, "steps": steps_json}, sort_keys=False)
+    record: JsonObject = {"kind": copy.kind, "steps": steps_json}
+    if undos:
+        record["undos"] = [*undos]
+    evidence = dumps(record, sort_keys=False)
 
     def write(tx: Transaction) -> int:
         check_id = tx.record_endpoint_check(
@@ -216,12 +247,17 @@ def _record(
             access_path=access_path,
             operation="endpoint_check",
             target=production.id,
-            detail={"test_copy": copy.id, "check": str(check_id), "passed": passed},
+            detail={
+                "test_copy": copy.id,
+                "check": str(check_id),
+                "passed": passed,
+                "undos": [*undos],
+            },
         )
         return check_id
 
     check_id = ledger.write(write)
-    return CheckResult(check_id, production.id, copy.id, passed, tuple(steps))
+    return CheckResult(check_id, production.id, copy.id, passed, tuple(steps), undos, required)
 
 
 def latest_verification(ledger: Store, resource: Resource) -> bool:
@@ -237,10 +273,12 @@ def result_view(result: CheckResult) -> JsonObject:
         "resource": result.resource_id,
         "test_copy": result.test_copy_id,
         "passed": result.passed,
+        "verified_undos": [*result.undos],
+        "required_steps": [*result.required],
         "steps": [
             {
                 "name": s.name,
-                "title": STEP_TITLES.get(s.name, s.name),
+                "title": TITLES.get(s.name, s.name),
                 "passed": s.passed,
                 "summary": s.summary,
                 "evidence": from_python(s.evidence),
@@ -263,12 +301,20 @@ def report_lines(view: JsonObject) -> list[str]:
         if isinstance(step.get("message"), str):
             lines.append(f"         {step.get('message')}")
     ran = {step.get("name") for step in steps}
+    required = view.get("required_steps")
     lines.extend(
-        f"  [ -- ] {STEP_TITLES[name]}: not run (an earlier step failed)"
-        for name in REQUIRED_STEPS
+        f"  [ -- ] {TITLES.get(str(name), str(name))}: not run (an earlier step failed)"
+        for name in (required if isinstance(required, list) else REQUIRED_STEPS)
         if name not in ran
     )
     verdict = "verified on a test copy" if view.get("passed") is True else "not verified"
+    undos = view.get("verified_undos")
+    if isinstance(undos, list) and undos:
+        lines.append(
+            "  verified undos: "
+            + ", ".join(str(u) for u in undos)
+            + " (offered once a reviewer accepts them: undogate accept-undo)"
+        )
     check_id = view.get("check_id")
     number = check_id.text if isinstance(check_id, JsonNumber) else check_id
     lines.append(f"{view.get('resource')}: {verdict} (check {number} in the ledger)")

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..adapters import Adapter, ConditionalWrite, Evidence, Remote, Side, Snapshot
+from ..adapters import ConditionalWrite, Evidence, Remote, Side, Snapshot, WholeResourceAdapter
 from ..config import Resource
 from ..errors import InvalidRequest, UndogateError
 from ..etag import ETag
@@ -68,7 +68,7 @@ def same_version(a: Snapshot, b: Snapshot) -> bool:
 
 @dataclass
 class CopyProbe:
-    adapter: Adapter
+    adapter: WholeResourceAdapter
     remote: Remote
     copy: Resource
     timeout_s: float
@@ -81,9 +81,9 @@ class CopyProbe:
     def _deadline(self) -> float:
         return time.monotonic() + self.timeout_s
 
-    def read(self, res: Resource, name: str) -> Snapshot:
+    def read(self, res: Resource, name: str, *, absent_ok: bool = False) -> Snapshot:
         try:
-            return self.remote.read(res, self._deadline())
+            return self.remote.read(res, self._deadline(), absent_ok=absent_ok)
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
 

@@ -64,6 +64,8 @@ def check_overlaps(tx: Reader, job: Job, targets: Sequence[Change], operation: O
 
 
 def _blocker(change: Change, other: OpenChange, operation: Operation) -> Blocker | None:
+    if change.target is not None and other.target is not None and change.target != other.target:
+        return None  # two parts of one resource at their own URLs (two records)
     # The held change's kind says what it holds (records: its fields; a document: all).
     if not adapter_for(other.kind).overlaps(other.fields, change.fields):
         return None

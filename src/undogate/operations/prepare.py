@@ -71,7 +71,10 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             raise NotFound(f"unknown resource {change.resource_id!r}", resource=change.resource_id)
         if change.resource_id in seen:
             raise InvalidRequest(
-                f"{change.resource_id!r} appears twice; put all its fields in one change",
+                # Also one record of a collection per job: two upserts of one email in
+                # one job would both find no match and create it twice.
+                f"{change.resource_id!r} appears twice; a job changes a resource once: put "
+                "all its fields in one change (a collection: one record per job)",
                 resource=change.resource_id,
             )
         seen.add(change.resource_id)
@@ -86,10 +89,9 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     deadline = gw.deadline()
     changes: list[Change] = []
     for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
-        snap = gw.remote.read(res, deadline)
+        plan, snap = adapter_for(res.kind).prepare(gw.remote, res, change, limits, deadline)
         if change.expected_version is not None:
             _check_expected_version(res, change.expected_version, snap)
-        plan = adapter_for(res.kind).plan(res, change, snap, limits)
         changes.append(plan.change(index, res, snap, change.assertion_kind))
     payload = _payload_size(summary, changes)
     if payload > limits.max_job_bytes:
@@ -205,6 +207,7 @@ def _check_text_input(request: PrepareRequest) -> None:
         ]
         for c in request.changes:
             values += [c.resource_id, c.set, list(c.remove), c.text, c.expected_version]
+            values += [c.record_id, c.create, c.upsert]
         check_encodable(values)
     except JsonError:
         raise InvalidRequest("the request holds text that is not valid Unicode") from None
@@ -246,6 +249,17 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
                 "text": ch.text,
                 "expected_version": ch.expected_version,
                 "assertion_kind": ch.assertion_kind.value if ch.assertion_kind else None,
+                # Only where present, so an earlier job's digest stays what it was.
+                **{
+                    key: value
+                    for key, value in (
+                        ("id", ch.record_id),
+                        ("create", ch.create),
+                        ("delete", True if ch.delete else None),
+                        ("upsert", ch.upsert),
+                    )
+                    if value is not None
+                },
             }
             for ch in request.changes
         ],

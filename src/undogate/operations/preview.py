@@ -13,6 +13,7 @@ from ..errors import (
     Conflict,
     ReconciliationBlocked,
     TransitionNotAllowed,
+    UndoNotVerified,
 )
 from ..jobs import (
     Actor,
@@ -32,6 +33,13 @@ from ..jsonvalue import JsonObject
 from ..ledger import Transaction
 from .context import Context
 from .overlaps import check_overlaps
+from .undo_offer import undo_offered
+
+# What a preview says of a change whose undo is not offered (SPEC §12).
+IRREVERSIBLE_NOTE = (
+    "irreversible: undoing this is offered only after check-endpoint verified it on a "
+    "test copy of this resource and a reviewer accepted that verified undo"
+)
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +58,21 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
     blockers: list[dict[str, Any]] = []
     snapshot: JsonObject = {}
     for change in targets:
-        res = gw.resource(change.resource_id)
         adapter = adapter_for(change.kind)
-        snap = gw.remote.read(res, deadline)
-        snapshot[str(change.index)] = snap.etag.header
-        view = _view(adapter, job, change, snap, operation)
+        snap = gw.read_change(change, deadline)
+        snapshot[str(change.index)] = snap.version
+        view = _view(adapter, job, change, snap, operation, undo_offered(gw, change))
         views.append(view)
-        if operation is Operation.ACCEPT_OBSERVED and view.observation is Observation.NEITHER:
+        if operation is Operation.UNDO and view.irreversible:
+            blockers.append(
+                {
+                    "change": change.index,
+                    "resource": change.resource_id,
+                    "code": UndoNotVerified.code,
+                    "message": view.note or "this undo is not offered",
+                }
+            )
+        elif operation is Operation.ACCEPT_OBSERVED and view.observation is Observation.NEITHER:
             blockers.append(
                 {
                     "change": change.index,
@@ -153,7 +169,12 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
 
 
 def _view(
-    adapter: Adapter, job: Job, change: Change, snap: Snapshot, operation: Operation
+    adapter: Adapter,
+    job: Job,
+    change: Change,
+    snap: Snapshot,
+    operation: Operation,
+    undo_offered: bool = True,
 ) -> ChangeView:
     def view(
         planned: SideValue | None,
@@ -167,13 +188,14 @@ def _view(
             index=change.index,
             resource_id=change.resource_id,
             kind=change.kind,
-            current_version=snap.etag.header,
+            current_version=snap.version,
             current=adapter.current(change, snap),
             planned=planned,
             moved_since_prepare=moved_since_prepare,
-            reversible=reversible,
-            note=note,
+            reversible=reversible and undo_offered,
+            note=note if note is not None or undo_offered else IRREVERSIBLE_NOTE,
             observation=observation,
+            irreversible=not undo_offered and operation is not Operation.ACCEPT_OBSERVED,
         )
 
     if operation is Operation.ACCEPT_OBSERVED:

@@ -82,8 +82,12 @@ def accept_observed(
                 job.id,
                 change.index,
                 new_state,
-                applied_etag=snap.etag.header if new_state is ChangeState.APPLIED else None,
+                applied_etag=(
+                    snap.etag.header if new_state is ChangeState.APPLIED and snap.exists else None
+                ),
                 applied_seq=tx.next_seq() if new_state is ChangeState.APPLIED else None,
+                # A create whose answer was lost learns here which record it made.
+                target=snap.target if new_state is ChangeState.APPLIED else None,
             )
             tx.add_event(
                 job_id=job.id,

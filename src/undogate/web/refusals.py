@@ -43,6 +43,19 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
         "instead of overwriting theirs.",
         False,
     ),
+    "irreversible_not_acknowledged": (
+        "This change cannot be undone by undogate, and that was not acknowledged, so "
+        "nothing was written.",
+        "Preview again, tick the box that says you understand it is irreversible, then confirm.",
+        True,
+    ),
+    "undo_not_verified": (
+        "Undoing this is offered only once it was verified on a test copy and accepted, "
+        "so nothing was written.",
+        "Run check-endpoint on a test copy of the resource, accept the verified undo on "
+        "its undo page, then preview the undo again.",
+        False,
+    ),
     "quarantined": (
         "Another job's outcome on the same resource is uncertain, so this is on hold.",
         "Open that job and accept its observed state first; then try this again.",

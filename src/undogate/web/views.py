@@ -39,6 +39,7 @@ from . import present
 from .forms import cross_site, read_form
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
+from .undo_offer import undo_offer_routes
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -130,6 +131,7 @@ class WebUI:
             Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
+            *undo_offer_routes(self),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -484,7 +486,11 @@ class WebUI:
         if not token or len(token) > 200:
             raise InvalidRequest("the form carries no preview token; preview again")
         done = await self.service.confirm(
-            principal, "web", self._job_id(principal, str(request.path_params["job_id"])), token
+            principal,
+            "web",
+            self._job_id(principal, str(request.path_params["job_id"])),
+            token,
+            acknowledge_irreversible=form.get("acknowledge_irreversible") == "yes",
         )
         job = done.job
         # The handle stays held: reopening it (the back button) finds its token consumed

@@ -1,0 +1,490 @@
+"""``json_collection``: records at ``{collection}/{id}`` that appear and disappear (SPEC §12).
+
+A change acts on one record, its ``target`` (the record's id; unknown until the server
+names it for a ``POST`` create). Its two sides are ``{"record": {...}}`` objects, or
+``ABSENT`` where the record does not exist, so the operation is read off the sides:
+
+- an update (both sides): the touched allow-listed fields, as ``json_record`` patches them;
+- a create (before absent): the fields the record is created with. A ``POST`` create's
+  after side also holds ``preexisting``: the ids of the records that already matched its
+  identity evidence, so a lost answer can be resolved by finding the one new record;
+- a delete (after absent): the whole record as it was (its pre-image), without the
+  ``server_fields`` the server rewrites on every write.
+
+Undoing a create deletes exactly that record, only while it carries the tag its
+read-back gave; undoing a delete re-creates the same id from the pre-image with
+``If-None-Match: *``. Both are offered only once verified on a test copy and accepted
+(``undo_needs``). Any two changes on one record overlap.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import replace
+from urllib.parse import unquote, urljoin, urlsplit
+
+from ..errors import Ambiguous, Conflict, InvalidRequest, NotFound
+from ..jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
+from ..jsonvalue import (
+    JsonError,
+    JsonNumber,
+    JsonObject,
+    JsonValue,
+    canonical_size,
+    dumps,
+    loads,
+    resolve_record,
+)
+from ..net import RemoteResponse
+from ..resources import Limits, Resource
+from .base import (
+    RECREATE,
+    REFUSAL_STATUSES,
+    UNDO_OF_CREATE,
+    Adapter,
+    ConditionalWrite,
+    Plan,
+    ResourceKind,
+    Side,
+    Snapshot,
+    Verdict,
+    Wire,
+    absent_snapshot,
+    register,
+)
+from .collection_config import collection_problems
+from .collection_lookup import (
+    RECORD_ID_RE,
+    check_record_id,
+    evidence_of,
+    find_by_evidence,
+    record_resource,
+    record_url,
+)
+from .record_fields import (
+    JSON_MEDIA_TYPE,
+    PATCH_MEDIA_TYPE,
+    check_allowed,
+    envelope,
+    fields_diff,
+    fields_show,
+    parse_record,
+    patch_ops,
+    plan_fields,
+)
+from .views import field_rows
+
+CREATED_STATUSES = frozenset({200, 201, 204})
+
+
+def operation_of(change: Change) -> str:
+    """``create``, ``delete`` or ``update``: what the change's sides say it is."""
+    if change.before is ABSENT:
+        return "create"
+    if change.after is ABSENT:
+        return "delete"
+    return "update"
+
+
+def side_record(side: SideValue | None) -> JsonObject:
+    """The record fields a side holds (none where the record does not exist)."""
+    if side is None or side is ABSENT:
+        return {}
+    record = side.get("record")
+    return record if isinstance(record, dict) else {}
+
+
+def _current(snapshot: Snapshot) -> JsonObject:
+    return snapshot.content if snapshot.exists and isinstance(snapshot.content, dict) else {}
+
+
+def _without(record: JsonObject, names: Sequence[str]) -> JsonObject:
+    return {k: v for k, v in record.items() if k not in names}
+
+
+def _server_fields(change: Change) -> list[str]:
+    kept = change.before.get("server_fields") if change.before is not ABSENT else None
+    return [f for f in kept if isinstance(f, str)] if isinstance(kept, list) else []
+
+
+@register
+class JsonCollectionAdapter(Adapter):
+    kind = ResourceKind.JSON_COLLECTION
+    noun = "record"
+    accept = JSON_MEDIA_TYPE
+
+    # -- the config ------------------------------------------------------------------
+
+    def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+        return collection_problems(resource, limits)
+
+    # -- reading and planning ----------------------------------------------------------
+
+    def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
+        return parse_record(resource, media_type, body, limits)
+
+    def prepare(
+        self,
+        wire: Wire,
+        resource: Resource,
+        request: ChangeRequest,
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        if request.text is not None:
+            raise InvalidRequest(
+                f"{resource.id} is a collection of JSON records: use set/remove, create, "
+                "delete or upsert, not text",
+                resource=resource.id,
+            )
+        shapes = [
+            request.create is not None,
+            request.delete,
+            request.upsert is not None,
+            bool(request.set or request.remove),
+        ]
+        if sum(shapes) != 1:
+            raise InvalidRequest(
+                f"a change to the collection {resource.id} is exactly one of: set/remove "
+                "with id, create, delete with id, or upsert",
+                resource=resource.id,
+            )
+        if request.upsert is not None:
+            if request.record_id is not None:
+                raise InvalidRequest(
+                    "an upsert finds its record by identity evidence, never by id",
+                    resource=resource.id,
+                )
+            return self._upsert(wire, resource, request.upsert, limits, deadline)
+        if request.create is not None:
+            return self._create(wire, resource, request.create, request.record_id, limits, deadline)
+        if request.record_id is None:
+            raise InvalidRequest(
+                f"name the record of {resource.id} this change acts on (id)", resource=resource.id
+            )
+        check_record_id(resource, request.record_id)
+        snap = self._read_existing(wire, resource, request.record_id, deadline)
+        if request.delete:
+            return self._delete_plan(resource, snap, request.record_id, limits), snap
+        return self._update_plan(resource, snap, request, limits), snap
+
+    def plan(
+        self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
+    ) -> Plan:
+        """Planned against one record read (``prepare`` reads what a change needs)."""
+        if snapshot.target is None or not snapshot.exists:
+            raise InvalidRequest(f"no record of {resource.id} to plan on", resource=resource.id)
+        if request.delete:
+            return self._delete_plan(resource, snapshot, snapshot.target, limits)
+        return self._update_plan(resource, snapshot, request, limits)
+
+    def _read_existing(
+        self, wire: Wire, resource: Resource, record_id: str, deadline: float | None
+    ) -> Snapshot:
+        snap = wire.read(record_resource(resource, record_id), deadline, absent_ok=True)
+        if not snap.exists:
+            raise NotFound(
+                f"{resource.id} has no record {record_id!r}", resource=resource.id, id=record_id
+            )
+        return replace(snap, target=record_id)
+
+    def _update_plan(
+        self, resource: Resource, snap: Snapshot, request: ChangeRequest, limits: Limits
+    ) -> Plan:
+        touched, before, after = plan_fields(
+            resource, _current(snap), request.set or {}, request.remove, limits
+        )
+        return Plan(touched, {"record": before}, {"record": after}, target=snap.target)
+
+    def _delete_plan(
+        self, resource: Resource, snap: Snapshot, record_id: str, limits: Limits
+    ) -> Plan:
+        kept = list(resource.server_fields)
+        pre_image = _without(_current(snap), kept)
+        fields = tuple(f for f in resource.fields if f in pre_image)
+        before: JsonObject = {"record": pre_image, "server_fields": [*kept]}
+        return Plan(fields, before, ABSENT, target=record_id)
+
+    def _create(
+        self,
+        wire: Wire,
+        resource: Resource,
+        values: JsonObject,
+        record_id: str | None,
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        if not values:
+            raise InvalidRequest(f"a create in {resource.id} sets no field", resource=resource.id)
+        check_allowed(resource, list(values))
+        if canonical_size(values) > limits.max_document_bytes:
+            raise InvalidRequest(
+                f"the new record would be over the {limits.max_document_bytes}-byte limit",
+                resource=resource.id,
+            )
+        fields = tuple(values)
+        if resource.create == "post":
+            if record_id is not None:
+                raise InvalidRequest(
+                    f"{resource.id} creates with POST: the server chooses the id",
+                    resource=resource.id,
+                )
+            if not evidence_of(resource, values):
+                raise InvalidRequest(
+                    f"a create in {resource.id} needs a value for an identity field "
+                    f"({', '.join(r.field for r in resource.identity)}): a lost answer to "
+                    "its POST is resolved by that evidence",
+                    resource=resource.id,
+                )
+            earlier = find_by_evidence(wire, resource, values, deadline)
+            after: JsonObject = {"record": values, "preexisting": [rid for rid, _ in earlier]}
+            return Plan(fields, ABSENT, after), absent_snapshot()
+        if record_id is None:
+            record_id = str(uuid.uuid4())
+        check_record_id(resource, record_id)
+        snap = wire.read(record_resource(resource, record_id), deadline, absent_ok=True)
+        if snap.exists:
+            raise Conflict(
+                f"{resource.id} already has a record {record_id!r}; a create never overwrites",
+                resource=resource.id,
+                id=record_id,
+            )
+        plan = Plan(fields, ABSENT, {"record": values}, target=record_id)
+        return plan, replace(snap, target=record_id)
+
+    def _upsert(
+        self,
+        wire: Wire,
+        resource: Resource,
+        values: JsonObject,
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        if not resource.identity:
+            raise InvalidRequest(
+                f"{resource.id} declares no identity evidence, so it takes no upsert",
+                resource=resource.id,
+            )
+        check_allowed(resource, list(values))
+        if not evidence_of(resource, values):
+            raise InvalidRequest(
+                f"an upsert in {resource.id} needs a value for an identity field ("
+                + ", ".join(f"{r.field}: {r.evidence}" for r in resource.identity)
+                + ")",
+                resource=resource.id,
+            )
+        matches = find_by_evidence(wire, resource, values, deadline)
+        if len(matches) > 1:
+            candidates: list[JsonValue] = [
+                {"id": rid, "evidence": {**evidence_of(resource, record)}}
+                for rid, record in matches
+            ]
+            raise Ambiguous(
+                f"{len(matches)} records of {resource.id} match this identity evidence; "
+                "nothing was prepared. Name the record by id, or fix the duplicates first",
+                resource=resource.id,
+                candidates=candidates,
+            )
+        if not matches:
+            return self._create(wire, resource, values, None, limits, deadline)
+        snap = self._read_existing(wire, resource, matches[0][0], deadline)
+        request = ChangeRequest(resource_id=resource.id, set=values)
+        return self._update_plan(resource, snap, request, limits), snap
+
+    def read_change(
+        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+    ) -> Snapshot:
+        if change.target is not None:
+            snap = wire.read(record_resource(resource, change.target), deadline, absent_ok=True)
+            return replace(snap, target=change.target)
+        # A POST create whose record the server has not named to us: the one record
+        # matching its evidence that did not match before it.
+        after = change.after if change.after is not ABSENT else {}
+        earlier = after.get("preexisting")
+        known = set(earlier) if isinstance(earlier, list) else set()
+        found = find_by_evidence(wire, resource, side_record(change.after), deadline)
+        new = [rid for rid, _ in found if rid not in known]
+        if len(new) == 1:
+            snap = wire.read(record_resource(resource, new[0]), deadline, absent_ok=True)
+            return replace(snap, target=new[0])
+        if not new and change.state is not ChangeState.UNCERTAIN:
+            return absent_snapshot()
+        # Zero after a lost answer, or several: which record is ours cannot be known.
+        return absent_snapshot({"located": JsonNumber(str(len(new)))})
+
+    def payload_size(self, change: Change) -> int:
+        return sum(
+            len(dumps(side).encode())
+            for side in (change.before, change.after)
+            if side is not ABSENT
+        )
+
+    # -- comparing -----------------------------------------------------------------------
+
+    def current(self, change: Change, snapshot: Snapshot) -> SideValue:
+        if not snapshot.exists:
+            return ABSENT
+        current = _current(snapshot)
+        if operation_of(change) == "update":
+            return {"record": {f: current[f] for f in change.fields if f in current}}
+        return {"record": _without(current, _server_fields(change))}
+
+    def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
+        value = change.before if side is Side.BEFORE else change.after
+        if value is ABSENT:
+            return not snapshot.exists and snapshot.content is None
+        if not snapshot.exists:
+            return False
+        current = _current(snapshot)
+        if operation_of(change) == "delete":
+            # The whole record, as it was: nothing deleted that changed.
+            return _without(current, _server_fields(change)) == side_record(value)
+        return fields_show(change.fields, side_record(value), current)
+
+    def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
+        if operation_of(change) == "create":
+            # Exactly what the create made: the tag its read-back gave, and its values.
+            return (
+                snapshot.exists
+                and snapshot.etag.header == change.applied_etag
+                and self.shows(change, snapshot, Side.AFTER)
+            )
+        return self.shows(change, snapshot, Side.AFTER)
+
+    def undo_needs(self, change: Change) -> str | None:
+        return {"create": UNDO_OF_CREATE, "delete": RECREATE}.get(operation_of(change))
+
+    # -- writing -------------------------------------------------------------------------
+
+    def build_write(
+        self, resource: Resource, change: Change, snapshot: Snapshot, target: Side
+    ) -> ConditionalWrite:
+        operation = operation_of(change)
+        url = record_url(resource, change.target) if change.target else resource.url
+        if operation == "update":
+            source = side_record(change.before if target is Side.AFTER else change.after)
+            goal = side_record(change.after if target is Side.AFTER else change.before)
+            ops = patch_ops(resource.record_pointer, change.fields, source, goal)
+            tag = snapshot.etag.header
+            headers = {"Content-Type": PATCH_MEDIA_TYPE, "If-Match": tag}
+            return ConditionalWrite(
+                "PATCH", url, headers, dumps(ops, sort_keys=False).encode(), tag
+            )
+        creating = (operation == "create") == (target is Side.AFTER)
+        if creating:
+            record = side_record(change.after if operation == "create" else change.before)
+            body = dumps(envelope(resource.record_pointer, record), sort_keys=False).encode()
+            if operation == "create" and change.target is None:
+                # create: post. Nothing can make a POST conditional: a lost answer is
+                # uncertain, and resolved by the create's evidence.
+                headers = {"Content-Type": JSON_MEDIA_TYPE}
+                return ConditionalWrite("POST", resource.url, headers, body, None)
+            headers = {"Content-Type": JSON_MEDIA_TYPE, "If-None-Match": "*"}
+            return ConditionalWrite("PUT", url, headers, body, None)
+        # Deleting: what a create made (the tag its read-back gave), or what a delete
+        # planned on (the tag its pre-image was read with).
+        made = change.applied_etag if operation == "create" else change.prepared_etag
+        assert made is not None  # an applied create always has its read-back's tag
+        return ConditionalWrite("DELETE", url, {"If-Match": made}, b"", made)
+
+    def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
+        if response.status in REFUSAL_STATUSES:
+            return Verdict.REFUSED
+        if response.status in CREATED_STATUSES:
+            return Verdict.READ_BACK
+        return Verdict.UNCERTAIN
+
+    def written_target(
+        self, resource: Resource, change: Change, write: ConditionalWrite, response: RemoteResponse
+    ) -> str | None:
+        if write.method != "POST":
+            return change.target
+        location = response.headers.get("location")
+        if location:
+            collection = urlsplit(resource.url).path.rstrip("/") + "/"
+            path = urlsplit(urljoin(resource.url, location)).path
+            if path.startswith(collection):
+                rid = unquote(path[len(collection) :])
+                if RECORD_ID_RE.match(rid):
+                    return rid
+        try:
+            record = resolve_record(loads(response.body), resource.record_pointer)
+        except JsonError:
+            return None
+        given = record.get(resource.id_field)
+        return given if isinstance(given, str) and RECORD_ID_RE.match(given) else None
+
+    # -- other jobs ----------------------------------------------------------------------
+
+    def overlaps(self, held: Sequence[str], wanted: Sequence[str]) -> bool:
+        # Reached only for the same record (or one a create has not named yet): a record
+        # appears or disappears whole, so any two changes on it overlap.
+        return True
+
+    # -- what every surface shows --------------------------------------------------------
+
+    def _rows_fields(self, change: Change | None, *sides: JsonObject | None) -> list[str]:
+        if change is not None and operation_of(change) == "update":
+            return list(change.fields)
+        names: dict[str, None] = {}
+        for side in sides:
+            names.update(dict.fromkeys(side or {}))
+        return list(names)
+
+    def event_diff(self, change: Change, toward: Side) -> JsonObject:
+        old = side_record(change.before if toward is Side.AFTER else change.after)
+        new = side_record(change.after if toward is Side.AFTER else change.before)
+        return {
+            "operation": operation_of(change),
+            "record_id": change.target,
+            "fields": fields_diff(self._rows_fields(change, old, new), old, new),
+        }
+
+    def receipt_values(self, change: Change) -> JsonObject:
+        before = side_record(change.before) if change.before is not ABSENT else None
+        after = side_record(change.after) if change.after is not ABSENT else None
+        return {
+            "operation": operation_of(change),
+            "record_id": change.target,
+            "before": before,
+            "after": after,
+            "rows": field_rows(self._rows_fields(change, before, after), before, after),
+        }
+
+    def preview_values(self, view: ChangeView, change: Change | None) -> JsonObject:
+        current = side_record(view.current) if view.current is not ABSENT else None
+        planned = (
+            None if view.planned is None or view.planned is ABSENT else side_record(view.planned)
+        )
+        shown_planned = planned if view.planned is not None else current
+        fields = self._rows_fields(change, current, planned)
+        return {
+            "operation": operation_of(change) if change is not None else None,
+            "record_id": change.target if change is not None else None,
+            "current": current,
+            "planned": planned,
+            "planned_absent": view.planned is ABSENT,
+            "rows": field_rows(fields, current, shown_planned, ("current", "planned")),
+        }
+
+    def reversibility(self, change: Change) -> str:
+        named = change.target or "(the id the server gives it)"
+        operation = operation_of(change)
+        if operation == "create":
+            return (
+                f"Undo deletes exactly the record this job created ({named}), only while "
+                "it is unchanged since (DELETE with If-Match on the tag its read-back gave). "
+                "Offered only once verified on a test copy and accepted by a reviewer."
+            )
+        if operation == "delete":
+            return (
+                f"Undo re-creates record {named} from its kept pre-image (PUT with "
+                "If-None-Match: *), only while no record has that id. Offered only where a "
+                "test copy showed a deleted id can be re-created and a reviewer accepted it."
+            )
+        return (
+            f"Reversible: undo patches back only {', '.join(change.fields)} of record {named}, "
+            "only while they still hold the values this job wrote; other fields are never "
+            "touched."
+        )

@@ -1,0 +1,79 @@
+"""The OpenAPI parts of records that appear and disappear (SPEC §12): a change's
+collection members, the acknowledgement a confirm may carry, and the undo-offer routes'
+schema. ``openapi`` merges them into its document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+S = dict[str, Any]
+_NAMES: S = {"type": "array", "items": {"enum": ["undo_of_create", "recreate"]}}
+_WHEN: S = {"type": ["number", "null"]}
+
+CHANGE_MEMBERS: S = {
+    "id": {
+        "type": "string",
+        "maxLength": 128,
+        "description": "json_collection: the record a set/remove or delete acts on, or the "
+        "id a create asks for (create: put)",
+    },
+    "create": {
+        "type": "object",
+        "description": "json_collection: the field values of a new record",
+    },
+    "delete": {"type": "boolean", "description": "json_collection: delete the record id"},
+    "upsert": {
+        "type": "object",
+        "description": "json_collection: update the one record whose identity evidence "
+        "matches, or create one; several matches are refused as ambiguous with the "
+        "candidates (ids and evidence only), and nothing is prepared",
+    },
+}
+
+CONFIRM_MEMBERS: S = {
+    "acknowledge_irreversible": {
+        "type": "boolean",
+        "description": "needed to apply a change whose undo is not offered (a create or "
+        "delete not verified on a test copy and accepted); refused as "
+        "irreversible_not_acknowledged otherwise",
+    }
+}
+
+PREVIEW_CHANGE_MEMBERS: S = {
+    "irreversible": {
+        "type": "boolean",
+        "description": "the gateway will not offer to undo this change",
+    },
+    "operation": {"type": ["string", "null"], "enum": ["create", "delete", "update", None]},
+    "record_id": {"type": ["string", "null"]},
+}
+
+PREVIEW_MEMBERS: S = {
+    "acknowledgement_required": {
+        "type": "boolean",
+        "description": "confirming needs acknowledge_irreversible",
+    }
+}
+
+SCHEMAS: S = {
+    "UndoOffer": {
+        "type": "object",
+        "required": ["resource", "verified", "accepted", "awaiting_acceptance"],
+        "properties": {
+            "resource": {"type": "string"},
+            "check_id": {"type": ["integer", "null"]},
+            "checked_at": _WHEN,
+            "verified": _NAMES,
+            "accepted": _NAMES,
+            "accepted_at": _WHEN,
+            "awaiting_acceptance": _NAMES,
+        },
+    }
+}
+
+RESOURCE_ID: S = {
+    "name": "resource_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string"},
+}

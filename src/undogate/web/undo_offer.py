@@ -1,0 +1,72 @@
+"""The review page of a resource's undos offered only once verified (SPEC §12): what its
+test copy verified, what a reviewer accepted, and the form that accepts it, once."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..auth import WRITE
+from ..service import Service
+from .sessions import Session
+
+Form = Mapping[str, str]
+View = Callable[[Request, Session, Form], Awaitable[Response]]
+
+
+class Pages(Protocol):
+    """What these views use of the review UI (``views.WebUI``)."""
+
+    service: Service
+
+    def render(
+        self, template: str, session: Session | None, *, status: int = ..., **context: Any
+    ) -> HTMLResponse: ...
+
+    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+
+    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+
+    @staticmethod
+    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
+
+
+UNDO_WORDS = {
+    "undo_of_create": "Undo of a create: DELETE exactly the created record, with If-Match",
+    "recreate": "Undo of a delete: re-create the same id from its pre-image, If-None-Match: *",
+}
+
+
+def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
+    """``GET`` and ``POST /resources/{resource_id}/undo``, through the UI's session and
+    cross-site checks (its ``_get``/``_post``)."""
+
+    async def show(request: Request, session: Session, form: Form) -> Response:
+        resource_id = str(request.path_params["resource_id"])
+        offer = await ui.service.undo_offer(session.principal, resource_id)
+        return ui.render(
+            "undo_offer.html",
+            session,
+            resource_id=resource_id,
+            offer=offer,
+            undo_words=UNDO_WORDS,
+            can_write=WRITE in session.principal.scopes,
+        )
+
+    async def accept(request: Request, session: Session, form: Form) -> Response:
+        Service.require_writer(session.principal)
+        resource_id = str(request.path_params["resource_id"])
+        await ui.service.accept_verified_undo(session.principal, "web", resource_id)
+        session.notice = "Accepted: these verified undos are offered from now on."
+        return ui._redirect(f"/resources/{quote(resource_id, safe='')}/undo")
+
+    path = "/resources/{resource_id}/undo"
+    return [
+        Route(path, ui._get(show), methods=["GET"]),
+        Route(path, ui._post(accept), methods=["POST"]),
+    ]

@@ -1,0 +1,88 @@
+"""Shared by the collection tests: a contract-server collection as a resource, jobs on
+it, and a verified-and-accepted undo seeded the way a passing check records one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from undogate.config import Config
+from undogate.contract_server import ContractServer
+from undogate.engine import Gateway
+from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, PrepareRequest
+from undogate.jsonvalue import JsonObject, dumps
+
+from .conftest import AGENT, OWNER
+
+CONTACTS = "/collections/contacts"
+FIELDS = ["email", "name", "status", "website"]
+
+
+def contacts(server: ContractServer, rid: str = "contacts", **extra: Any) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "id": rid,
+        "agent_id": "account-assistant",
+        "name": "Contacts",
+        "kind": "json_collection",
+        "url": server.url(extra.pop("path", CONTACTS)),
+        "fields": FIELDS,
+        "create": "put",
+        "identity": [{"field": "email", "evidence": "email"}],
+        "lookup": {"list": True},
+        "conditional_writes": True,
+        "allow_loopback_http": True,
+    }
+    entry.update(extra)
+    return entry
+
+
+def seed(server: ContractServer, rid: str, **fields: Any) -> str:
+    """An existing record, put there as an outside party would; returns its path."""
+    path = f"{CONTACTS}/{rid}"
+    server.set_record(path, {"id": rid, **fields})
+    return path
+
+
+def prepare(gw: Gateway, *changes: ChangeRequest, summary: str = "contacts") -> str:
+    return gw.prepare(AGENT, "account-assistant", PrepareRequest(summary, changes)).job.id
+
+
+def change(**members: Any) -> ChangeRequest:
+    return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
+
+
+def run(
+    gw: Gateway, job_id: str, operation: Operation = Operation.APPLY, *, ack: bool = True
+) -> Confirmation:
+    preview = gw.preview(OWNER, job_id, operation)
+    assert preview.token is not None, preview.blockers
+    return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=ack)
+
+
+def verify_and_accept(
+    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+) -> None:
+    """Record what a passing collection check records, then a reviewer's acceptance."""
+    res = config.resource(resource_id)
+    assert res is not None
+    evidence: JsonObject = {
+        "kind": res.kind,
+        "steps": [],
+        "undos": list(undos or ("recreate", "undo_of_create")),
+    }
+    gw.ledger.write(
+        lambda tx: tx.record_endpoint_check(
+            resource_id=res.id,
+            test_copy_id=f"{res.id}-copy",
+            production_fingerprint=res.fingerprint,
+            test_copy_fingerprint="sha256:copy",
+            passed=True,
+            evidence=dumps(evidence),
+        )
+    )
+    gw.accept_verified_undo(OWNER, resource_id)
+
+
+def state(gw: Gateway, job_id: str) -> JobState:
+    job = gw.ledger.load_job(job_id)
+    assert job is not None
+    return job.state

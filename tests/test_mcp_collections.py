@@ -1,0 +1,132 @@
+"""A collection on a real Kinto through a served gateway: an agent prepares a create and
+an ambiguous upsert over MCP with the SDK's real client; a reviewer confirms, checks the
+test copy, accepts the verified undo and undoes, all over the HTTP API (SPEC §12)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+
+from undogate.cli.serve import open_service
+
+from .conftest import Connect, World, base_env, run, served_gateway
+from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
+from .test_kinto_collections import BUCKET, collection, listed, records
+
+AGENT = "account-assistant"
+
+
+@pytest.fixture(scope="module")
+def kinto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KintoServer]:
+    with kinto_server(tmp_path_factory.mktemp("kinto")) as srv:
+        srv.request("PUT", BUCKET, json={})
+        for name in ("mcp", "mcp-copy"):
+            srv.request("PUT", f"{BUCKET}/collections/{name}", json={})
+        yield srv
+
+
+class KintoWorld(World):
+    """conftest's World (the leak check, the API helpers) over a Kinto collection."""
+
+    def confirm(self, job_id: str, operation: str, **body: Any) -> httpx.Response:
+        preview = self.api("POST", f"/api/v1/jobs/{job_id}/previews", {"operation": operation})
+        assert preview["preview_token"], preview["blockers"]
+        token = {"preview_token": preview["preview_token"], **body}
+        return httpx.post(
+            f"{self.url}/api/v1/jobs/{job_id}/confirm",
+            json=token,
+            headers={"Authorization": f"Bearer {self.keys['operator']}"},
+            timeout=30,
+            trust_env=False,
+        )
+
+
+@pytest.fixture
+def world(tmp_path: Path, kinto: KintoServer) -> Iterator[World]:
+    config = tmp_path / "undogate.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"data_dir": str(tmp_path / "data")},
+                "resources": [
+                    collection(kinto, "contacts", "mcp"),
+                    collection(kinto, "contacts-copy", "mcp-copy", test_copy_of="contacts"),
+                ],
+                "agents": [{"id": AGENT, "tools": ["list_resources", "prepare_changes"]}],
+            }
+        )
+    )
+    env = {**base_env(), "KINTO_AUTH": f"{USER}:{PASSWORD}"}
+    with open_service(config, environ=env) as svc:
+        operator = svc.keyring.create_operator(label="alice")
+        keys = {
+            "operator": operator.key,
+            AGENT: svc.keyring.create_agent_token(
+                owner_id=operator.credential.id, agent_id=AGENT, label=AGENT
+            ).key,
+        }
+    with served_gateway(config, env) as url:
+        world = KintoWorld(url=url, contract=None, keys=keys)  # type: ignore[arg-type]
+        yield world
+        secrets = [*keys.values(), PASSWORD, "KINTO_AUTH", kinto.base_url, "127.0.0.1"]
+        for text in world.results:
+            for secret in secrets:
+                assert secret not in text, f"{secret!r} leaked into a tool result: {text}"
+
+
+def test_create_and_its_undo_and_an_ambiguous_upsert_over_mcp(
+    world: KintoWorld, kinto: KintoServer, connect: Connect
+) -> None:
+    kinto.request("PUT", f"{records('mcp')}/one", json={"data": {"email": "Dup@Example.com"}})
+    kinto.request("PUT", f"{records('mcp')}/two", json={"data": {"email": "dup@example.com "}})
+    start = listed(kinto, "mcp")
+    created: dict[str, Any] = {}
+
+    async def scenario() -> None:
+        async with connect(AGENT) as agent:
+            tools = {t.name: t for t in (await agent.client.list_tools()).tools}
+            described = tools["prepare_changes"].description or ""
+            assert "json_collection" in described and "ambiguous" in described
+            code, text = await agent.refusal(
+                "prepare_changes",
+                summary="add Dup",
+                changes=[{"resource": "contacts", "upsert": {"email": "DUP@example.com"}}],
+            )
+            assert code == "ambiguous"
+            details = json.loads(text.split(" Details: ", 1)[1])
+            assert sorted(c["id"] for c in details["candidates"]) == ["one", "two"]
+            created.update(
+                await agent.prepare(
+                    summary="add Ann",
+                    idempotency_key="mcp-create-1",
+                    changes=[{"resource": "contacts", "create": {"email": "ann@example.com"}}],
+                )
+            )
+
+    run(scenario)
+    assert listed(kinto, "mcp") == start  # preparing wrote nothing
+    job_id = created["job_id"]
+    (touched,) = created["changes"]
+    rid = touched["record_id"]
+    refused = world.confirm(job_id, "apply")
+    assert refused.status_code == 409
+    assert refused.json()["error"]["code"] == "irreversible_not_acknowledged"
+    applied = world.confirm(job_id, "apply", acknowledge_irreversible=True)
+    assert applied.status_code == 200, applied.text
+    assert listed(kinto, "mcp")[rid]["email"] == "ann@example.com"
+    blocked = world.api("GET", f"/api/v1/jobs/{job_id}")
+    assert blocked["changes"][0]["operation"] == "create"
+    check = world.api("POST", "/api/v1/endpoint-checks", {"resource": "contacts-copy"})
+    assert check["passed"] and check["verified_undos"] == ["undo_of_create", "recreate"]
+    offer = world.api("POST", "/api/v1/resources/contacts/undo-acceptance", {})
+    assert offer["accepted"] == ["recreate", "undo_of_create"]
+    undone = world.confirm(job_id, "undo")
+    assert undone.status_code == 200, undone.text
+    assert undone.json()["job"]["state"] == "undone"
+    assert listed(kinto, "mcp") == start
