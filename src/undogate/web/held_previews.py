@@ -88,6 +88,7 @@ def _change(view: ChangeView) -> JsonObject:
         "reversible": view.reversible,
         "note": view.note,
         "observation": view.observation.value if view.observation else None,
+        "irreversible": view.irreversible,
     }
 
 
@@ -107,6 +108,8 @@ def _change_view(value: JsonValue) -> ChangeView:
         reversible=value["reversible"] is True,
         note=str(note) if note is not None else None,
         observation=Observation(str(observation)) if observation is not None else None,
+        # .get: a preview held before irreversible marks existed had none.
+        irreversible=value.get("irreversible") is True,
     )
 
 
