@@ -5,7 +5,7 @@
   ``Principal`` (the keyring's in-memory answer when it has one, else one ledger read in
   a worker thread). The web sign-in and each session's re-check go through the same
   keyring, here.
-- **Authorize by name.** ``require_agent``, ``require_master``, ``require_reader``,
+- **Authorize by name.** ``require_agent``, ``require_admin``, ``require_reader``,
   ``require_writer`` and ``require_reviewer`` say what a request needs; a surface may
   call one early (before reading a body), and every verb below checks again what it
   needs, so no surface can forget.
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .auth import READ, WRITE, CredentialInfo, IssuedKey, Keyring, Principal, Revocation
+from .auth import ADMIN, READ, WRITE, CredentialInfo, IssuedKey, Keyring, Principal, Revocation
 from .auth import require_scope as _require_scope
 from .config import Config, Resource
 from .engine import Gateway
@@ -136,10 +136,16 @@ class Service:
         return principal.agent_id
 
     @staticmethod
-    def require_master(principal: Principal) -> None:
-        """Raises: Forbidden unless the master key."""
-        if principal.kind != "master":
-            raise Forbidden("this route needs the master key")
+    def require_admin(principal: Principal) -> None:
+        """Key administration. Raises: Forbidden unless the master key or an operator key
+        with keys:admin."""
+        if principal.kind == "master":
+            return
+        if principal.kind != "operator" or ADMIN not in principal.scopes:
+            raise Forbidden(
+                f"key administration needs the master key or an operator key with {ADMIN}",
+                scope=ADMIN,
+            )
 
     @staticmethod
     def require_reader(principal: Principal) -> None:
@@ -310,11 +316,15 @@ class Service:
             access_path=actor.access_path,
         )
 
-    # -- what the master key may do --------------------------------------------------
+    # -- key administration (the master key, or an operator key with keys:admin) --------
+
+    @staticmethod
+    def _admin_actor(principal: Principal) -> str:
+        return "master" if principal.kind == "master" else principal.credential_id
 
     async def list_keys(self, principal: Principal) -> list[CredentialInfo]:
-        """Raises: Forbidden unless the master key."""
-        self.require_master(principal)
+        """Raises: Forbidden (as ``require_admin``)."""
+        self.require_admin(principal)
         return await _in_thread(self.keyring.list)
 
     async def create_operator(
@@ -325,30 +335,47 @@ class Service:
         scopes: tuple[str, ...],
         agents: tuple[str, ...] | None,
     ) -> IssuedKey:
-        """Raises: Forbidden unless the master key; what ``Keyring.create_operator`` raises."""
-        self.require_master(principal)
+        """Raises: Forbidden (as ``require_admin``); what ``Keyring.create_operator``
+        raises."""
+        self.require_admin(principal)
         return await _in_thread(
-            self.keyring.create_operator, label=label, scopes=scopes, agents=agents, actor="master"
+            self.keyring.create_operator,
+            label=label,
+            scopes=scopes,
+            agents=agents,
+            actor=self._admin_actor(principal),
         )
 
     async def create_agent_token(
-        self, principal: Principal, *, owner_id: str, agent_id: str, label: str
+        self, principal: Principal, *, owner_id: str | None, agent_id: str, label: str
     ) -> IssuedKey:
-        """Raises: Forbidden unless the master key; what ``Keyring.create_agent_token``
-        raises."""
-        self.require_master(principal)
+        """A token for ``agent_id``. Its owner is ``owner_id``; unnamed, the operator
+        asking (an operator key with keys:admin), or for the master key the only live
+        operator key.
+
+        Raises: Forbidden (as ``require_admin``); InvalidRequest (no owner named and not
+        exactly one operator key); what ``Keyring.create_agent_token`` raises.
+        """
+        self.require_admin(principal)
+        if owner_id is None:
+            if principal.kind == "operator":
+                owner_id = principal.owner_id
+            else:
+                owner_id = await _in_thread(self.keyring.only_operator)
         return await _in_thread(
             self.keyring.create_agent_token,
             owner_id=owner_id,
             agent_id=agent_id,
             label=label,
-            actor="master",
+            actor=self._admin_actor(principal),
         )
 
     async def revoke(self, principal: Principal, credential_id: str, *, force: bool) -> Revocation:
-        """Raises: Forbidden unless the master key; what ``Keyring.revoke`` raises."""
-        self.require_master(principal)
-        return await _in_thread(self.keyring.revoke, credential_id, force=force, actor="master")
+        """Raises: Forbidden (as ``require_admin``); what ``Keyring.revoke`` raises."""
+        self.require_admin(principal)
+        return await _in_thread(
+            self.keyring.revoke, credential_id, force=force, actor=self._admin_actor(principal)
+        )
 
 
 __all__ = ["MAX_KEY_CHARS", "Principal", "Service", "bearer_key"]

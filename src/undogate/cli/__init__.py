@@ -98,7 +98,17 @@ def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -
         port,
         host=host,
         faults=faults,
-        on_ready=lambda srv: click.echo(f"contract server listening on {srv.base_url}"),
+        on_ready=_announce_contract_server,
+    )
+
+
+def _announce_contract_server(srv: Any) -> None:
+    click.echo(f"contract server listening on {srv.base_url}; it serves:")
+    for line in srv.route_lines():
+        click.echo(line)
+    click.echo(
+        "point a resource's url at one of these (with allow_loopback_http: true), or run "
+        "`undogate init --example` for a config that does"
     )
 
 
@@ -146,17 +156,27 @@ def serve(config_path: Path, host: str, port: int, new_ledger: bool) -> None:
 @main.command()
 @_CONFIG
 @_NEW_LEDGER
-def init(config_path: Path, new_ledger: bool) -> None:
-    """Write an example config (if none), create the ledger, print a first operator key."""
+@click.option(
+    "--example",
+    is_flag=True,
+    help="Write a config for `undogate contract-server` on its default port, which works "
+    "as is (default: a template to edit).",
+)
+def init(config_path: Path, new_ledger: bool, example: bool) -> None:
+    """Write a config (if none), create the ledger, print a first operator key and its id."""
     from .serve import init as run
 
     try:
-        key = run(config_path, _echo_err, new_ledger=new_ledger)
+        issued = run(config_path, _echo_err, new_ledger=new_ledger, example=example)
     except UndogateError as exc:
         _fail(exc)
-    if key is not None:
-        click.echo("your first operator key (shown once; undogate keeps only its hash):", err=True)
-        click.echo(key)
+    if issued is not None:
+        click.echo(
+            f"your first operator key, id {issued.credential.id} (it also administers keys; "
+            "shown once, undogate keeps only its hash):",
+            err=True,
+        )
+        click.echo(issued.key)
 
 
 @main.command()
@@ -247,7 +267,8 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
 @main.group()
 def keys() -> None:
     """Operator keys, agent tokens, the master key. Directly on the ledger when no server
-    owns it; through the API (UNDOGATE_URL + UNDOGATE_MASTER_KEY) when one does."""
+    owns it; through the API when one does (UNDOGATE_URL + UNDOGATE_KEY, an operator key
+    with keys:admin such as init's, or UNDOGATE_MASTER_KEY)."""
 
 
 def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
@@ -274,23 +295,31 @@ def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
 @_CONFIG
 @click.option("--label", default="operator", show_default=True)
 @click.option("--read-only", is_flag=True, help="Only agents:read (no confirming).")
+@click.option("--admin", is_flag=True, help="Also keys:admin (administer keys over the API).")
 @click.option("--agent", "agents", multiple=True, help="Limit the key to these agents.")
 def keys_create_operator(
-    config_path: Path, label: str, read_only: bool, agents: tuple[str, ...]
+    config_path: Path, label: str, read_only: bool, admin: bool, agents: tuple[str, ...]
 ) -> None:
     """Create an operator key: a new owner."""
     from .keys import KeyCommand
 
-    cmd = KeyCommand("create_operator", label=label, read_only=read_only, agents=agents or None)
+    cmd = KeyCommand(
+        "create_operator", label=label, read_only=read_only, admin=admin, agents=agents or None
+    )
     _run_keys(config_path, cmd)
 
 
 @keys.command("create-agent")
 @_CONFIG
 @click.option("--agent", required=True, help="The agent id from the config.")
-@click.option("--owner", required=True, help="The operator key id (op_...) that owns its jobs.")
+@click.option(
+    "--owner",
+    default=None,
+    help="The operator key id (op_...) that owns its jobs [default: the only operator key; "
+    "through the API, the operator key asking].",
+)
 @click.option("--label", default=None)
-def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | None) -> None:
+def keys_create_agent(config_path: Path, agent: str, owner: str | None, label: str | None) -> None:
     """Create an agent token for one agent, owned by one operator."""
     from .keys import KeyCommand
 
