@@ -37,6 +37,8 @@ from .errors import Forbidden, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview
 from .ledger import Event, JobSummary, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
+from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
+from .operations.job_status import JobStatus, job_status
 
 T = TypeVar("T")
 
@@ -200,7 +202,46 @@ class Service:
         self._require_tool(agent_id, "prepare_changes")
         return await _in_thread(self.gateway.prepare, principal.actor(via), agent_id, request)
 
+    async def job_status(self, principal: Principal, job_id: str) -> JobStatus:
+        """An agent's own job: its state and a reviewer's reason, never values.
+
+        Raises: Forbidden (not an agent token, not opted in to job_status); NotFound (no
+        such job, or another agent's or owner's: the same answer).
+        """
+        agent_id = self.require_agent(principal)
+        self._require_tool(agent_id, "job_status")
+        return await _in_thread(job_status, self.gateway, principal.owner_id, agent_id, job_id)
+
     # -- what an operator may see ----------------------------------------------------
+
+    def _inbox_agents(self, principal: Principal, agent_id: str | None) -> tuple[str, ...]:
+        visible = tuple(self.visible_agents(principal))
+        if agent_id is None:
+            return visible
+        if all(a.id != agent_id for a in self.config.agents):
+            raise NotFound(f"no agent {agent_id!r} in the config", agent=agent_id)
+        if agent_id not in visible:
+            raise Forbidden(f"this key has no access to agent {agent_id!r}", agent=agent_id)
+        return (agent_id,)
+
+    async def inbox(self, principal: Principal, wanted: InboxFilter) -> InboxPage:
+        """The review inbox: this owner's jobs of the agents this key sees (one agent's
+        with ``wanted.agent``), filtered, a page at a time, with the counts per state of
+        every agent it sees (the navigation's).
+
+        Raises: Forbidden (no agents:read, or no access to the agent named); NotFound (an
+        agent not in the config).
+        """
+        self.require_reader(principal)
+        agents = self._inbox_agents(principal, wanted.agent)
+        query = wanted.query(principal.owner_id, agents)
+        counted = tuple(self.visible_agents(principal))
+        return await _in_thread(self.gateway.inbox, query, wanted.limit, counted)
+
+    async def inbox_counts(self, principal: Principal) -> dict[str, int]:
+        """Per state, this key's waiting work (for the navigation). Raises: Forbidden."""
+        page = await self.inbox(principal, InboxFilter(view="waiting", limit=1))
+        return dict(page.counts)
 
     async def list_jobs(self, principal: Principal, agent_id: str) -> list[JobSummary]:
         """Raises: Forbidden: no agents:read, or no access to ``agent_id``. NotFound: no
@@ -286,11 +327,38 @@ class Service:
             reauthorize=reauthorize,
         )
 
-    async def reject(self, principal: Principal, via: str, job_id: str) -> Job:
-        """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed."""
+    async def reject(
+        self, principal: Principal, via: str, job_id: str, reason: str | None = None
+    ) -> Job:
+        """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed, InvalidRequest
+        (the reason)."""
         self.require_writer(principal)
         job = await self.job(principal, job_id)
-        return await _in_thread(self.gateway.reject, principal.actor(via), job.id)
+        return await _in_thread(self.gateway.reject, principal.actor(via), job.id, reason)
+
+    async def reject_many(
+        self, principal: Principal, via: str, job_ids: tuple[str, ...], reason: str | None
+    ) -> list[BulkOutcome]:
+        """Bulk reject (the inbox's stale jobs, confirmed once): each job this key may
+        see; one it may not is ``not_found`` in the outcomes, like one that does not exist.
+
+        Raises: Forbidden (no agents:write or agents:read); InvalidRequest (no job, too
+        many, or a bad reason).
+        """
+        self.require_reviewer(principal)
+        check_bulk(job_ids, reason)
+        seen: list[str] = []
+        hidden: list[BulkOutcome] = []
+        for job_id in job_ids:
+            try:
+                seen.append((await self.job(principal, job_id)).id)
+            except NotFound as exc:
+                hidden.append(BulkOutcome(job_id, False, exc.code, exc.message))
+        done: list[BulkOutcome] = []
+        if seen:
+            actor = principal.actor(via)
+            done = await _in_thread(self.gateway.reject_many, actor, tuple(seen), reason)
+        return [*done, *hidden]
 
     async def check_endpoint(self, principal: Principal, via: str, copy_id: str) -> CheckResult:
         """The endpoint check (SPEC §11) on a test copy of an agent this key sees.

@@ -181,8 +181,10 @@ async def confirm_job(request: Request) -> Response:
 async def reject_job(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
-    _only(await json_body(request, optional=True), ())
-    done = await service(request).reject(principal, "api", request.path_params["job_id"])
+    body = await json_body(request, optional=True)
+    _only(body, ("reason",))
+    reason = _str(body, "reason", max_len=2000)
+    done = await service(request).reject(principal, "api", request.path_params["job_id"], reason)
     return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
 
 

@@ -204,6 +204,11 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes DROP COLUMN before_text;
     ALTER TABLE changes DROP COLUMN after_text;
     """,
+    # the review inbox (sql_inbox): one owner's jobs across agents, newest first, a
+    # keyset page at a time, without sorting the owner's whole history.
+    """
+    CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

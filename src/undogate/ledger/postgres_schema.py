@@ -191,6 +191,10 @@ _MIGRATIONS: list[str] = [
         f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
         for t in ("events", "jobs", "changes", "actions", "credentials", "endpoint_checks")
     ),
+    # the review inbox (sql_inbox), as SQLite's migration of the same meaning
+    """
+    CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).

@@ -38,6 +38,8 @@ from ..jsonvalue import JsonObject
 from .records import (
     EarlierJob,
     Event,
+    InboxQuery,
+    InboxRow,
     InFlightAction,
     JobSummary,
     LedgerUsage,
@@ -65,6 +67,14 @@ class Reader(Protocol):
 
     def events(self, job_id: str) -> list[Event]:
         """The job's events, oldest first."""
+        ...
+
+    def inbox(self, query: InboxQuery) -> list[InboxRow]:
+        """One page of the review inbox (``sql_inbox``): newest first, no values."""
+        ...
+
+    def inbox_counts(self, owner_id: str, agents: tuple[str, ...]) -> dict[str, int]:
+        """The owner's jobs of ``agents`` per unresolved state, and ``quarantined``."""
         ...
 
     def find_idempotent(self, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:
