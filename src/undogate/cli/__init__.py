@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +11,8 @@ import click
 
 from .. import __version__
 from ..errors import UndogateError
-from ..invisibles import visible
-
-
-def _fail(exc: UndogateError) -> None:
-    # A message may quote what an agent or a remote server wrote: shown, never obeyed.
-    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
-    sys.exit(2)
+from .common import _KEY, _URL, _ask, _fail, _review
+from .inbox_commands import jobs_list, jobs_reject_stale
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -357,60 +350,14 @@ def keys_master() -> None:
 
 # -- reviewing over the API --------------------------------------------------------
 
-_URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
-
-
-def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
-    """The operator key, from UNDOGATE_KEY only: never an argument, where every user of
-    the machine could read it in the process list."""
-
-    @functools.wraps(fn)
-    def with_key(*args: Any, **kwargs: Any) -> None:
-        key = os.environ.get("UNDOGATE_KEY", "")
-        if not key:
-            click.echo("error [unauthorized]: set UNDOGATE_KEY to your operator key", err=True)
-            sys.exit(2)
-        fn(*args, key=key, **kwargs)
-
-    return with_key
-
-
-def _review(url: str, key: str, fn: Any) -> None:
-    from rich.console import Console
-
-    from ..client import ApiClient
-
-    try:
-        client = ApiClient(url, key)
-    except UndogateError as exc:
-        _fail(exc)
-    try:
-        code = fn(client, Console(highlight=False))
-    except UndogateError as exc:
-        _fail(exc)
-    finally:
-        client.close()
-    sys.exit(code)
-
-
-def _ask(prompt: str) -> str:
-    return str(click.prompt(prompt, default="", show_default=False))
-
 
 @main.group()
 def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
 
 
-@jobs.command("list")
-@_URL
-@_KEY
-@click.option("--agent", required=True)
-def jobs_list(url: str, key: str, agent: str) -> None:
-    """The newest 100 jobs of an agent, no values."""
-    from .review import list_jobs
-
-    _review(url, key, lambda c, con: list_jobs(c, con, agent))
+jobs.add_command(jobs_list)
+jobs.add_command(jobs_reject_stale)
 
 
 @jobs.command("show")
@@ -460,14 +407,15 @@ _confirming(
 @_URL
 @_KEY
 @click.argument("job_id")
-def reject(url: str, key: str, job_id: str) -> None:
+@click.option("--reason", default=None, help="Why, for the history (and the agent's job_status).")
+def reject(url: str, key: str, job_id: str, reason: str | None) -> None:
     """Reject a prepared job; it can never be applied after (needs a terminal)."""
     from .review import reject_job
 
     _review(
         url,
         key,
-        lambda c, con: reject_job(c, con, job_id, interactive=sys.stdin.isatty(), ask=_ask),
+        lambda c, con: reject_job(c, con, job_id, reason, interactive=sys.stdin.isatty(), ask=_ask),
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..errors import InvalidRequest, UndogateError
@@ -56,6 +56,10 @@ class InboxFilter:
     search: str | None = None
     after: str | None = None
     limit: int = PAGE
+
+    def to_reject(self) -> InboxFilter:
+        """The waiting jobs these filters select, the first ``MAX_BULK`` (bulk reject)."""
+        return replace(self, view="waiting", after=None, limit=MAX_BULK)
 
     def query(self, owner_id: str, agents: tuple[str, ...]) -> InboxQuery:
         """The ledger's query for these filters over ``agents`` (those the key sees)."""
