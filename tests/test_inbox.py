@@ -39,6 +39,15 @@ def _prepare(world: Any, agent: str, resource: str, owner: str | None = None) ->
     return str(world.gateway.prepare(actor, agent, request).job.id)
 
 
+BAD_QUERIES = (
+    ("?view=all", "view"),
+    ("?state=done", "state"),
+    ("?since=yesterday", "since"),
+    ("?id=job%25", "id"),
+    ("?limit=101", "limit"),
+)
+
+
 def _get(client: TestClient, key: str, query: str = "") -> Any:
     return client.get(f"/api/v1/inbox{query}", headers={"Authorization": f"Bearer {key}"})
 
@@ -70,7 +79,7 @@ def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_worl
         filtered = _get(client, w.keys["owner"], "?agent=other-agent&resource=supplier")
         assert [j["id"] for j in filtered.json()["jobs"]] == [other_agent]
         assert _get(client, w.keys["owner"], f"?id={mine[:10]}").json()["jobs"][0]["id"] == mine
-        for bad, field in (("?view=all", "view"), ("?state=done", "state"), ("?since=yesterday", "since"), ("?id=job%25", "id"), ("?limit=101", "limit")):  # fmt: skip
+        for bad, field in BAD_QUERIES:
             answer = _get(client, w.keys["owner"], bad)
             assert answer.status_code == 400, bad
             assert answer.json()["error"]["details"]["field"] == field
