@@ -12,7 +12,7 @@ from schemathesis import checks
 
 from undogate.jobs import Actor, ChangeRequest, PrepareRequest
 from undogate.openapi import openapi_document
-from undogate.openapi_inbox import with_inbox
+from undogate.openapi_operators import with_inbox
 
 from .conftest import AGENT
 

@@ -33,10 +33,12 @@ from .auth import ADMIN, READ, WRITE, CredentialInfo, IssuedKey, Keyring, Princi
 from .auth import require_scope as _require_scope
 from .config import Config, Resource
 from .engine import Gateway
-from .errors import Forbidden, NotFound, Unauthorized
+from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview
+from .jsonvalue import JsonObject
 from .ledger import Event, JobSummary, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
+from .operations.export import events_page, jobs_page
 from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
 from .operations.job_status import JobStatus, job_status
 
@@ -437,6 +439,24 @@ class Service:
             label=label,
             actor=self._admin_actor(principal),
         )
+
+    async def export_page(
+        self, principal: Principal, what: str, since: float, after: str | None
+    ) -> JsonObject:
+        """One page of the audit export (``operations.export``): ``events`` after the
+        event id ``after``, or ``jobs`` after the job ``after``. Every owner's: it is an
+        administrator's view, like the key listing.
+
+        Raises: Forbidden (as ``require_admin``); InvalidRequest (an event cursor that is
+        not a number).
+        """
+        self.require_admin(principal)
+        ledger = self.gateway.ledger
+        if what == "events":
+            if after is not None and not after.isdigit():
+                raise InvalidRequest("after is the id of the last event of the page before")
+            return await _in_thread(events_page, ledger, since, int(after or 0))
+        return await _in_thread(jobs_page, ledger, since, after)
 
     async def revoke(self, principal: Principal, credential_id: str, *, force: bool) -> Revocation:
         """Raises: Forbidden (as ``require_admin``); what ``Keyring.revoke`` raises."""

@@ -670,3 +670,24 @@ def test_the_inbox_filters_across_agents_and_pages_by_keyset(store: Store) -> No
     assert counts == {"prepared": 248, "needs_review": 1, "quarantined": 1}
     assert store.read(lambda tx: tx.inbox_counts(OWNER, ("agent-0",)))["prepared"] == 83
     assert store.read(lambda tx: tx.inbox_counts(OWNER, ())) == {}
+
+
+def test_the_audit_export_reads_events_and_jobs_since_a_time_by_keyset(store: Store) -> None:
+    insert(store, job("job_a"), job("job_b", owner="op_other"), job("job_c"))
+
+    def history(tx: Transaction) -> None:
+        for n in range(5):
+            event(tx, "job_a", f"step_{n}")
+        event(tx, None, "credential_create_operator", target="op_x")
+
+    store.write(history)
+    page = store.read(lambda tx: tx.events_since(0.0, 0, 4))
+    assert [e.operation for e in page] == ["step_0", "step_1", "step_2", "step_3"]
+    rest = store.read(lambda tx: tx.events_since(0.0, page[-1].id, 4))
+    assert [e.operation for e in rest] == ["step_4", "credential_create_operator"]
+    assert store.read(lambda tx: tx.events_since(time.time() + 60, 0, 10)) == []
+    jobs = store.read(lambda tx: tx.jobs_since(0.0, None, 2))
+    assert [j.id for j in jobs] == ["job_a", "job_b"]  # every owner's, in order prepared
+    assert [j.id for j in store.read(lambda tx: tx.jobs_since(0.0, "job_b", 2))] == ["job_c"]
+    assert jobs[0].change_count == 1 and jobs[1].owner_id == "op_other"
+    assert store.read(lambda tx: tx.jobs_since(time.time() + 60, None, 10)) == []

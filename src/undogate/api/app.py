@@ -17,9 +17,10 @@ from ..auth import Keyring
 from ..engine import Gateway
 from ..errors import UndogateError
 from ..openapi import openapi_document
-from ..openapi_inbox import with_inbox
+from ..openapi_operators import with_inbox
 from ..request_body import DrainUnreadBody
 from ..service import Service
+from .export import export_routes
 from .inbox import inbox_routes
 from .responses import SecurityHeaders, _http_error, _undogate_error
 from .routes import api_routes
@@ -47,7 +48,7 @@ def create_app(
     }
     handlers.update(exception_handlers or {})
     app = Starlette(
-        routes=[*api_routes(), *inbox_routes(), *routes],
+        routes=[*api_routes(), *inbox_routes(), *export_routes(), *routes],
         lifespan=lifespan,
         exception_handlers=handlers,
     )

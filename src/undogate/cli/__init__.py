@@ -254,6 +254,34 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     sys.exit(0 if view.get("passed") is True else 1)
 
 
+@main.command()
+@_CONFIG
+@click.option(
+    "--since", required=True, help="Events and jobs since: 30m, 12h, 7d ago, or ISO 8601."
+)
+@click.option(
+    "--to",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A new or empty folder for events.jsonl and jobs.csv.",
+)
+def export(config_path: Path, since: str, directory: Path) -> None:
+    """The audit export: the ledger's events as JSON Lines (events.jsonl) and its jobs as
+    CSV (jobs.csv); ids, states, actors, reasons and counts, never a key or a value
+    (docs/operating.md). Directly on the ledger when no server owns it; through the API
+    (UNDOGATE_URL + UNDOGATE_KEY with keys:admin, or UNDOGATE_MASTER_KEY) when one does."""
+    from .export import run_export
+
+    try:
+        events, jobs, path = run_export(config_path, since, directory)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
+    click.echo(f"wrote {events} events to {directory / 'events.jsonl'}")
+    click.echo(f"wrote {jobs} jobs to {directory / 'jobs.csv'}")
+
+
 # -- keys --------------------------------------------------------------------------
 
 

@@ -36,6 +36,7 @@ from ..errors import LedgerError, LedgerInUse
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .sql_admin import AdminVerbs
 from .sql_base import Cursor
+from .sql_export import ExportVerbs
 from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -76,7 +77,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, InboxVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, InboxVerbs, ExportVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

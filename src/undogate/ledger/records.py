@@ -151,3 +151,19 @@ class InboxRow:
     change_count: int
     resources: tuple[str, ...]
     quarantined: bool
+
+
+@dataclass(frozen=True)
+class ExportedJob:
+    """A job as the audit export lists it (``sql_export``): never a value."""
+
+    id: str
+    owner_id: str
+    agent_id: str
+    state: JobState
+    summary: str
+    attribution_label: str | None
+    created_at: float
+    updated_at: float
+    change_count: int
+    invalidated_reason: str | None

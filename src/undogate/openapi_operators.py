@@ -1,5 +1,6 @@
-"""The OpenAPI description of SPEC §15's routes (``api/inbox.py``) and of a reject's
-reason, added to ``openapi.openapi_document``'s."""
+"""The OpenAPI description of what operators and reviewers meet (SPEC §15): the inbox,
+bulk reject and ``job_status`` (``api/inbox.py``), the audit export (``api/export.py``)
+and a reject's reason, added to ``openapi.openapi_document``'s."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import copy
 from typing import Any
 
 from .jobs import JobState
-from .openapi import _BOOL, _JOB_ID, _NUM, _STR, S, _nullable, _obj, _op, _ref
+from .openapi import _ANY_OBJ, _BOOL, _JOB_ID, _NUM, _STR, S, _nullable, _obj, _op, _ref
 from .operations.inbox import PAGE, VIEWS
 
 
@@ -91,6 +92,14 @@ INBOX_SCHEMAS: S = {
         "additionalProperties": False,
         "properties": {"reason": {"type": "string", "maxLength": 2000}},
     },
+    "ExportedEvents": _obj(
+        ["events", "next_after"],
+        {"events": {"type": "array", "items": _ANY_OBJ}, "next_after": _nullable("integer")},
+    ),
+    "ExportedJobs": _obj(
+        ["jobs", "next_after"],
+        {"jobs": {"type": "array", "items": _ANY_OBJ}, "next_after": _nullable("string")},
+    ),
     "JobStatus": _obj(
         ["job_id", "state", "updated_at", "reason"],
         {"job_id": _STR, "state": _STATES, "updated_at": _NUM, "reason": _nullable("string")},
@@ -130,6 +139,28 @@ INBOX_PATHS: S = {
             "token opted in to job_status)",
             "JobStatus",
             params=[_JOB_ID],
+        )
+    },
+    "/api/v1/admin/events": {
+        "get": _op(
+            "the audit export: events at or after since, oldest first, a page at a time "
+            "(keys:admin or the master key); never a key or a value",
+            "ExportedEvents",
+            params=[
+                {**_query("since", "30m, 12h, 7d ago, or ISO 8601"), "required": True},
+                _query("after", "the next_after of the page before"),
+            ],
+        )
+    },
+    "/api/v1/admin/jobs": {
+        "get": _op(
+            "the audit export: jobs that moved at or after since, in the order they were "
+            "prepared (keys:admin or the master key); never a value",
+            "ExportedJobs",
+            params=[
+                {**_query("since", "30m, 12h, 7d ago, or ISO 8601"), "required": True},
+                _query("after", "the next_after of the page before"),
+            ],
         )
     },
 }
