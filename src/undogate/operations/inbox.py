@@ -134,6 +134,8 @@ def parse_filter(params: Mapping[str, list[str]], now: float) -> InboxFilter:
         raise InvalidRequest(f"view must be one of {', '.join(VIEWS)}", field="view")
     states = []
     for name in params.get("state", []):
+        if not name.strip():  # a form's "any"
+            continue
         try:
             states.append(JobState(name.strip()))
         except ValueError:
