@@ -264,3 +264,24 @@ def test_the_cli_inbox_pages_filters_and_rejects_stale_jobs_once(served: dict[st
     term.send("reject")
     term.read_until("is now rejected")
     assert term.finish() == 0
+
+
+def test_an_inbox_page_reads_the_owner_index_in_order_on_sqlite(tmp_path: Path) -> None:
+    """Across agents, newest first, after a cursor: no sort of the owner's history."""
+    from undogate.ledger import InboxQuery, Ledger
+
+    ledger = Ledger.open(tmp_path / "data")
+    try:
+        seen: list[str] = []
+        with ledger.raw() as c:
+            c.set_trace_callback(seen.append)
+        query = InboxQuery("op_a", ("agent-a", "agent-b"), after="job_x", limit=101)
+        ledger.write(lambda tx: tx.inbox(query))  # on the writer: the connection traced
+        with ledger.raw() as c:
+            c.set_trace_callback(None)
+            page = next(sql for sql in seen if "ORDER BY j.seq DESC" in sql)
+            plan = " ".join(row[-1] for row in c.execute("EXPLAIN QUERY PLAN " + page))
+        assert "jobs_by_owner" in plan, plan
+        assert "TEMP B-TREE" not in plan, plan
+    finally:
+        ledger.close()
