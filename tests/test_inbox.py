@@ -264,6 +264,11 @@ def test_the_cli_inbox_pages_filters_and_rejects_stale_jobs_once(served: dict[st
     term.send("reject")
     term.read_until("is now rejected")
     assert term.finish() == 0
+    shown = cli("jobs", "show", ids[0], env=env)
+    assert shown.returncode == 0 and "rejected by operator:" in shown.stdout
+    assert shown.stdout.rstrip().endswith(": not now")
+    stale = cli("jobs", "show", ids[5], env=env)
+    assert "(no reason given)" not in stale.stdout and ": stale" in stale.stdout
 
 
 def test_an_inbox_page_reads_the_owner_index_in_order_on_sqlite(tmp_path: Path) -> None:

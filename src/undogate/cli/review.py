@@ -140,7 +140,17 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
 
 
 def show_job(client: ApiClient, console: Console, job_id: str) -> int:
-    render_job(console, _obj(client.request("GET", f"/api/v1/jobs/{job_id}")))
+    job = _obj(client.request("GET", f"/api/v1/jobs/{job_id}"))
+    render_job(console, job)
+    if job.get("state") == "rejected":  # who rejected it, and why, from its history
+        history = _obj(client.request("GET", f"/api/v1/jobs/{job_id}/events"))
+        for event in reversed(_list(history.get("events"))):
+            if event.get("operation") == "reject":
+                detail = event.get("detail")
+                reason = detail.get("reason") if isinstance(detail, dict) else None
+                said = f": {reason}" if isinstance(reason, str) else " (no reason given)"
+                console.print(inert(f"rejected by {event.get('actor')}{said}"), style="bold")
+                break
     return 0
 
 
