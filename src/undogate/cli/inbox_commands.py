@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import click
 
+from ..operations.inbox import VIEWS
 from .common import _KEY, _URL, _ask, _review
 
 
@@ -31,7 +32,7 @@ def _inbox_options(fn: Callable[..., None]) -> Callable[..., None]:
 @_KEY
 @click.option(
     "--view",
-    type=click.Choice(["waiting", "needs_review", "quarantined", "recent"]),
+    type=click.Choice(list(VIEWS)),
     default="recent",
     show_default=True,
 )
