@@ -272,7 +272,8 @@ def test_the_cli_inbox_pages_filters_and_rejects_stale_jobs_once(served: dict[st
 
 
 def test_an_inbox_page_reads_the_owner_index_in_order_on_sqlite(tmp_path: Path) -> None:
-    """Across agents, newest first, after a cursor: no sort of the owner's history."""
+    """Across agents, newest first, after a cursor: no sort of the owner's history; and
+    the counts read only the unresolved jobs."""
     from undogate.ledger import InboxQuery, Ledger
 
     ledger = Ledger.open(tmp_path / "data")
@@ -282,11 +283,18 @@ def test_an_inbox_page_reads_the_owner_index_in_order_on_sqlite(tmp_path: Path) 
             c.set_trace_callback(seen.append)
         query = InboxQuery("op_a", ("agent-a", "agent-b"), after="job_x", limit=101)
         ledger.write(lambda tx: tx.inbox(query))  # on the writer: the connection traced
+        ledger.write(lambda tx: tx.inbox_counts("op_a", ("agent-a", "agent-b")))
         with ledger.raw() as c:
             c.set_trace_callback(None)
-            page = next(sql for sql in seen if "ORDER BY j.seq DESC" in sql)
-            plan = " ".join(row[-1] for row in c.execute("EXPLAIN QUERY PLAN " + page))
-        assert "jobs_by_owner" in plan, plan
-        assert "TEMP B-TREE" not in plan, plan
+
+            def plan(marker: str) -> str:
+                sql = next(sql for sql in seen if marker in sql)
+                return " ".join(row[-1] for row in c.execute("EXPLAIN QUERY PLAN " + sql))
+
+            page, per_state = plan("ORDER BY j.seq DESC"), plan("GROUP BY j.state")
+        assert "jobs_by_owner" in page, page
+        assert "TEMP B-TREE" not in page, page
+        # The navigation's counts read only unresolved jobs (the partial index).
+        assert "jobs_unresolved" in per_state, per_state
     finally:
         ledger.close()
