@@ -157,6 +157,48 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
         row(401, 401, 403, 403, 409, 409, 403, 403),
     ),
     (
+        "inbox",
+        "GET",
+        "/api/v1/inbox?view=waiting",
+        None,
+        "prepared",
+        row(401, 401, 403, 403, 200, 200, 200, 403),
+    ),
+    (
+        # Another owner's job in a bulk reject is an outcome (not_found), not a refusal.
+        "inbox_reject",
+        "POST",
+        "/api/v1/inbox/reject",
+        {"jobs": ["{job}"], "reason": "stale"},
+        "prepared",
+        row(401, 401, 403, 403, 200, 200, 403, 403),
+    ),
+    (
+        # Nobody in this world is opted in to job_status (tests/test_job_status.py is).
+        "job_status",
+        "GET",
+        "/api/v1/jobs/{job}/status",
+        None,
+        "prepared",
+        row(401, 401, 403, 403, 403, 403, 403, 403),
+    ),
+    (
+        "export_events",
+        "GET",
+        "/api/v1/admin/events?since=1h",
+        None,
+        None,
+        row(401, 401, 403, 403, 403, 403, 403, 200),
+    ),
+    (
+        "export_jobs",
+        "GET",
+        "/api/v1/admin/jobs?since=1h",
+        None,
+        None,
+        row(401, 401, 403, 403, 403, 403, 403, 200),
+    ),
+    (
         "admin_list",
         "GET",
         "/api/v1/admin/keys",
@@ -295,6 +337,8 @@ def test_the_matrix_covers_every_api_route() -> None:
     from starlette.routing import Route
 
     from undogate.api import api_routes
+    from undogate.api.export import export_routes
+    from undogate.api.inbox import inbox_routes
 
     served = {
         (
@@ -303,7 +347,7 @@ def test_the_matrix_covers_every_api_route() -> None:
             .replace("{credential_id}", "{credential}")
             .replace("{resource_id}", "customer"),
         )
-        for route in api_routes()
+        for route in (*api_routes(), *inbox_routes(), *export_routes())
         if isinstance(route, Route) and route.include_in_schema
         for method in (route.methods or set()) - {"HEAD"}
     }

@@ -2,7 +2,8 @@
 
 - An **operator key** is an owner. Its scopes are ``agents:read`` (see jobs) and
   ``agents:write`` (preview, confirm, undo, reconcile, reject); it may be limited to some
-  agents. Replacing a key creates a new owner.
+  agents. ``keys:admin`` (opt-in; ``init``'s first key has it) lets it administer
+  credentials over the API as the master key does. Replacing a key creates a new owner.
 - An **agent token** is issued by one owner for one agent. It can list that agent's
   resources and prepare jobs for that owner, nothing else.
 - The **master key** (``UNDOGATE_MASTER_KEY``) administers credentials. It owns no jobs
@@ -31,7 +32,9 @@ from .ledger import Store, StoredCredential, Transaction
 
 READ = "agents:read"
 WRITE = "agents:write"
-SCOPES = (READ, WRITE)
+ADMIN = "keys:admin"
+SCOPES = (READ, WRITE)  # what an operator key gets unless it asks for more
+ALL_SCOPES = (READ, WRITE, ADMIN)
 OPERATOR_PREFIX = "ugo_"
 AGENT_PREFIX = "uga_"
 MASTER_ENV = "UNDOGATE_MASTER_KEY"
@@ -287,14 +290,14 @@ class Keyring:
             InvalidRequest: unknown scope, empty scopes, bad label or unknown agent.
         """
         label = _check_label(label)
-        if not scopes or any(s not in SCOPES for s in scopes):
-            raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(SCOPES)}")
+        if not scopes or any(s not in ALL_SCOPES for s in scopes):
+            raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(ALL_SCOPES)}")
         if agents is not None:
             for agent in agents:
                 self._check_agent(agent)
         public, key = _new_key(OPERATOR_PREFIX)
         cred_id = "op_" + public
-        ordered = tuple(s for s in SCOPES if s in scopes)
+        ordered = tuple(s for s in ALL_SCOPES if s in scopes)
         agent_list = tuple(sorted(set(agents))) if agents is not None else None
         return self._insert(
             key, cred_id, "operator", cred_id, None, ordered, agent_list, label, actor
@@ -377,6 +380,21 @@ class Keyring:
         if stored is None:
             raise NotFound(f"no credential {cred_id!r}", credential=cred_id)
         return _info(stored)
+
+    def only_operator(self) -> str:
+        """The id of the one live operator key (the owner an agent token gets by default).
+
+        Raises:
+            InvalidRequest: there is none, or there are several (name one).
+        """
+        live = [c.id for c in self.list() if c.kind == "operator" and c.revoked_at is None]
+        if len(live) != 1:
+            which = f"{len(live)} live operator keys ({', '.join(live)})" if live else "none"
+            raise InvalidRequest(
+                f"name the owner (--owner op_...): there is not exactly one operator key "
+                f"but {which}"
+            )
+        return live[0]
 
     def operator_count(self) -> int:
         return self.ledger.read(lambda tx: tx.count_live_operators())
@@ -461,7 +479,9 @@ def require_scope(principal: Principal, scope: str) -> None:
 
 
 __all__ = [
+    "ADMIN",
     "AGENT_PREFIX",
+    "ALL_SCOPES",
     "MASTER_ENV",
     "OPERATOR_PREFIX",
     "READ",

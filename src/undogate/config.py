@@ -28,7 +28,7 @@ from .urls import dot_segment, normalised_url
 
 _M = TypeVar("_M", bound=BaseModel)
 
-AGENT_TOOLS = ("list_resources", "prepare_changes")
+AGENT_TOOLS = ("list_resources", "prepare_changes", "job_status")
 
 
 class ServerSettings(StrictModel):

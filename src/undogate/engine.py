@@ -24,9 +24,10 @@ from .jobs import (
     Preview,
     UndoOffer,
 )
-from .ledger import Event, JobSummary, StoredPreview
+from .ledger import Event, InboxQuery, JobSummary, StoredPreview
 from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
+from .operations.inbox import BulkOutcome, InboxPage, read_inbox, reject_many
 from .operations.prepare import prepare_job
 from .operations.preview import preview_job
 from .operations.recovery import recover
@@ -100,9 +101,19 @@ class Gateway(Context):
         """See ``operations.confirm.stored_preview``."""
         return stored_preview(self, owner_id, job_id, preview_token)
 
-    def reject(self, actor: Actor, job_id: str) -> Job:
+    def reject(self, actor: Actor, job_id: str, reason: str | None = None) -> Job:
         """See ``operations.reject.reject_job``."""
-        return reject_job(self, actor, job_id)
+        return reject_job(self, actor, job_id, reason)
+
+    def inbox(self, query: InboxQuery, limit: int, counted: tuple[str, ...]) -> InboxPage:
+        """See ``operations.inbox.read_inbox``."""
+        return read_inbox(self.ledger, query, limit, counted)
+
+    def reject_many(
+        self, actor: Actor, job_ids: tuple[str, ...], reason: str | None
+    ) -> list[BulkOutcome]:
+        """See ``operations.inbox.reject_many``."""
+        return reject_many(self, actor, job_ids, reason)
 
     def recover(self) -> dict[str, int]:
         """Start-up recovery (see ``operations.recovery.recover``)."""

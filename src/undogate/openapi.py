@@ -370,10 +370,17 @@ SCHEMAS: S = {
         "properties": {
             "kind": {"enum": ["operator", "agent"]},
             "label": {"type": "string", "maxLength": 200},
-            "scopes": {"type": "array", "items": {"enum": ["agents:read", "agents:write"]}},
+            "scopes": {
+                "type": "array",
+                "items": {"enum": ["agents:read", "agents:write", "keys:admin"]},
+            },
             "agents": {"type": "array", "items": _STR},
             "agent": {"type": "string", "maxLength": 64},
-            "owner": {"type": "string", "maxLength": 64},
+            "owner": {
+                "type": "string",
+                "maxLength": 64,
+                "description": "default: the operator asking, or the only operator key",
+            },
         },
     },
     "IssuedKey": _obj(
@@ -539,9 +546,9 @@ def openapi_document() -> S:
                 )
             },
             "/api/v1/admin/keys": {
-                "get": _op("list credentials (master key)", "CredentialList"),
+                "get": _op("list credentials (master key or keys:admin)", "CredentialList"),
                 "post": _op(
-                    "create an operator key or agent token (master key); shown once",
+                    "create an operator key or agent token (master key or keys:admin); shown once",
                     "IssuedKey",
                     status="201",
                     body="KeyRequest",
@@ -549,8 +556,8 @@ def openapi_document() -> S:
             },
             "/api/v1/admin/keys/{credential_id}/revoke": {
                 "post": _op(
-                    "revoke a credential (master key); force is needed for the only owner "
-                    "of unresolved jobs",
+                    "revoke a credential (master key or keys:admin); force is needed for the "
+                    "only owner of unresolved jobs",
                     "Revocation",
                     body="RevokeRequest",
                     body_required=False,

@@ -5,7 +5,7 @@
   ``Principal`` (the keyring's in-memory answer when it has one, else one ledger read in
   a worker thread). The web sign-in and each session's re-check go through the same
   keyring, here.
-- **Authorize by name.** ``require_agent``, ``require_master``, ``require_reader``,
+- **Authorize by name.** ``require_agent``, ``require_admin``, ``require_reader``,
   ``require_writer`` and ``require_reviewer`` say what a request needs; a surface may
   call one early (before reading a body), and every verb below checks again what it
   needs, so no surface can forget.
@@ -29,14 +29,18 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .auth import READ, WRITE, CredentialInfo, IssuedKey, Keyring, Principal, Revocation
+from .auth import ADMIN, READ, WRITE, CredentialInfo, IssuedKey, Keyring, Principal, Revocation
 from .auth import require_scope as _require_scope
 from .config import Config, Resource
 from .engine import Gateway
-from .errors import Forbidden, NotFound, Unauthorized
+from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview, UndoOffer
+from .jsonvalue import JsonObject
 from .ledger import Event, JobSummary, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
+from .operations.export import events_page, jobs_page
+from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
+from .operations.job_status import JobStatus, job_status
 
 T = TypeVar("T")
 
@@ -136,10 +140,16 @@ class Service:
         return principal.agent_id
 
     @staticmethod
-    def require_master(principal: Principal) -> None:
-        """Raises: Forbidden unless the master key."""
-        if principal.kind != "master":
-            raise Forbidden("this route needs the master key")
+    def require_admin(principal: Principal) -> None:
+        """Key administration. Raises: Forbidden unless the master key or an operator key
+        with keys:admin."""
+        if principal.kind == "master":
+            return
+        if principal.kind != "operator" or ADMIN not in principal.scopes:
+            raise Forbidden(
+                f"key administration needs the master key or an operator key with {ADMIN}",
+                scope=ADMIN,
+            )
 
     @staticmethod
     def require_reader(principal: Principal) -> None:
@@ -194,7 +204,46 @@ class Service:
         self._require_tool(agent_id, "prepare_changes")
         return await _in_thread(self.gateway.prepare, principal.actor(via), agent_id, request)
 
+    async def job_status(self, principal: Principal, job_id: str) -> JobStatus:
+        """An agent's own job: its state and a reviewer's reason, never values.
+
+        Raises: Forbidden (not an agent token, not opted in to job_status); NotFound (no
+        such job, or another agent's or owner's: the same answer).
+        """
+        agent_id = self.require_agent(principal)
+        self._require_tool(agent_id, "job_status")
+        return await _in_thread(job_status, self.gateway, principal.owner_id, agent_id, job_id)
+
     # -- what an operator may see ----------------------------------------------------
+
+    def _inbox_agents(self, principal: Principal, agent_id: str | None) -> tuple[str, ...]:
+        visible = tuple(self.visible_agents(principal))
+        if agent_id is None:
+            return visible
+        if all(a.id != agent_id for a in self.config.agents):
+            raise NotFound(f"no agent {agent_id!r} in the config", agent=agent_id)
+        if agent_id not in visible:
+            raise Forbidden(f"this key has no access to agent {agent_id!r}", agent=agent_id)
+        return (agent_id,)
+
+    async def inbox(self, principal: Principal, wanted: InboxFilter) -> InboxPage:
+        """The review inbox: this owner's jobs of the agents this key sees (one agent's
+        with ``wanted.agent``), filtered, a page at a time, with the counts per state of
+        every agent it sees (the navigation's).
+
+        Raises: Forbidden (no agents:read, or no access to the agent named); NotFound (an
+        agent not in the config).
+        """
+        self.require_reader(principal)
+        agents = self._inbox_agents(principal, wanted.agent)
+        query = wanted.query(principal.owner_id, agents)
+        counted = tuple(self.visible_agents(principal))
+        return await _in_thread(self.gateway.inbox, query, wanted.limit, counted)
+
+    async def inbox_counts(self, principal: Principal) -> dict[str, int]:
+        """Per state, this key's waiting work (for the navigation). Raises: Forbidden."""
+        page = await self.inbox(principal, InboxFilter(view="waiting", limit=1))
+        return dict(page.counts)
 
     async def list_jobs(self, principal: Principal, agent_id: str) -> list[JobSummary]:
         """Raises: Forbidden: no agents:read, or no access to ``agent_id``. NotFound: no
@@ -288,11 +337,38 @@ class Service:
             acknowledge_irreversible=acknowledge_irreversible,
         )
 
-    async def reject(self, principal: Principal, via: str, job_id: str) -> Job:
-        """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed."""
+    async def reject(
+        self, principal: Principal, via: str, job_id: str, reason: str | None = None
+    ) -> Job:
+        """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed, InvalidRequest
+        (the reason)."""
         self.require_writer(principal)
         job = await self.job(principal, job_id)
-        return await _in_thread(self.gateway.reject, principal.actor(via), job.id)
+        return await _in_thread(self.gateway.reject, principal.actor(via), job.id, reason)
+
+    async def reject_many(
+        self, principal: Principal, via: str, job_ids: tuple[str, ...], reason: str | None
+    ) -> list[BulkOutcome]:
+        """Bulk reject (the inbox's stale jobs, confirmed once): each job this key may
+        see; one it may not is ``not_found`` in the outcomes, like one that does not exist.
+
+        Raises: Forbidden (no agents:write or agents:read); InvalidRequest (no job, too
+        many, or a bad reason).
+        """
+        self.require_reviewer(principal)
+        check_bulk(job_ids, reason)
+        seen: list[str] = []
+        hidden: list[BulkOutcome] = []
+        for job_id in job_ids:
+            try:
+                seen.append((await self.job(principal, job_id)).id)
+            except NotFound as exc:
+                hidden.append(BulkOutcome(job_id, False, exc.code, exc.message))
+        done: list[BulkOutcome] = []
+        if seen:
+            actor = principal.actor(via)
+            done = await _in_thread(self.gateway.reject_many, actor, tuple(seen), reason)
+        return [*done, *hidden]
 
     async def check_endpoint(self, principal: Principal, via: str, copy_id: str) -> CheckResult:
         """The endpoint check (SPEC §11) on a test copy of an agent this key sees.
@@ -346,11 +422,15 @@ class Service:
             self.gateway.accept_verified_undo, principal.actor(via), resource_id
         )
 
-    # -- what the master key may do --------------------------------------------------
+    # -- key administration (the master key, or an operator key with keys:admin) --------
+
+    @staticmethod
+    def _admin_actor(principal: Principal) -> str:
+        return "master" if principal.kind == "master" else principal.credential_id
 
     async def list_keys(self, principal: Principal) -> list[CredentialInfo]:
-        """Raises: Forbidden unless the master key."""
-        self.require_master(principal)
+        """Raises: Forbidden (as ``require_admin``)."""
+        self.require_admin(principal)
         return await _in_thread(self.keyring.list)
 
     async def create_operator(
@@ -361,30 +441,65 @@ class Service:
         scopes: tuple[str, ...],
         agents: tuple[str, ...] | None,
     ) -> IssuedKey:
-        """Raises: Forbidden unless the master key; what ``Keyring.create_operator`` raises."""
-        self.require_master(principal)
+        """Raises: Forbidden (as ``require_admin``); what ``Keyring.create_operator``
+        raises."""
+        self.require_admin(principal)
         return await _in_thread(
-            self.keyring.create_operator, label=label, scopes=scopes, agents=agents, actor="master"
+            self.keyring.create_operator,
+            label=label,
+            scopes=scopes,
+            agents=agents,
+            actor=self._admin_actor(principal),
         )
 
     async def create_agent_token(
-        self, principal: Principal, *, owner_id: str, agent_id: str, label: str
+        self, principal: Principal, *, owner_id: str | None, agent_id: str, label: str
     ) -> IssuedKey:
-        """Raises: Forbidden unless the master key; what ``Keyring.create_agent_token``
-        raises."""
-        self.require_master(principal)
+        """A token for ``agent_id``. Its owner is ``owner_id``; unnamed, the operator
+        asking (an operator key with keys:admin), or for the master key the only live
+        operator key.
+
+        Raises: Forbidden (as ``require_admin``); InvalidRequest (no owner named and not
+        exactly one operator key); what ``Keyring.create_agent_token`` raises.
+        """
+        self.require_admin(principal)
+        if owner_id is None:
+            if principal.kind == "operator":
+                owner_id = principal.owner_id
+            else:
+                owner_id = await _in_thread(self.keyring.only_operator)
         return await _in_thread(
             self.keyring.create_agent_token,
             owner_id=owner_id,
             agent_id=agent_id,
             label=label,
-            actor="master",
+            actor=self._admin_actor(principal),
         )
 
+    async def export_page(
+        self, principal: Principal, what: str, since: float, after: str | None
+    ) -> JsonObject:
+        """One page of the audit export (``operations.export``): ``events`` after the
+        event id ``after``, or ``jobs`` after the job ``after``. Every owner's: it is an
+        administrator's view, like the key listing.
+
+        Raises: Forbidden (as ``require_admin``); InvalidRequest (an event cursor that is
+        not a number).
+        """
+        self.require_admin(principal)
+        ledger = self.gateway.ledger
+        if what == "events":
+            if after is not None and not after.isdigit():
+                raise InvalidRequest("after is the id of the last event of the page before")
+            return await _in_thread(events_page, ledger, since, int(after or 0))
+        return await _in_thread(jobs_page, ledger, since, after)
+
     async def revoke(self, principal: Principal, credential_id: str, *, force: bool) -> Revocation:
-        """Raises: Forbidden unless the master key; what ``Keyring.revoke`` raises."""
-        self.require_master(principal)
-        return await _in_thread(self.keyring.revoke, credential_id, force=force, actor="master")
+        """Raises: Forbidden (as ``require_admin``); what ``Keyring.revoke`` raises."""
+        self.require_admin(principal)
+        return await _in_thread(
+            self.keyring.revoke, credential_id, force=force, actor=self._admin_actor(principal)
+        )
 
 
 __all__ = ["MAX_KEY_CHARS", "Principal", "Service", "bearer_key"]

@@ -17,8 +17,11 @@ from ..auth import Keyring
 from ..engine import Gateway
 from ..errors import UndogateError
 from ..openapi import openapi_document
+from ..openapi_operators import with_inbox
 from ..request_body import DrainUnreadBody
 from ..service import Service
+from .export import export_routes
+from .inbox import inbox_routes
 from .responses import SecurityHeaders, _http_error, _undogate_error
 from .routes import api_routes
 
@@ -45,12 +48,12 @@ def create_app(
     }
     handlers.update(exception_handlers or {})
     app = Starlette(
-        routes=[*api_routes(), *routes],
+        routes=[*api_routes(), *inbox_routes(), *export_routes(), *routes],
         lifespan=lifespan,
         exception_handlers=handlers,
     )
     app.state.undogate = service or Service(gateway, keyring)
-    app.state.openapi = receipts.json_value(openapi_document())
+    app.state.openapi = receipts.json_value(with_inbox(openapi_document()))
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset
     return app

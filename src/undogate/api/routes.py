@@ -186,8 +186,10 @@ async def confirm_job(request: Request) -> Response:
 async def reject_job(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
-    _only(await json_body(request, optional=True), ())
-    done = await service(request).reject(principal, "api", request.path_params["job_id"])
+    body = await json_body(request, optional=True)
+    _only(body, ("reason",))
+    reason = _str(body, "reason", max_len=2000)
+    done = await service(request).reject(principal, "api", request.path_params["job_id"], reason)
     return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
 
 
@@ -207,7 +209,7 @@ async def check_test_copy(request: Request) -> Response:
 @endpoint
 async def admin_list_keys(request: Request) -> Response:
     principal = await authenticate(request)
-    Service.require_master(principal)
+    Service.require_admin(principal)
     creds = await service(request).list_keys(principal)
     return JSONResponse({"credentials": [c.to_json() for c in creds]})
 
@@ -215,7 +217,7 @@ async def admin_list_keys(request: Request) -> Response:
 @endpoint
 async def admin_create_key(request: Request) -> Response:
     principal = await authenticate(request)
-    Service.require_master(principal)
+    Service.require_admin(principal)
     body = await json_body(request)
     _only(body, ("kind", "label", "scopes", "agents", "agent", "owner"))
     svc = service(request)
@@ -232,8 +234,8 @@ async def admin_create_key(request: Request) -> Response:
         )
     elif kind == "agent":
         agent = _str(body, "agent", required=True, max_len=64)
-        owner = _str(body, "owner", required=True, max_len=64)
-        assert agent is not None and owner is not None
+        owner = _str(body, "owner", max_len=64)  # unnamed: see Service.create_agent_token
+        assert agent is not None
         issued = await svc.create_agent_token(
             principal, owner_id=owner, agent_id=agent, label=label
         )
@@ -245,7 +247,7 @@ async def admin_create_key(request: Request) -> Response:
 @endpoint
 async def admin_revoke_key(request: Request) -> Response:
     principal = await authenticate(request)
-    Service.require_master(principal)
+    Service.require_admin(principal)
     body = await json_body(request, optional=True)
     _only(body, ("force",))
     revocation = await service(request).revoke(

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +11,8 @@ import click
 
 from .. import __version__
 from ..errors import UndogateError
-from ..invisibles import visible
-
-
-def _fail(exc: UndogateError) -> None:
-    # A message may quote what an agent or a remote server wrote: shown, never obeyed.
-    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
-    sys.exit(2)
+from .common import _KEY, _URL, _ask, _fail, _review
+from .inbox_commands import jobs_list, jobs_reject_stale
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -98,7 +91,17 @@ def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -
         port,
         host=host,
         faults=faults,
-        on_ready=lambda srv: click.echo(f"contract server listening on {srv.base_url}"),
+        on_ready=_announce_contract_server,
+    )
+
+
+def _announce_contract_server(srv: Any) -> None:
+    click.echo(f"contract server listening on {srv.base_url}; it serves:")
+    for line in srv.route_lines():
+        click.echo(line)
+    click.echo(
+        "point a resource's url at one of these (with allow_loopback_http: true), or run "
+        "`undogate init --example` for a config that does"
     )
 
 
@@ -165,17 +168,27 @@ def serve(
 @main.command()
 @_CONFIG
 @_NEW_LEDGER
-def init(config_path: Path, new_ledger: bool) -> None:
-    """Write an example config (if none), create the ledger, print a first operator key."""
+@click.option(
+    "--example",
+    is_flag=True,
+    help="Write a config for `undogate contract-server` on its default port, which works "
+    "as is (default: a template to edit).",
+)
+def init(config_path: Path, new_ledger: bool, example: bool) -> None:
+    """Write a config (if none), create the ledger, print a first operator key and its id."""
     from .serve import init as run
 
     try:
-        key = run(config_path, _echo_err, new_ledger=new_ledger)
+        issued = run(config_path, _echo_err, new_ledger=new_ledger, example=example)
     except UndogateError as exc:
         _fail(exc)
-    if key is not None:
-        click.echo("your first operator key (shown once; undogate keeps only its hash):", err=True)
-        click.echo(key)
+    if issued is not None:
+        click.echo(
+            f"your first operator key, id {issued.credential.id} (it also administers keys; "
+            "shown once, undogate keeps only its hash):",
+            err=True,
+        )
+        click.echo(issued.key)
 
 
 @main.command()
@@ -260,13 +273,42 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
     sys.exit(0 if view.get("passed") is True else 1)
 
 
+@main.command()
+@_CONFIG
+@click.option(
+    "--since", required=True, help="Events and jobs since: 30m, 12h, 7d ago, or ISO 8601."
+)
+@click.option(
+    "--to",
+    "directory",
+    required=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="A new or empty folder for events.jsonl and jobs.csv.",
+)
+def export(config_path: Path, since: str, directory: Path) -> None:
+    """The audit export: the ledger's events as JSON Lines (events.jsonl) and its jobs as
+    CSV (jobs.csv); ids, states, actors, reasons and counts, never a key or a value
+    (docs/operating.md). Directly on the ledger when no server owns it; through the API
+    (UNDOGATE_URL + UNDOGATE_KEY with keys:admin, or UNDOGATE_MASTER_KEY) when one does."""
+    from .export import run_export
+
+    try:
+        events, jobs, path = run_export(config_path, since, directory)
+    except UndogateError as exc:
+        _fail(exc)
+    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
+    click.echo(f"wrote {events} events to {directory / 'events.jsonl'}")
+    click.echo(f"wrote {jobs} jobs to {directory / 'jobs.csv'}")
+
+
 # -- keys --------------------------------------------------------------------------
 
 
 @main.group()
 def keys() -> None:
     """Operator keys, agent tokens, the master key. Directly on the ledger when no server
-    owns it; through the API (UNDOGATE_URL + UNDOGATE_MASTER_KEY) when one does."""
+    owns it; through the API when one does (UNDOGATE_URL + UNDOGATE_KEY, an operator key
+    with keys:admin such as init's, or UNDOGATE_MASTER_KEY)."""
 
 
 def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
@@ -293,23 +335,31 @@ def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
 @_CONFIG
 @click.option("--label", default="operator", show_default=True)
 @click.option("--read-only", is_flag=True, help="Only agents:read (no confirming).")
+@click.option("--admin", is_flag=True, help="Also keys:admin (administer keys over the API).")
 @click.option("--agent", "agents", multiple=True, help="Limit the key to these agents.")
 def keys_create_operator(
-    config_path: Path, label: str, read_only: bool, agents: tuple[str, ...]
+    config_path: Path, label: str, read_only: bool, admin: bool, agents: tuple[str, ...]
 ) -> None:
     """Create an operator key: a new owner."""
     from .keys import KeyCommand
 
-    cmd = KeyCommand("create_operator", label=label, read_only=read_only, agents=agents or None)
+    cmd = KeyCommand(
+        "create_operator", label=label, read_only=read_only, admin=admin, agents=agents or None
+    )
     _run_keys(config_path, cmd)
 
 
 @keys.command("create-agent")
 @_CONFIG
 @click.option("--agent", required=True, help="The agent id from the config.")
-@click.option("--owner", required=True, help="The operator key id (op_...) that owns its jobs.")
+@click.option(
+    "--owner",
+    default=None,
+    help="The operator key id (op_...) that owns its jobs [default: the only operator key; "
+    "through the API, the operator key asking].",
+)
 @click.option("--label", default=None)
-def keys_create_agent(config_path: Path, agent: str, owner: str, label: str | None) -> None:
+def keys_create_agent(config_path: Path, agent: str, owner: str | None, label: str | None) -> None:
     """Create an agent token for one agent, owned by one operator."""
     from .keys import KeyCommand
 
@@ -347,60 +397,14 @@ def keys_master() -> None:
 
 # -- reviewing over the API --------------------------------------------------------
 
-_URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
-
-
-def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
-    """The operator key, from UNDOGATE_KEY only: never an argument, where every user of
-    the machine could read it in the process list."""
-
-    @functools.wraps(fn)
-    def with_key(*args: Any, **kwargs: Any) -> None:
-        key = os.environ.get("UNDOGATE_KEY", "")
-        if not key:
-            click.echo("error [unauthorized]: set UNDOGATE_KEY to your operator key", err=True)
-            sys.exit(2)
-        fn(*args, key=key, **kwargs)
-
-    return with_key
-
-
-def _review(url: str, key: str, fn: Any) -> None:
-    from rich.console import Console
-
-    from ..client import ApiClient
-
-    try:
-        client = ApiClient(url, key)
-    except UndogateError as exc:
-        _fail(exc)
-    try:
-        code = fn(client, Console(highlight=False))
-    except UndogateError as exc:
-        _fail(exc)
-    finally:
-        client.close()
-    sys.exit(code)
-
-
-def _ask(prompt: str) -> str:
-    return str(click.prompt(prompt, default="", show_default=False))
-
 
 @main.group()
 def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
 
 
-@jobs.command("list")
-@_URL
-@_KEY
-@click.option("--agent", required=True)
-def jobs_list(url: str, key: str, agent: str) -> None:
-    """The newest 100 jobs of an agent, no values."""
-    from .review import list_jobs
-
-    _review(url, key, lambda c, con: list_jobs(c, con, agent))
+jobs.add_command(jobs_list)
+jobs.add_command(jobs_reject_stale)
 
 
 @jobs.command("show")
@@ -450,14 +454,15 @@ _confirming(
 @_URL
 @_KEY
 @click.argument("job_id")
-def reject(url: str, key: str, job_id: str) -> None:
+@click.option("--reason", default=None, help="Why, for the history (and the agent's job_status).")
+def reject(url: str, key: str, job_id: str, reason: str | None) -> None:
     """Reject a prepared job; it can never be applied after (needs a terminal)."""
     from .review import reject_job
 
     _review(
         url,
         key,
-        lambda c, con: reject_job(c, con, job_id, interactive=sys.stdin.isatty(), ask=_ask),
+        lambda c, con: reject_job(c, con, job_id, reason, interactive=sys.stdin.isatty(), ask=_ask),
     )
 
 

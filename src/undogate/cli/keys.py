@@ -1,5 +1,6 @@
 """Key administration that works whether or not a server owns the ledger: directly on
-the ledger, or through the running server's API with the master key."""
+the ledger, or through the running server's API with an operator key that holds
+``keys:admin`` (``UNDOGATE_KEY``) or the master key (``UNDOGATE_MASTER_KEY``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..auth import MASTER_ENV, READ, SCOPES, Keyring
+from ..auth import ADMIN, MASTER_ENV, READ, SCOPES, Keyring
 from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..invisibles import visible
@@ -24,6 +25,7 @@ class KeyCommand:
     action: str  # create_operator | create_agent | list | revoke
     label: str | None = None
     read_only: bool = False
+    admin: bool = False
     agents: tuple[str, ...] | None = None
     agent: str | None = None
     owner: str | None = None
@@ -34,11 +36,13 @@ class KeyCommand:
 def run_key_command(
     config_path: Path, cmd: KeyCommand, environ: Mapping[str, str] | None = None
 ) -> tuple[JsonValue, str]:
-    """Run ``cmd`` on the ledger directly, or through the API with the master key when a
-    server owns it. Returns the result and which path was used (``direct``/``api``).
+    """Run ``cmd`` on the ledger directly, or through the API when a server owns it, with
+    ``UNDOGATE_KEY`` (an operator key with keys:admin) or else ``UNDOGATE_MASTER_KEY``.
+    Returns the result and which path was used (``direct``/``api``).
 
     Raises:
-        UndogateError: as the operation (or the API) refuses it.
+        UndogateError: as the operation (or the API) refuses it; InvalidRequest when a
+            server owns the ledger and no URL or key is set.
     """
     env = os.environ if environ is None else environ
     try:
@@ -46,17 +50,19 @@ def run_key_command(
             return _direct(svc.keyring, cmd), "direct"
     except LedgerInUse as exc:
         url = env.get("UNDOGATE_URL")
-        master = env.get(MASTER_ENV)
-        if not url or not master:
+        key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
+        if not url or not key:
             raise InvalidRequest(
-                f"{exc.message}. To manage keys while it runs, set UNDOGATE_URL and "
-                f"{MASTER_ENV} (the server's master key)"
+                f"{exc.message}. To manage keys while it runs, set UNDOGATE_URL (e.g. "
+                f"http://127.0.0.1:8080) and UNDOGATE_KEY (an operator key with {ADMIN}, "
+                f"such as the one `init` printed) or {MASTER_ENV}"
             ) from None
-        return _via_api(url, master, cmd), "api"
+        return _via_api(url, key, cmd), "api"
 
 
 def _scopes(cmd: KeyCommand) -> tuple[str, ...]:
-    return (READ,) if cmd.read_only else SCOPES
+    base = (READ,) if cmd.read_only else SCOPES
+    return (*base, ADMIN) if cmd.admin else base
 
 
 def _direct(keyring: Keyring, cmd: KeyCommand) -> JsonValue:
@@ -65,9 +71,11 @@ def _direct(keyring: Keyring, cmd: KeyCommand) -> JsonValue:
             label=cmd.label or "operator", scopes=_scopes(cmd), agents=cmd.agents
         ).to_json()
     if cmd.action == "create_agent":
-        assert cmd.agent and cmd.owner
+        assert cmd.agent
         return keyring.create_agent_token(
-            owner_id=cmd.owner, agent_id=cmd.agent, label=cmd.label or cmd.agent
+            owner_id=cmd.owner or keyring.only_operator(),
+            agent_id=cmd.agent,
+            label=cmd.label or cmd.agent,
         ).to_json()
     if cmd.action == "list":
         return {"credentials": [c.to_json() for c in keyring.list()]}
@@ -75,7 +83,7 @@ def _direct(keyring: Keyring, cmd: KeyCommand) -> JsonValue:
     return keyring.revoke(cmd.credential, force=cmd.force).to_json()
 
 
-def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
+def _via_api(url: str, key: str, cmd: KeyCommand) -> JsonValue:
     body: dict[str, Any] | None
     if cmd.action == "create_operator":
         method, path = "POST", "/api/v1/admin/keys"
@@ -84,18 +92,15 @@ def _via_api(url: str, master: str, cmd: KeyCommand) -> JsonValue:
             body["agents"] = list(cmd.agents)
     elif cmd.action == "create_agent":
         method, path = "POST", "/api/v1/admin/keys"
-        body = {
-            "kind": "agent",
-            "label": cmd.label or cmd.agent,
-            "agent": cmd.agent,
-            "owner": cmd.owner,
-        }
+        body = {"kind": "agent", "label": cmd.label or cmd.agent, "agent": cmd.agent}
+        if cmd.owner is not None:
+            body["owner"] = cmd.owner
     elif cmd.action == "list":
         method, path, body = "GET", "/api/v1/admin/keys", None
     else:
         method, path = "POST", f"/api/v1/admin/keys/{cmd.credential}/revoke"
         body = {"force": cmd.force}
-    client = ApiClient(url, master)
+    client = ApiClient(url, key)
     try:
         return client.request(method, path, body)
     finally:

@@ -140,21 +140,18 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
         console.print(table)
 
 
-def list_jobs(client: ApiClient, console: Console, agent: str) -> int:
-    from urllib.parse import quote
-
-    listing = _obj(client.request("GET", f"/api/v1/jobs?agent={quote(agent, safe='')}"))
-    table = Table(title=f"jobs of {agent} (newest first)", header_style="bold")
-    for col in ("job", "state", "changes", "summary (agent-supplied)"):
-        table.add_column(col)
-    for j in _list(listing.get("jobs")):
-        table.add_row(str(j["id"]), str(j["state"]), s(j["changes"]), inert(str(j["summary"])))
-    console.print(table)
-    return 0
-
-
 def show_job(client: ApiClient, console: Console, job_id: str) -> int:
-    render_job(console, _obj(client.request("GET", f"/api/v1/jobs/{job_id}")))
+    job = _obj(client.request("GET", f"/api/v1/jobs/{job_id}"))
+    render_job(console, job)
+    if job.get("state") == "rejected":  # who rejected it, and why, from its history
+        history = _obj(client.request("GET", f"/api/v1/jobs/{job_id}/events"))
+        for event in reversed(_list(history.get("events"))):
+            if event.get("operation") == "reject":
+                detail = event.get("detail")
+                reason = detail.get("reason") if isinstance(detail, dict) else None
+                said = f": {reason}" if isinstance(reason, str) else " (no reason given)"
+                console.print(inert(f"rejected by {event.get('actor')}{said}"), style="bold")
+                break
     return 0
 
 
@@ -313,7 +310,13 @@ def confirm_operation(
 
 
 def reject_job(
-    client: ApiClient, console: Console, job_id: str, *, interactive: bool, ask: Ask
+    client: ApiClient,
+    console: Console,
+    job_id: str,
+    reason: str | None,
+    *,
+    interactive: bool,
+    ask: Ask,
 ) -> int:
     if not interactive:
         console.print("refusing to reject without an interactive terminal", style="red")
@@ -323,6 +326,7 @@ def reject_job(
     if answer != "reject":
         console.print("cancelled: nothing changed", style="yellow")
         return 1
-    job = _obj(client.request("POST", f"/api/v1/jobs/{job_id}/reject"))
+    body = {"reason": reason} if reason else None
+    job = _obj(client.request("POST", f"/api/v1/jobs/{job_id}/reject", body))
     console.print(Text(f"job {job['id']} is now {job['state']}", style="bold"))
     return 0

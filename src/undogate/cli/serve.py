@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from ..auth import MASTER_ENV, Keyring
+from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey, Keyring
 from ..client import is_loopback
 from ..config import Config, load_config
 from ..engine import Gateway, crash_point_from_env
@@ -40,6 +40,36 @@ resources:
     token_env: CUSTOMER_SERVICE_TOKEN
     fields: [status, owner]
     conditional_writes: false      # set true once the endpoint honours the contract (SPEC §6)
+agents:
+  - id: account-assistant
+    tools: [list_resources, prepare_changes]
+"""
+
+
+# `undogate init --example`: the seed of `undogate contract-server` (its default port,
+# no --data) as it serves it, so the README's walkthrough runs with nothing to edit.
+CONTRACT_EXAMPLE_CONFIG = """\
+# undogate config for `undogate contract-server` (the reference endpoint) on its default
+# port, 8765: it works as is. The contract server needs no token; a real service would
+# (token_env: NAME_OF_AN_ENVIRONMENT_VARIABLE). See docs/config.md.
+server:
+  data_dir: ./.undogate          # the ledger (dir 0700, db 0600)
+resources:
+  - id: customer
+    agent_id: account-assistant
+    name: Customer record
+    kind: json_record
+    url: http://127.0.0.1:8765/records/customer-123
+    fields: [status, owner, tier, balance]
+    conditional_writes: true       # the contract server honours the contract (SPEC §6)
+    allow_loopback_http: true
+  - id: account-notes
+    agent_id: account-assistant
+    name: Account notes
+    kind: webdav_text
+    url: http://127.0.0.1:8765/docs/notes.md
+    conditional_writes: true
+    allow_loopback_http: true
 agents:
   - id: account-assistant
     tools: [list_resources, prepare_changes]
@@ -196,7 +226,10 @@ def serve(
             if svc.keyring.operator_count() == 0:
                 echo("warning: no operator key exists yet: run `undogate keys create-operator`")
             if not svc.keyring.has_master:
-                echo(f"note: {MASTER_ENV} is not set; key administration over the API is off")
+                echo(
+                    f"note: {MASTER_ENV} is not set; key administration over the API takes "
+                    f"an operator key with {ADMIN} (init's first key has it)"
+                )
             from ..app import build_app
 
             app = build_app(svc.gateway, svc.keyring)
@@ -215,21 +248,33 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
 
 
-def init(config_path: Path, echo: Echo, *, new_ledger: bool = False) -> str | None:
-    """Write an example config if none, create the ledger, and issue the first operator
-    key (returned, and printed once). Returns None when an operator key already exists.
+def init(
+    config_path: Path, echo: Echo, *, new_ledger: bool = False, example: bool = False
+) -> IssuedKey | None:
+    """Write a config if none (``example``: one for the contract server on its default
+    port, which works as is), create the ledger, and issue the first operator key, with
+    every scope, ``keys:admin`` included (returned, and printed once). Returns None when
+    an operator key already exists.
 
     Raises:
         ConfigError, LedgerInUse, LedgerError, InvalidRequest (``new_ledger`` on a
         ledger that is whole).
     """
     if not config_path.exists():
-        config_path.write_text(EXAMPLE_CONFIG, encoding="utf-8")
-        echo(f"wrote an example config to {config_path}")
+        config_path.write_text(
+            CONTRACT_EXAMPLE_CONFIG if example else EXAMPLE_CONFIG, encoding="utf-8"
+        )
+        what = "a config for `undogate contract-server`" if example else "an example config"
+        echo(f"wrote {what} to {config_path}")
+    elif example:
+        echo(f"{config_path} exists: left as it is (--example writes only a new file)")
     with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
         echo(svc.ledger.describe())
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None
-        issued = svc.keyring.create_operator(label="first operator", actor="cli:init")
-        return issued.key
+        # The first key administers keys too: while the server owns the ledger, it is the
+        # way to issue agent tokens (ADMIN), with no master key to set and no restart.
+        return svc.keyring.create_operator(
+            label="first operator", scopes=ALL_SCOPES, actor="cli:init"
+        )

@@ -168,6 +168,22 @@ class ContractServer:
         with self._lock:
             return sorted(self._store.resources)
 
+    def route_lines(self) -> list[str]:
+        """What it serves, one line per route, as ``undogate contract-server`` prints at
+        start: the URL to put in a resource's ``url``, with its methods."""
+        lines = []
+        with self._lock:
+            for path, res in sorted(self._store.resources.items()):
+                if res.kind == "record":
+                    methods, what = "GET, PATCH (JSON Patch, If-Match)", "JSON record"
+                else:
+                    methods, what = "GET, PUT (If-Match)", "text document"
+                lines.append(f"  {methods:<34} {self.url(path)}  {what}, {res.media_type}")
+        if self.faults_enabled:
+            for method, path in (("POST", "/_faults"), ("POST", "/_reset"), ("GET", "/_counts")):
+                lines.append(f"  {method:<34} {self.url(path)}  test-only control route")
+        return lines
+
     def write_count(self, path: str) -> int:
         """Successful, effective writes over HTTP to ``path`` (not helper edits)."""
         with self._lock:

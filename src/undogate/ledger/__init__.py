@@ -4,8 +4,8 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sql_jobs``, ``sql_admin``, ``sql_undo``: the verbs, in the SQL both engines speak; ``sql_base``:
-  what they ask of an engine (a connection, the locks).
+- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_inbox``, ``sql_export``: the verbs, in the SQL
+  both engines speak; ``sql_base``: what they ask of an engine (a connection, the locks).
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
@@ -25,6 +25,9 @@ from .opening import open_store
 from .records import (
     EarlierJob,
     Event,
+    ExportedJob,
+    InboxQuery,
+    InboxRow,
     InFlightAction,
     JobSummary,
     LedgerUsage,
@@ -49,7 +52,10 @@ __all__ = [
     "SCHEMA_VERSION",
     "EarlierJob",
     "Event",
+    "ExportedJob",
     "InFlightAction",
+    "InboxQuery",
+    "InboxRow",
     "JobSummary",
     "Ledger",
     "LedgerUsage",

@@ -253,6 +253,11 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes ADD COLUMN target TEXT;
     CREATE INDEX events_undo_accepted ON events(target, id) WHERE operation = 'undo_accepted';
     """,
+    # 11: the review inbox (sql_inbox): one owner's jobs across agents, newest first, a
+    # keyset page at a time, without sorting the owner's whole history.
+    """
+    CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -35,6 +35,8 @@ from .postgres_leases import LEASE_S, Lease
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .sql_admin import AdminVerbs
 from .sql_base import Cursor
+from .sql_export import ExportVerbs
+from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_sessions import SessionVerbs
@@ -74,7 +76,9 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
+class PostgresTransaction(
+    JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, InboxVerbs, ExportVerbs
+):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

@@ -236,6 +236,10 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes ADD COLUMN target text;
     CREATE INDEX events_undo_accepted ON events(target, id) WHERE operation = 'undo_accepted';
     """,
+    # 5: the review inbox (migrations.py 11)
+    """
+    CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).

@@ -168,3 +168,52 @@ __all__ = [
     "StoredWebSession",
     "UnfinishedJob",
 ]
+
+
+@dataclass(frozen=True)
+class InboxQuery:
+    """One page of the review inbox (``sql_inbox``): an owner's jobs of some agents,
+    newest first, narrowed by each filter given; ``after`` is the last job id of the
+    page before (keyset pagination: each page costs the same, however deep)."""
+
+    owner_id: str
+    agents: tuple[str, ...]
+    states: tuple[JobState, ...] = ()
+    quarantined: bool = False  # only jobs still holding an uncertain change
+    resource_id: str | None = None
+    since: float | None = None  # prepared at or after
+    until: float | None = None  # prepared before
+    id_prefix: str | None = None
+    after: str | None = None
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class InboxRow:
+    """One job in the inbox: what a reviewer sorts by, never a value."""
+
+    id: str
+    agent_id: str
+    state: JobState
+    summary: str
+    created_at: float
+    updated_at: float
+    change_count: int
+    resources: tuple[str, ...]
+    quarantined: bool
+
+
+@dataclass(frozen=True)
+class ExportedJob:
+    """A job as the audit export lists it (``sql_export``): never a value."""
+
+    id: str
+    owner_id: str
+    agent_id: str
+    state: JobState
+    summary: str
+    attribution_label: str | None
+    created_at: float
+    updated_at: float
+    change_count: int
+    invalidated_reason: str | None

@@ -26,6 +26,8 @@ from ..errors import LedgerError, LedgerInUse
 from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
 from .sql_admin import AdminVerbs
+from .sql_export import ExportVerbs
+from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_sessions import SessionVerbs
@@ -51,7 +53,9 @@ _NETWORK_FS = {
 }
 
 
-class SQLiteTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
+class SQLiteTransaction(
+    JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, InboxVerbs, ExportVerbs
+):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:

@@ -42,6 +42,9 @@ from ..jsonvalue import JsonObject
 from .records import (
     EarlierJob,
     Event,
+    ExportedJob,
+    InboxQuery,
+    InboxRow,
     InFlightAction,
     JobSummary,
     LedgerUsage,
@@ -73,6 +76,24 @@ class Reader(Protocol):
 
     def events(self, job_id: str) -> list[Event]:
         """The job's events, oldest first."""
+        ...
+
+    def inbox(self, query: InboxQuery) -> list[InboxRow]:
+        """One page of the review inbox (``sql_inbox``): newest first, no values."""
+        ...
+
+    def inbox_counts(self, owner_id: str, agents: tuple[str, ...]) -> dict[str, int]:
+        """The owner's jobs of ``agents`` per unresolved state, and ``quarantined``."""
+        ...
+
+    def events_since(self, since: float, after_id: int, limit: int) -> list[Event]:
+        """Every event at or after ``since`` with an id above ``after_id``, oldest first
+        (the audit export, ``sql_export``)."""
+        ...
+
+    def jobs_since(self, since: float, after: str | None, limit: int) -> list[ExportedJob]:
+        """Every job that moved at or after ``since``, in the order they were prepared,
+        after the job ``after`` (the audit export); never a value."""
         ...
 
     def find_idempotent(self, owner_id: str, agent_id: str, key: str) -> EarlierJob | None:

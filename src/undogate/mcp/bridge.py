@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
+from urllib.parse import quote
 
 import anyio
 import httpx
@@ -77,6 +78,9 @@ class RemoteBackend:
 
     async def prepare(self, body: JsonObject) -> JsonValue:
         return await self._call("POST", "/api/v1/jobs", body)
+
+    async def job_status(self, job_id: str) -> JsonValue:
+        return await self._call("GET", f"/api/v1/jobs/{quote(job_id, safe='')}/status")
 
     async def agent_tools(self) -> tuple[str, ...]:
         """The tools the token's agent is opted in to (``GET /api/v1/agent``).

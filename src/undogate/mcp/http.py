@@ -114,6 +114,14 @@ class ServiceBackend:
             raise Refusal.of(exc) from None
         return receipts.agent_receipt(done.job, replay=done.replay)
 
+    async def job_status(self, job_id: str) -> JsonValue:
+        try:
+            status = await self.service.job_status(self.principal, job_id)
+        except UndogateError as exc:
+            log_refusal(exc, "MCP job_status")
+            raise Refusal.of(exc) from None
+        return status.to_json()
+
 
 class McpApp:
     """The ASGI app for ``/mcp``: hands each authenticated request to the MCP server

@@ -1,4 +1,5 @@
-"""The agent tools (SPEC §9): ``list_resources`` and ``prepare_changes``, their schemas,
+"""The agent tools (SPEC §9, §15): ``list_resources``, ``prepare_changes`` and the opt-in
+``job_status``, their schemas,
 what a model sees of a refusal, and ``build_server``, one MCP server offering exactly an
 agent's tools over an ``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``;
 forwarded to a running gateway by ``undogate mcp``, ``bridge.RemoteBackend``)."""
@@ -24,7 +25,7 @@ from typing_extensions import TypedDict
 
 from .. import __version__, receipts
 from ..errors import UndogateError
-from ..jsonvalue import JsonObject, JsonValue, dumps
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
 from .wire import inbound_message
 
 INSTRUCTIONS = (
@@ -77,6 +78,14 @@ duplicate is created. The same key with different input is refused
 Returns the job id, its state, the resources and fields it will touch, and the path
 where a person reviews it. Errors start with a stable code (for example
 `stale_version`, `not_found`, `invalid_request`) followed by what to do next."""
+
+JOB_STATUS_DESCRIPTION = """\
+Read the state of a job you prepared: prepared (waiting for a person), applied,
+rejected, undone, needs_review, and so on, when it last changed, and, when a person
+rejected it and said why, their reason. It never shows values, and only your own jobs:
+any other id is `not_found`.
+
+Read-only: it changes nothing. Pass the `job_id` that prepare_changes returned."""
 
 
 # -- tool input and output ----------------------------------------------------------
@@ -143,6 +152,21 @@ class PrepareChangesInput(BaseModel):
     )
 
 
+class JobStatusInput(BaseModel):
+    """The arguments of job_status as its input schema shows them to a model."""
+
+    model_config = ConfigDict(extra="forbid", title="job_statusArguments")
+
+    job_id: str = Field(description="The job_id prepare_changes returned.")
+
+
+class JobStatusResult(TypedDict):
+    job_id: str
+    state: str
+    updated_at: float
+    reason: str | None
+
+
 class ResourceInfo(TypedDict):
     id: str
     name: str
@@ -199,6 +223,8 @@ _NEXT_STEP = {
     "not retry until a person has applied or rejected some of them.",
     "rate_limited": "Nothing was prepared. Wait retry_after_s seconds (in the details), then "
     "call again with the same idempotency_key.",
+    "job_not_found": "No job of yours has this id: use a job_id that prepare_changes "
+    "returned to you.",
     "unauthorized": "A person has to issue a new agent token; do not retry.",
     "remote_unavailable": "Nothing was prepared. You may retry later with the same "
     "idempotency_key.",
@@ -216,11 +242,14 @@ _UNKNOWN_OUTCOME = (
 )
 
 
-def agent_error(refusal: Refusal) -> ToolError:
+def agent_error(refusal: Refusal, tool: str = "prepare_changes") -> ToolError:
     """The tool error a model sees: ``<code>: <sentence> <next step> Details: {...}``."""
     code = refusal.code
     sentence, details = receipts.agent_refusal(code, refusal.message, refusal.details)
-    text = f"{code}: {sentence} {_NEXT_STEP.get(code, _UNKNOWN_OUTCOME)}"
+    step = _NEXT_STEP.get(code, _UNKNOWN_OUTCOME)
+    if tool == "job_status":  # it prepares nothing: its own next steps
+        step = _NEXT_STEP["job_not_found"] if code == "not_found" else "Do not retry."
+    text = f"{code}: {sentence} {step}"
     if details:
         text += " Details: " + dumps(details)
     return ToolError(text)
@@ -235,6 +264,8 @@ class AgentBackend(Protocol):
     async def list_resources(self) -> list[JsonValue]: ...
 
     async def prepare(self, body: JsonObject) -> JsonValue: ...
+
+    async def job_status(self, job_id: str) -> JsonValue: ...
 
 
 # -- the tools ---------------------------------------------------------------------------
@@ -298,6 +329,20 @@ def job_receipt(value: JsonValue) -> JobReceipt:
     )
 
 
+def job_status_result(value: JsonValue) -> JobStatusResult:
+    """Exactly the members of an agent's job status (never values)."""
+    reason = _member(value, "reason")
+    updated = _member(value, "updated_at")
+    if not isinstance(updated, JsonNumber):
+        raise Refusal("gateway_error", "undogate gave an unexpected answer", {})
+    return JobStatusResult(
+        job_id=_text(_member(value, "job_id")),
+        state=_text(_member(value, "state")),
+        updated_at=float(updated.text),
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
 def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
     """The call's arguments exactly as the agent sent them (read by ``wire``).
 
@@ -315,6 +360,7 @@ def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
 
 
 PREPARE_CHANGES_SCHEMA = PrepareChangesInput.model_json_schema()
+JOB_STATUS_SCHEMA = JobStatusInput.model_json_schema()
 
 
 def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any]:
@@ -333,6 +379,16 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
             return job_receipt(await backend_for(ctx).prepare(call_arguments(ctx)))
         except Refusal as refusal:
             raise agent_error(refusal) from None
+
+    async def job_status(ctx: Context[Any, Any]) -> JobStatusResult:
+        try:
+            arguments = call_arguments(ctx)
+            job_id = arguments.get("job_id")
+            if not isinstance(job_id, str) or not job_id or set(arguments) - {"job_id"}:
+                raise Refusal("invalid_request", "give job_id (a string) and nothing else", {})
+            return job_status_result(await backend_for(ctx).job_status(job_id))
+        except Refusal as refusal:
+            raise agent_error(refusal, "job_status") from None
 
     offered: list[Tool] = []
     if "list_resources" in tools:
@@ -363,6 +419,17 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
         # The function takes its arguments from the wire, so its signature says nothing
         # about them: the schema a model sees is the documented one.
         offered.append(tool.model_copy(update={"parameters": PREPARE_CHANGES_SCHEMA}))
+    if "job_status" in tools:
+        tool = Tool.from_function(
+            job_status,
+            name="job_status",
+            title="Read the state of a job you prepared",
+            description=JOB_STATUS_DESCRIPTION,
+            annotations=ToolAnnotations(
+                read_only_hint=True, idempotent_hint=True, open_world_hint=False
+            ),
+        )
+        offered.append(tool.model_copy(update={"parameters": JOB_STATUS_SCHEMA}))
     return MCPServer(
         "undogate",
         instructions=INSTRUCTIONS,
@@ -378,6 +445,7 @@ __all__ = [
     "BackendFor",
     "ChangeInput",
     "JobReceipt",
+    "JobStatusResult",
     "PrepareChangesInput",
     "Refusal",
     "ResourceInfo",
@@ -385,5 +453,6 @@ __all__ = [
     "build_server",
     "call_arguments",
     "job_receipt",
+    "job_status_result",
     "resource_info",
 ]

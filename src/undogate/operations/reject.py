@@ -1,9 +1,12 @@
-"""Reject a prepared job: it can never be applied after."""
+"""Reject a prepared job: it can never be applied after. The reviewer may say why: the
+reason is stored in the ``reject`` event (the history shows it, and an agent opted in
+to ``job_status`` reads it for its own job)."""
 
 from __future__ import annotations
 
 import logging
 
+from ..errors import InvalidRequest
 from ..jobs import (
     Actor,
     Job,
@@ -16,9 +19,29 @@ from .context import Context
 
 log = logging.getLogger(__name__)
 
+MAX_REASON_CHARS = 500
 
-def reject_job(gw: Context, actor: Actor, job_id: str) -> Job:
-    """Raises: NotFound, TransitionNotAllowed."""
+
+def check_reason(reason: str | None) -> str | None:
+    """A reviewer's reason, trimmed (empty is none).
+
+    Raises:
+        InvalidRequest: longer than ``MAX_REASON_CHARS``, or with a control character
+            other than a newline or tab.
+    """
+    if reason is None or not reason.strip():
+        return None
+    reason = reason.strip()
+    if len(reason) > MAX_REASON_CHARS:
+        raise InvalidRequest(f"a reason is at most {MAX_REASON_CHARS} characters", field="reason")
+    if any(ord(ch) < 0x20 and ch not in "\n\t" for ch in reason):
+        raise InvalidRequest("a reason holds no control characters", field="reason")
+    return reason
+
+
+def reject_job(gw: Context, actor: Actor, job_id: str, reason: str | None = None) -> Job:
+    """Raises: NotFound, TransitionNotAllowed, InvalidRequest (the reason)."""
+    reason = check_reason(reason)
     job = gw.get_job(actor.owner_id, job_id)
     check_transition(Transition.REJECT, job.state, JobState.REJECTED)
 
@@ -34,6 +57,7 @@ def reject_job(gw: Context, actor: Actor, job_id: str) -> Job:
             operation="reject",
             from_state=current.state.value,
             to_state=JobState.REJECTED.value,
+            detail={"reason": reason} if reason is not None else None,
         )
 
     gw.ledger.write(commit)

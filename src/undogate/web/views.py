@@ -37,6 +37,7 @@ from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
 from .forms import cross_site, read_form
+from .inbox import NAV_COUNTS, InboxPages, nav_counts
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
@@ -132,6 +133,7 @@ class WebUI:
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
             *undo_offer_routes(self),
+            *InboxPages(self).routes(),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -149,6 +151,7 @@ class WebUI:
             session=session,
             principal=session.principal if session else None,
             notice=session.take_notice() if session else context.pop("notice", None),
+            nav_counts=NAV_COUNTS.get() if session else None,
             **context,
         )
         return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
@@ -266,6 +269,7 @@ class WebUI:
 
     async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
         try:
+            await nav_counts(self.service, session.principal)
             return await view(request, session, form)
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
@@ -515,7 +519,10 @@ class WebUI:
         principal = session.principal
         Service.require_writer(principal)
         job = await self.service.reject(
-            principal, "web", self._job_id(principal, str(request.path_params["job_id"]))
+            principal,
+            "web",
+            self._job_id(principal, str(request.path_params["job_id"])),
+            form.get("reason") or None,
         )
         await _off_loop(self.sessions.notify, session, "Rejected. This job can never be applied.")
         return self._redirect(_job_path(job.id))

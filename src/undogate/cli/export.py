@@ -1,0 +1,76 @@
+"""``undogate export``: the audit export (``operations.export``), directly on the ledger
+when no server owns it, or through the running server's API with ``UNDOGATE_URL`` and
+``UNDOGATE_KEY`` (an operator key with keys:admin) or ``UNDOGATE_MASTER_KEY``."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlencode
+
+from ..auth import ADMIN, MASTER_ENV
+from ..client import ApiClient
+from ..errors import InvalidRequest, LedgerInUse
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue
+from ..operations.export import events_page, jobs_page, write_export
+from ..operations.inbox import parse_time
+from .serve import open_service
+
+
+def _cursor(after: JsonValue) -> str | None:
+    if after is None:
+        return None
+    return after.text if isinstance(after, JsonNumber) else str(after)
+
+
+def run_export(
+    config_path: Path, since: str, directory: Path, environ: Mapping[str, str] | None = None
+) -> tuple[int, int, str]:
+    """Write the export; returns (events, jobs, ``direct``/``api``).
+
+    Raises:
+        UndogateError: a bad ``since``, files already there, or as the ledger or the API
+            refuses it (InvalidRequest when a server owns the ledger and no URL or key is
+            set).
+    """
+    env = os.environ if environ is None else environ
+    try:
+        with open_service(config_path, environ={}) as svc:
+            ledger = svc.ledger
+            start = parse_time(since, time.time(), name="--since")
+
+            def direct(what: str, after: JsonValue) -> JsonObject:
+                cursor = _cursor(after)
+                if what == "events":
+                    return events_page(ledger, start, int(cursor or 0))
+                return jobs_page(ledger, start, cursor)
+
+            events, jobs = write_export(direct, directory)
+            return events, jobs, "direct"
+    except LedgerInUse as exc:
+        url = env.get("UNDOGATE_URL")
+        key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
+        if not url or not key:
+            raise InvalidRequest(
+                f"{exc.message}. To export while it runs, set UNDOGATE_URL and UNDOGATE_KEY "
+                f"(an operator key with {ADMIN}) or {MASTER_ENV}"
+            ) from None
+    client = ApiClient(url, key)
+    try:
+
+        def over_api(what: str, after: JsonValue) -> JsonObject:
+            query = {"since": since, **({"after": _cursor(after)} if after is not None else {})}
+            page = client.request("GET", f"/api/v1/admin/{what}?{urlencode(query)}")
+            if not isinstance(page, dict):
+                raise InvalidRequest("the export's page is not a JSON object")
+            return page
+
+        events, jobs = write_export(over_api, directory)
+        return events, jobs, "api"
+    finally:
+        client.close()
+
+
+__all__ = ["run_export"]
