@@ -104,6 +104,8 @@ def test_create_acknowledged_then_undo_accepted_and_run(
     page.get_by_role("button", name="Accept the verified undo").click()
     page.wait_for_url(f"{site.url}/resources/contacts/undo")
     assert "these undos are offered" in page.inner_text("main")
+    # the notice crosses the redirect in the ledger's session row
+    assert "Accepted: these verified undos are offered from now on." in page.content()
     save_shot(page, "collection-undo-offer")
     page.goto(f"{site.url}/jobs/{job_id}")
     page.get_by_role("button", name="Preview undo").click()

@@ -37,6 +37,8 @@ class Pages(Protocol):
 
     def render(self, template: str, session: Session | None, **context: Any) -> Response: ...
 
+    async def notify(self, session: Session, notice: str) -> None: ...
+
     def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
 
     def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
@@ -132,8 +134,10 @@ class InboxPages:
         )
         done = sum(1 for o in outcomes if o.rejected)
         left = len(outcomes) - done
-        session.notice = f"Rejected {done} of {len(outcomes)} jobs." + (
-            f" {left} had moved on and were left as they are." if left else ""
+        await self.ui.notify(
+            session,
+            f"Rejected {done} of {len(outcomes)} jobs."
+            + (f" {left} had moved on and were left as they are." if left else ""),
         )
         return self.ui._redirect("/inbox?view=waiting")
 

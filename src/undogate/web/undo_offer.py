@@ -28,6 +28,8 @@ class Pages(Protocol):
         self, template: str, session: Session | None, *, status: int = ..., **context: Any
     ) -> HTMLResponse: ...
 
+    async def notify(self, session: Session, notice: str) -> None: ...
+
     def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
 
     def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
@@ -62,7 +64,7 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
         Service.require_writer(session.principal)
         resource_id = str(request.path_params["resource_id"])
         await ui.service.accept_verified_undo(session.principal, "web", resource_id)
-        session.notice = "Accepted: these verified undos are offered from now on."
+        await ui.notify(session, "Accepted: these verified undos are offered from now on.")
         return ui._redirect(f"/resources/{quote(resource_id, safe='')}/undo")
 
     path = "/resources/{resource_id}/undo"

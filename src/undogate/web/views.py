@@ -195,6 +195,11 @@ class WebUI:
             "can_reject": WRITE in session.principal.scopes and job.state is JobState.PREPARED,
         }
 
+    async def notify(self, session: Session, notice: str) -> None:
+        """Leave ``notice`` for the session's next page (kept in the ledger, so the page
+        after a redirect shows it whichever process answers)."""
+        await _off_loop(self.sessions.notify, session, notice)
+
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse:
         response = RedirectResponse(path, status_code=303, headers=dict(headers or {}))
@@ -503,7 +508,7 @@ class WebUI:
             notice = "This preview was already confirmed; nothing was sent again."
         else:
             notice = "Confirmed. This is the receipt of what ran."
-        await _off_loop(self.sessions.notify, session, notice)
+        await self.notify(session, notice)
         return self._redirect(_job_path(job.id, "receipt"))
 
     async def receipt(self, request: Request, session: Session, form: Form) -> Response:
