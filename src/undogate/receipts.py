@@ -17,7 +17,7 @@ from .adapters.views import field_rows, text_diff
 from .config import Resource
 from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
-from .ledger import Event, JobSummary
+from .ledger import Event, JobSummary, OutboxMessage
 
 REVIEW_LINE = (
     "A person reviews this job and confirms it before anything is written; "
@@ -211,6 +211,33 @@ def job_rows(agent_id: str, rows: Sequence[JobSummary]) -> JsonObject:
     }
 
 
+def webhook_messages_view(messages: Sequence[OutboxMessage]) -> JsonObject:
+    """The webhook outbox as an operator sees it, newest first: each message's endpoint
+    (its id, never its URL), event, job, status and the last attempt's outcome."""
+    return {
+        "messages": [
+            {
+                "id": m.id,
+                "endpoint": m.endpoint,
+                "event": m.event,
+                "job_id": m.job_id,
+                "agent": m.agent_id,
+                "status": m.status,
+                "attempts": number(m.attempts),
+                "last_response_status": number(m.last_response_status)
+                if m.last_response_status is not None
+                else None,
+                "last_error": m.last_error,
+                "next_attempt_at": number(m.next_attempt_at) if m.status == "pending" else None,
+                "created_at": number(m.created_at),
+                "updated_at": number(m.updated_at),
+                "review_path": review_path(m.job_id),
+            }
+            for m in messages
+        ]
+    }
+
+
 def json_value(value: Any) -> JsonValue:
     """Plain Python data (engine dicts, documents) as lossless JSON values."""
     if isinstance(value, JsonNumber):
@@ -240,6 +267,7 @@ __all__ = [
     "resource_view",
     "review_path",
     "text_diff",
+    "webhook_messages_view",
 ]
 
 

@@ -26,6 +26,7 @@ from ..jobs import (
     state_after_undo,
 )
 from ..ledger import Store, Transaction
+from ..webhooks.events import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +47,19 @@ def recover(ledger: Store, config: Config) -> dict[str, int]:
     """Run start-up recovery in one transaction; returns what it did, counted."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
 
+    notifier = Notifier(config.webhooks, config.server.public_url)
+
     def run(tx: Transaction) -> None:
-        _settle_in(tx, frozenset(), RESTART, counts)
+        _settle_in(tx, frozenset(), RESTART, counts, notifier)
         _invalidate_changed(tx, config, counts)
 
     ledger.write(run)
     return counts
 
 
-def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+def settle_interrupted(
+    ledger: Store, live_jobs: Callable[[], Collection[str]], notifier: Notifier
+) -> dict[str, int]:
     """In a running gateway, what start-up recovery does for a restart: every write left
     ``dispatching`` by a confirm that is no longer running (its outcome could not be
     recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is read inside
@@ -62,12 +67,16 @@ def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) 
 
     Raises: LedgerError when the ledger still cannot record it."""
     counts = {"uncertain": 0, "settled": 0}
-    ledger.write(lambda tx: _settle_in(tx, frozenset(live_jobs()), UNRECORDED, counts))
+    ledger.write(lambda tx: _settle_in(tx, frozenset(live_jobs()), UNRECORDED, counts, notifier))
     return counts
 
 
 def _settle_in(
-    tx: Transaction, live: frozenset[str], cause: tuple[str, str], counts: dict[str, int]
+    tx: Transaction,
+    live: frozenset[str],
+    cause: tuple[str, str],
+    counts: dict[str, int],
+    notifier: Notifier,
 ) -> None:
     reason, action_detail = cause
     for action in tx.in_flight_actions():
@@ -105,6 +114,7 @@ def _settle_in(
                 final = JobState.PARTIALLY_APPLIED
         check_transition(Transition.CRASH_RECOVERED, job.state, final)
         tx.set_job_state(job_id, final)
+        notifier.job_moved(tx, job, final, previous=job.state)
         tx.add_event(
             job_id=job_id,
             actor=SYSTEM_LABEL,
@@ -166,8 +176,9 @@ class LiveDispatches:
     is settled the ledger shows a write ``dispatching`` that nobody runs; it holds its
     fields like a quarantine meanwhile, and ``settle`` turns it into ``uncertain``."""
 
-    def __init__(self, ledger: Store) -> None:
+    def __init__(self, ledger: Store, notifier: Notifier) -> None:
         self._ledger = ledger
+        self._notifier = notifier
         self._lock = threading.Lock()
         self._jobs: set[str] = set()
         self._unsettled = False
@@ -201,7 +212,7 @@ class LiveDispatches:
         fails closed: nothing new runs on a ledger that cannot record it)."""
         if not self._unsettled:
             return
-        counts = settle_interrupted(self._ledger, self._live)
+        counts = settle_interrupted(self._ledger, self._live, self._notifier)
         self._unsettled = False
         if counts["uncertain"] or counts["settled"]:
             log.warning(

@@ -18,7 +18,7 @@ from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
 from ..jsonvalue import JsonValue, dumps
-from ..ledger import Event, JobSummary
+from ..ledger import Event, JobSummary, OutboxMessage
 
 STATE_WORDS: dict[str, str] = {
     JobState.PREPARED: "prepared, waiting for review",
@@ -103,6 +103,11 @@ def objects(value: JsonValue) -> list[dict[str, Any]]:
 def job_rows(agent_id: str, rows: list[JobSummary]) -> list[dict[str, Any]]:
     """An agent's job list as the jobs page shows it."""
     return objects(receipts.job_rows(agent_id, rows)["jobs"])
+
+
+def webhook_rows(messages: list[OutboxMessage]) -> list[dict[str, Any]]:
+    """The webhook outbox as the webhooks page shows it."""
+    return objects(receipts.webhook_messages_view(messages)["messages"])
 
 
 def events(job_id: str, found: list[Event]) -> list[dict[str, Any]]:

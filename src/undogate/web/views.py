@@ -122,6 +122,7 @@ class WebUI:
             Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
+            Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -385,6 +386,13 @@ class WebUI:
         rows = await self.service.list_jobs(principal, agent_id)
         listing = present.job_rows(agent_id, rows)
         return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
+
+    async def webhooks(self, request: Request, session: Session, form: Form) -> Response:
+        status = request.query_params.get("status") or None
+        messages = await self.service.webhook_messages(session.principal, status)
+        return self.render(
+            "webhooks.html", session, messages=present.webhook_rows(messages), shown=status
+        )
 
     async def open_job(self, request: Request, session: Session, form: Form) -> Response:
         job_id = request.query_params.get("id", "").strip()
