@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 
 #: How many due messages one pass reads.
 BATCH = 50
-#: A claim outlives its attempt by this much, so a process that dies mid-attempt leaves
-#: the message to another (or to itself after a restart) soon after.
-CLAIM_MARGIN_S = 30.0
+#: A claim outlives its attempt's time limit by this much (time to record the outcome),
+#: so a process that dies mid-attempt leaves the message to another, or to itself after a
+#: restart, soon after.
+CLAIM_MARGIN_S = 5.0
 #: A receiver's answer is read up to this size, and ignored.
 MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "undogate-webhooks"
