@@ -18,11 +18,13 @@ from undogate.engine import Gateway
 from undogate.errors import ConfigError
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
+from undogate.ledger.postgres import PostgresStore
 from undogate.net import RemoteHTTP
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
 
 from .conftest import AGENT, OWNER, resource
+from .postgres import PostgresCluster
 from .webhook_receiver import Receiver, new_secret, wait_until
 
 SECRET_ENV = "UNDOGATE_TEST_WEBHOOK_SECRET"
@@ -158,6 +160,27 @@ def test_needs_review_is_announced_when_a_write_goes_uncertain(
     bodies = receiver.wait_for(2)
     assert [b["type"] for b in bodies] == ["job.prepared", "job.needs_review"]
     assert bodies[1]["data"]["state"] == "needs_review"
+
+
+def test_the_outbox_works_the_same_on_a_postgresql_ledger(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    receiver: Receiver,
+    postgres_cluster: PostgresCluster,
+) -> None:
+    data = webhook_config(server, data_dir, receiver.url)
+    data["server"]["ledger"] = postgres_cluster.fresh_database()
+    h = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    try:
+        assert isinstance(h.gw.ledger, PostgresStore)
+        job_id = h.prepare()
+        assert h.run(job_id, Operation.APPLY) is JobState.APPLIED
+        h.deliver_until(all_settled)
+        assert receiver.events() == ["job.prepared", "job.applied"]
+        assert [m.status for m in h.messages()] == ["delivered", "delivered"]
+    finally:
+        h.http.close()
 
 
 def test_which_state_change_announces_what() -> None:
