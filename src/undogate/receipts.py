@@ -166,11 +166,33 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
     }
 
 
+def request_view(request: Mapping[str, Any]) -> JsonObject:
+    """One planned request exactly as it will be sent (method, URL, headers, body), and
+    the body as the lines it is made of: the CLI and the web preview both show this, so a
+    PUT of a document reads as its text and a JSON Patch as its exact bytes. The
+    resource's credential header is not in it: it is added at send time, never shown."""
+    body = str(request.get("body", ""))
+    lines = body.split("\n") if body else []
+    final_newline = len(lines) > 1 and lines[-1] == ""
+    if final_newline:
+        lines.pop()
+    headers = request.get("headers") or {}
+    return {
+        "method": str(request["method"]),
+        "url": str(request["url"]),
+        "headers": {str(k): str(v) for k, v in dict(headers).items()},
+        "body": body,
+        "body_bytes": number(len(body.encode("utf-8"))),
+        "body_lines": list(lines),
+        "missing_final_newline": "\n" in body and not final_newline,
+    }
+
+
 def confirmation_view(confirmation: Confirmation) -> JsonObject:
     return {
         "dry_run": confirmation.dry_run,
         "repeated": confirmation.repeated,
-        "requests": [json_value(r) for r in confirmation.requests],
+        "requests": [request_view(r) for r in confirmation.requests],
         "job": job_receipt(confirmation.job),
     }
 
@@ -264,6 +286,7 @@ __all__ = [
     "json_value",
     "number",
     "preview_view",
+    "request_view",
     "resource_view",
     "review_path",
     "text_diff",

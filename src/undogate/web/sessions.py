@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from ..auth import Principal
 from ..digests import sha256_hex
 from ..jobs import Preview
+from ..jsonvalue import JsonObject
 
 MAX_PREVIEWS_PER_SESSION = 16
 SIGNIN_TOKEN_TTL_S = 30 * 60.0
@@ -36,6 +37,10 @@ class HeldPreview:
 
     job_id: str
     preview: Preview
+    # The exact requests confirming it sends (``receipts.request_view``), computed when
+    # it was made; ``requests_problem`` says why they could not be, when they could not.
+    requests: list[JsonObject] = field(default_factory=list)
+    requests_problem: str | None = None
 
 
 @dataclass
@@ -47,10 +52,17 @@ class Session:
     previews: OrderedDict[str, HeldPreview] = field(default_factory=OrderedDict)
     notice: str | None = None
 
-    def hold_preview(self, job_id: str, preview: Preview) -> str:
-        """Keep ``preview`` under a fresh handle (not its token) and return the handle."""
+    def hold_preview(
+        self,
+        job_id: str,
+        preview: Preview,
+        requests: list[JsonObject] | None = None,
+        requests_problem: str | None = None,
+    ) -> str:
+        """Keep ``preview`` (and the requests it would send) under a fresh handle (not
+        its token) and return the handle."""
         handle = secrets.token_urlsafe(12)
-        self.previews[handle] = HeldPreview(job_id, preview)
+        self.previews[handle] = HeldPreview(job_id, preview, requests or [], requests_problem)
         while len(self.previews) > MAX_PREVIEWS_PER_SESSION:
             self.previews.popitem(last=False)
         return handle
