@@ -28,12 +28,28 @@ LONG_BODY_BYTES = 1500
 LONG_BODY_LINES = 30
 
 _BREAK_AFTER = re.compile(r"(?<=[,:{\[/?&])")
+# A browser also breaks after a hyphen; inside exact text that reads as hyphenation, so a
+# hyphenated word is kept whole.
+_HYPHENATED = re.compile(r"[^\s]*-[^\s]*")
+_WHOLE = Markup('<span class="whole">{}</span>')
 
 
 def breakable(text: Any) -> Markup:
-    """``text`` as inert markup that may wrap after punctuation, never inside a word."""
+    """``text`` as inert markup that may wrap after punctuation or at a space, never
+    inside a word (a hyphenated one included)."""
     shown = visible(str(text), keep_newlines=False)
-    return Markup("<wbr>").join(escape(piece) for piece in _BREAK_AFTER.split(shown))
+    return Markup("<wbr>").join(_whole_words(piece) for piece in _BREAK_AFTER.split(shown))
+
+
+def _whole_words(piece: str) -> Markup:
+    out: list[Markup] = []
+    pos = 0
+    for found in _HYPHENATED.finditer(piece):
+        out.append(escape(piece[pos : found.start()]))
+        out.append(_WHOLE.format(found.group(0)))
+        pos = found.end()
+    out.append(escape(piece[pos:]))
+    return Markup("").join(out)
 
 
 def json_text(value: JsonValue) -> str:
