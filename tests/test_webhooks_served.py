@@ -188,3 +188,34 @@ def test_serve_warns_about_an_unset_webhook_secret(
     with serving(gw.config, env) as (_, proc):
         log = serve_log(proc)
     assert f"webhook ops-chat: its secret variable {SECRET_ENV} is not set" in log
+
+
+def test_a_write_cut_off_by_a_crash_is_announced_once_recovery_quarantines_it(
+    tmp_path: Path, server: ContractServer, receiver: Receiver
+) -> None:
+    receiver.start()
+    gw = Gateway(tmp_path, server, receiver)
+    auth = {"Authorization": f"Bearer {gw.operator}"}
+    with serving(gw.config, {**gw.env, "UNDOGATE_CRASH_AT": "apply:after_response"}) as (url, proc):
+        job_id = gw.prepare(url)
+        receiver.wait_for(1)
+        preview = httpx.post(
+            f"{url}/api/v1/jobs/{job_id}/previews", json={"operation": "apply"}, headers=auth
+        )
+        assert preview.status_code == 200, preview.text
+        with pytest.raises(httpx.TransportError):  # the gateway dies mid-confirm
+            httpx.post(
+                f"{url}/api/v1/jobs/{job_id}/confirm",
+                json={"preview_token": preview.json()["preview_token"]},
+                headers=auth,
+                timeout=30,
+            )
+        assert proc.wait(timeout=15) == -9
+    with serving(gw.config, gw.env) as (url, _):
+        bodies = receiver.wait_for(2)
+        assert [b["type"] for b in bodies] == ["job.prepared", "job.needs_review"]
+        assert bodies[1]["data"]["previous_state"] == "applying"
+        assert bodies[1]["data"]["job_id"] == job_id
+        wait_until(
+            lambda: all(m["status"] == "delivered" for m in gw.messages(url)), what="delivered"
+        )
