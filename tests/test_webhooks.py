@@ -10,16 +10,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
-from undogate.errors import ConfigError
-from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.errors import ConfigError, InvalidRequest
+from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import RemoteHTTP
+from undogate.service import Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
 
@@ -363,3 +366,33 @@ def test_webhook_section_rules_beyond_one_endpoint() -> None:
         parse_config({"webhooks": {"retries": 3}})
     assert dict(caught.value.problems)["webhooks.retries"] == "unknown setting"
     assert parse_config({}).webhooks.endpoints == ()
+
+
+def test_an_operator_sees_only_the_messages_about_jobs_it_may_see(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    receiver: Receiver,
+) -> None:
+    data = webhook_config(server, data_dir, receiver.url)
+    data["agents"].append({"id": "other-agent", "tools": ["prepare_changes"]})
+    gw = open_gateway(parse_config(data))
+    keyring = Keyring(gw.ledger, known_agents=lambda: {a.id for a in gw.config.agents})
+    owner = keyring.create_operator(label="owner")
+    narrow = keyring.create_operator(label="narrow", agents=("other-agent",))
+    agent = Actor("account-assistant", owner.credential.id, "agent", "test")
+    request = PrepareRequest(
+        SUMMARY, (ChangeRequest(resource_id="customer", set={"status": "vip"}),)
+    )
+    gw.prepare(agent, "account-assistant", request)
+    service = Service(gw, keyring)
+
+    async def seen(key: str, status: str | None = None) -> list[str]:
+        principal = await service.authenticate(key)
+        return [m.event for m in await service.webhook_messages(principal, status)]
+
+    assert anyio.run(seen, owner.key) == ["job.prepared"]
+    assert anyio.run(seen, owner.key, "failed") == []
+    assert anyio.run(seen, narrow.key) == []  # another owner, and not this agent's
+    with pytest.raises(InvalidRequest):
+        anyio.run(seen, owner.key, "lost")
