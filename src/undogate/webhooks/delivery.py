@@ -109,8 +109,11 @@ class WebhookDelivery:
                 self.deliver_due()
             except UndogateError as exc:  # the ledger refused: try again next pass
                 log.warning("webhook delivery paused: %s", exc.message)
-            except Exception:
-                log.exception("webhook delivery failed unexpectedly; trying again next pass")
+            except Exception as exc:  # never its message: it might carry an endpoint's URL
+                log.error(
+                    "webhook delivery failed unexpectedly (%s); trying again next pass",
+                    type(exc).__name__,
+                )
 
     def deliver_due(self) -> int:
         """Attempt every message due now; returns how many were attempted."""
