@@ -283,6 +283,32 @@ SCHEMAS: S = {
             "job": _ref("Receipt"),
         },
     ),
+    "WebhookMessages": _obj(
+        ["messages"],
+        {
+            "messages": {
+                "type": "array",
+                "items": _obj(
+                    ["id", "endpoint", "event", "job_id", "agent", "status", "attempts"],
+                    {
+                        "id": _STR,
+                        "endpoint": _STR,
+                        "event": _STR,
+                        "job_id": _STR,
+                        "agent": _STR,
+                        "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
+                        "attempts": _INT,
+                        "last_response_status": _nullable("integer"),
+                        "last_error": _nullable("string"),
+                        "next_attempt_at": _nullable("number"),
+                        "created_at": _NUM,
+                        "updated_at": _NUM,
+                        "review_path": _STR,
+                    },
+                ),
+            }
+        },
+    ),
     "Events": _obj(
         ["job_id", "events"],
         {
@@ -512,6 +538,14 @@ def openapi_document() -> S:
             },
             "/api/v1/jobs/{job_id}/events": {
                 "get": _op("the job's append-only history (operator)", "Events", params=[_JOB_ID])
+            },
+            "/api/v1/webhooks/messages": {
+                "get": _op(
+                    "the newest 100 webhook messages about this key's jobs, no values "
+                    "(operator, agents:read); status=pending|delivered|failed filters",
+                    "WebhookMessages",
+                    params=[{"name": "status", "in": "query", "required": False, "schema": _STR}],
+                )
             },
             "/api/v1/endpoint-checks": {
                 "post": _op(

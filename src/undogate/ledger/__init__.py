@@ -4,8 +4,8 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sql_jobs``, ``sql_admin``, ``sql_undo``: the verbs, in the SQL both engines speak; ``sql_base``:
-  what they ask of an engine (a connection, the locks).
+- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_outbox``: the verbs, in the SQL both engines
+  speak; ``sql_base``: what they ask of an engine (a connection, the locks).
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
@@ -29,6 +29,7 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OutboxMessage,
     StoredCheck,
     StoredCredential,
     StoredPreview,
@@ -54,6 +55,7 @@ __all__ = [
     "Ledger",
     "LedgerUsage",
     "OpenChange",
+    "OutboxMessage",
     "Reader",
     "SQLiteStore",
     "Store",

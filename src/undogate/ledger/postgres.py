@@ -37,6 +37,7 @@ from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_outbox import OutboxVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -74,7 +75,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, OutboxVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

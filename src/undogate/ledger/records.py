@@ -162,9 +162,31 @@ __all__ = [
     "InFlightAction",
     "LedgerUsage",
     "OpenChange",
+    "OutboxMessage",
     "StoredCredential",
     "StoredPreview",
     "StoredWebPreview",
     "StoredWebSession",
     "UnfinishedJob",
 ]
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One webhook message to one endpoint, as the outbox holds it. ``id`` is the
+    ``webhook-id`` (the same on every attempt); ``payload`` the exact body sent (ids and
+    states, never values)."""
+
+    id: str
+    endpoint: str
+    event: str
+    job_id: str
+    agent_id: str
+    payload: str
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    next_attempt_at: float
+    last_response_status: int | None
+    last_error: str | None
+    created_at: float
+    updated_at: float
