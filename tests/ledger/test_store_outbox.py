@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Literal
 
 import pytest
 
@@ -87,23 +88,38 @@ def test_of_racing_deliverers_exactly_one_claims_a_message(store: Store) -> None
     assert sorted(won) == [False] * 5 + [True]
 
 
+def claim(store: Store, message_id: str, hold_s: float = 60.0) -> float:
+    """Claim a due message as the delivery task does; returns the claim's expiry."""
+    now = time.time() + 1
+    until = now + hold_s
+    assert store.write(lambda tx: tx.claim_webhook(message_id, now=now, until=until))
+    return until
+
+
 def test_attempts_are_counted_and_settled_messages_stay_visible(store: Store) -> None:
     insert(store, job("job_1"), job("job_2"), job("job_other", owner="op_other"))
     store.write(lambda tx: [add(tx, m, j) for m, j in (("msg_1", "job_1"), ("msg_2", "job_2"))])
     store.write(lambda tx: add(tx, "msg_other", "job_other"))
     later = time.time() + 3600
-    store.write(
+    first_claim, second_claim = claim(store, "msg_1"), claim(store, "msg_2")
+    assert store.write(
         lambda tx: tx.record_webhook_attempt(
             "msg_1",
+            claimed_until=first_claim,
             status="pending",
             next_attempt_at=later,
             response_status=503,
             error="the receiver answered HTTP 503",
         )
     )
-    store.write(
+    assert store.write(
         lambda tx: tx.record_webhook_attempt(
-            "msg_2", status="failed", next_attempt_at=0.0, response_status=None, error="gone"
+            "msg_2",
+            claimed_until=second_claim,
+            status="failed",
+            next_attempt_at=0.0,
+            response_status=None,
+            error="gone",
         )
     )
     now = time.time() + 1
@@ -118,3 +134,34 @@ def test_attempts_are_counted_and_settled_messages_stay_visible(store: Store) ->
     assert [m.id for m in failed] == ["msg_2"]
     assert store.read(lambda r: r.webhook_messages(OWNER, status="delivered")) == []
     assert [m.id for m in store.read(lambda r: r.webhook_messages(OWNER, limit=1))] == ["msg_2"]
+
+
+def test_an_attempt_that_outlived_its_claim_records_nothing(store: Store) -> None:
+    """Two processes: the first's claim runs out mid-attempt, the second claims the
+    message and delivers it; the first's late failure must not undo that."""
+    insert(store, job("job_1"))
+    store.write(lambda tx: add(tx, "msg_1"))
+    stale = claim(store, "msg_1", hold_s=-0.5)  # already ran out: due again
+    taken_over = claim(store, "msg_1")
+
+    def outcome(until: float, status: Literal["pending", "delivered", "failed"]) -> bool:
+        return store.write(
+            lambda tx: tx.record_webhook_attempt(
+                "msg_1",
+                claimed_until=until,
+                status=status,
+                next_attempt_at=time.time(),
+                response_status=204 if status == "delivered" else None,
+                error=None if status == "delivered" else "timed out",
+            )
+        )
+
+    assert outcome(taken_over, "delivered")
+    assert not outcome(stale, "failed")
+    [message] = store.read(lambda r: r.webhook_messages(OWNER))
+    assert (message.status, message.attempts, message.last_response_status) == (
+        "delivered",
+        1,
+        204,
+    )
+    assert not outcome(taken_over, "failed")  # a settled message takes no more outcomes

@@ -4,8 +4,9 @@ A message is added inside the write that changes the job's state (``add_webhook`
 it exists exactly when the change does. The delivery task then works outside any job
 write: it reads the due messages (``due_webhooks``, through the partial index of the
 pending ones), claims one for the length of an attempt (``claim_webhook``: of two
-processes sharing a ledger, one wins), and records the attempt's outcome
-(``record_webhook_attempt``). Delivered and failed messages stay, for operators to see.
+processes sharing a ledger, one wins; the second waits for the first's row lock, then
+finds it no longer due), and records the attempt's outcome (``record_webhook_attempt``,
+only while that claim holds). Delivered and failed messages stay, for operators to see.
 """
 
 from __future__ import annotations
@@ -65,17 +66,29 @@ class OutboxVerbs(EngineHooks):
         self,
         message_id: str,
         *,
+        claimed_until: float,
         status: Literal["pending", "delivered", "failed"],
         next_attempt_at: float,
         response_status: int | None,
         error: str | None,
-    ) -> None:
-        self.connection.execute(
+    ) -> bool:
+        # The claim's expiry is its fence: a claim that ran out and was taken over has
+        # another expiry now, so a late outcome cannot overwrite the newer attempt's.
+        rows = self.connection.execute(
             "UPDATE webhook_outbox SET status = ?, attempts = attempts + 1, "
             "next_attempt_at = ?, last_response_status = ?, last_error = ?, updated_at = ? "
-            "WHERE id = ?",
-            (status, next_attempt_at, response_status, error, time.time(), message_id),
-        )
+            "WHERE id = ? AND status = 'pending' AND next_attempt_at = ? RETURNING id",
+            (
+                status,
+                next_attempt_at,
+                response_status,
+                error,
+                time.time(),
+                message_id,
+                claimed_until,
+            ),
+        ).fetchall()
+        return bool(rows)
 
     def webhook_messages(
         self, owner_id: str, *, status: str | None = None, limit: int = 100

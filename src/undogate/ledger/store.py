@@ -428,12 +428,16 @@ class Transaction(Reader, Protocol):
         self,
         message_id: str,
         *,
+        claimed_until: float,
         status: Literal["pending", "delivered", "failed"],
         next_attempt_at: float,
         response_status: int | None,
         error: str | None,
-    ) -> None:
-        """Count one attempt and its outcome (``error``: a sentence with no secret)."""
+    ) -> bool:
+        """Count one attempt and its outcome (``error``: a sentence with no secret), if
+        the claim that made it (``claimed_until``, as ``claim_webhook`` set it) still
+        holds; False when it ran out and another claim took the message over (that
+        attempt records its own outcome)."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

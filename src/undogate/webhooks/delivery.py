@@ -1,8 +1,10 @@
 """The delivery task: sends what the webhook outbox holds, outside every job write.
 
-One daemon thread per ``undogate serve`` wakes every ``poll_s``, reads the due messages,
-and for each one: claims it (one short write, so two processes sharing a ledger never
-both send an attempt), signs it (Standard Webhooks), POSTs it through ``RemoteHTTP``
+One daemon thread per ``undogate serve`` process (each worker of ``serve --workers``
+runs its own) wakes every ``poll_s``, reads the due messages, and for each one: claims
+it for its attempt's time limit and a margin (one short write, so two processes sharing
+a ledger never both send an attempt while a claim holds; an outcome is recorded only
+while its claim holds), signs it (Standard Webhooks), POSTs it through ``RemoteHTTP``
 (the §7 address policy, no redirects, no proxies, a time limit), and records the
 outcome. A 2xx delivers it; anything else (a refused address, a receiver that is down,
 a 500, a redirect) is a failed attempt, retried after ``first_retry_s`` doubling up to
@@ -134,10 +136,10 @@ class WebhookDelivery:
         endpoint = self._endpoints.get(message.endpoint)
         if endpoint is None:
             attempt = Attempt(False, error="its endpoint is no longer in the config")
-            self._record(message, attempt, give_up=True)
+            self._record(message, attempt, until, give_up=True)
             return 1
         attempt = self._send(endpoint, message)
-        self._record(message, attempt, give_up=False)
+        self._record(message, attempt, until, give_up=False)
         return 1
 
     def _send(self, endpoint: WebhookEndpoint, message: OutboxMessage) -> Attempt:
@@ -181,7 +183,9 @@ class WebhookDelivery:
             error=f"the receiver answered HTTP {response.status}",
         )
 
-    def _record(self, message: OutboxMessage, attempt: Attempt, *, give_up: bool) -> None:
+    def _record(
+        self, message: OutboxMessage, attempt: Attempt, claimed_until: float, *, give_up: bool
+    ) -> None:
         attempts = message.attempts + 1
         status: Literal["pending", "delivered", "failed"]
         next_at = self.clock()
@@ -214,15 +218,27 @@ class WebhookDelivery:
                 attempt.error,
                 delay,
             )
-        self.ledger.write(
+        recorded = self.ledger.write(
             lambda tx: tx.record_webhook_attempt(
                 message.id,
+                claimed_until=claimed_until,
                 status=status,
                 next_attempt_at=next_at,
                 response_status=attempt.response_status,
                 error=attempt.error,
             )
         )
+        if not recorded:
+            # Its claim ran out mid-attempt and another attempt holds the message now:
+            # that one's outcome counts (the receiver may see both: same webhook-id).
+            log.warning(
+                "webhook %s (%s, job %s) to endpoint %s: the attempt outlived its claim; "
+                "its outcome is not recorded (another attempt took the message over)",
+                message.id,
+                message.event,
+                message.job_id,
+                message.endpoint,
+            )
 
 
 __all__ = ["WebhookDelivery", "webhook_warnings"]
