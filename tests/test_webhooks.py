@@ -6,6 +6,7 @@ served path (a restart, the CLI, the log) is in tests/test_webhooks_served.py.""
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,11 +18,12 @@ from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
-from undogate.errors import ConfigError, InvalidRequest
+from undogate.errors import ConfigError, InvalidRequest, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import RemoteHTTP
+from undogate.operations.lease_sweep import ExpiredLeaseSweep
 from undogate.service import Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
@@ -184,6 +186,53 @@ def test_the_outbox_works_the_same_on_a_postgresql_ledger(
         assert [m.status for m in h.messages()] == ["delivered", "delivered"]
     finally:
         h.http.close()
+
+
+def test_the_lease_sweep_announces_the_jobs_of_a_process_that_died(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    receiver: Receiver,
+    postgres_cluster: PostgresCluster,
+) -> None:
+    """On a shared ledger a live process settles a dead one's write (its lease expired)
+    as uncertain: the job's move to needs_review is announced in that same write."""
+    data = webhook_config(server, data_dir, receiver.url)
+    data["server"].update(ledger=postgres_cluster.fresh_database(), lease_s=3600)
+    stalled = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    live = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    assert isinstance(stalled.gw.ledger, PostgresStore) and stalled.gw.ledger.lease
+    assert isinstance(live.gw.ledger, PostgresStore)
+    job_id = stalled.prepare()
+    token = stalled.gw.preview(OWNER, job_id, Operation.APPLY).token
+    assert token is not None
+    gate = server.hold_next_write(PATH)
+    failures: list[UndogateError] = []
+
+    def confirm() -> None:
+        try:
+            stalled.gw.confirm(OWNER, job_id, token)
+        except UndogateError as exc:
+            failures.append(exc)
+
+    confirming = threading.Thread(target=confirm)
+    confirming.start()
+    try:
+        assert gate.arrived.wait(30)
+        with live.gw.ledger.raw() as conn:  # as if it had stalled for lease_s
+            conn.execute(
+                "UPDATE leases SET expires_at = 0 WHERE id = %s", (stalled.gw.ledger.lease.id,)
+            )
+        sweep = ExpiredLeaseSweep(live.gw.ledger, live.gw.live, every_s=3600)
+        assert sweep.sweep() == {"uncertain": 1, "settled": 1}
+        live.deliver_until(all_settled)
+        assert receiver.events() == ["job.prepared", "job.needs_review"]
+    finally:
+        gate.release()
+        confirming.join(30)
+        stalled.http.close()
+        live.http.close()
+    assert [f.code for f in failures] == ["ledger_error"]  # its late outcome was refused
 
 
 def test_which_state_change_announces_what() -> None:
