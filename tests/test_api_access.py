@@ -81,6 +81,14 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
         row(401, 401, 403, 403, 200, 404, 200, 403),
     ),
     (
+        "webhook_messages",
+        "GET",
+        "/api/v1/webhooks/messages",
+        None,
+        None,
+        row(401, 401, 403, 403, 200, 200, 200, 403),
+    ),
+    (
         "preview_apply",
         "POST",
         "/api/v1/jobs/{job}/previews",

@@ -12,7 +12,7 @@ from schemathesis import checks
 
 from undogate.jobs import Actor, ChangeRequest, PrepareRequest
 from undogate.openapi import openapi_document
-from undogate.openapi_operators import with_inbox
+from undogate.openapi_operators import with_operators
 
 from .conftest import AGENT
 
@@ -26,7 +26,7 @@ CHECKS = [
 
 OPERATIONS = [
     (method.upper(), path)
-    for path, methods in with_inbox(openapi_document())["paths"].items()
+    for path, methods in with_operators(openapi_document())["paths"].items()
     for method in methods
 ]
 

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
+from undogate.receipts import request_view
 
 from .conftest import SERVED_PATH, cli
 
@@ -328,7 +329,7 @@ def test_a_put_body_is_shown_as_its_lines_never_rewrapped() -> None:
     console = Console(file=out, width=40, highlight=False)
     text = "one\n" + WORDS + "\n\u200bthree"
     put = {"method": "PUT", "url": "http://127.0.0.1/docs/notes.md", "headers": {}, "body": text}
-    _render_requests(console, [put])
+    _render_requests(console, [request_view(put)])
     shown = out.getvalue()
     assert "PUT http://127.0.0.1/docs/notes.md" in shown
     assert f"body: {len(text.encode())} bytes, 3 lines" in shown

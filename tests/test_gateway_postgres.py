@@ -152,7 +152,10 @@ def test_a_late_outcome_of_a_process_whose_lease_expired_is_refused(
     assert isinstance(live.ledger, PostgresStore)
     with live.ledger.raw() as conn:
         conn.execute("UPDATE leases SET expires_at = 0 WHERE id = %s", (lost,))
-    assert settle_expired(live.ledger, live.live.jobs) == {"uncertain": 1, "settled": 1}
+    assert settle_expired(live.ledger, live.live.jobs, live.live.notifier) == {
+        "uncertain": 1,
+        "settled": 1,
+    }
     gate.release()
     confirming.join(30)
 

@@ -206,8 +206,14 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert world.server.get_record(RECORD) == before
     page.goto(f"{site.url}/jobs/{job_id}")
     history = page.inner_text("#history-h + .scroll")
-    for step in ("prepare", "preview_apply", "preview_undo"):
+    for step in (
+        "Prepared the job",
+        "Previewed the apply",
+        "Previewed the undo",
+        "The undo of customer landed",
+    ):
         assert step in history
+    assert "preview_apply" not in history  # sentences, not internal event names
     w.assert_inert()
     page.context.close()
 

@@ -7,7 +7,6 @@ lives in ``net``.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,11 +19,12 @@ from pydantic_core import PydanticCustomError
 
 from .adapters import adapter_for, kind_names
 from .errors import ConfigError
-from .net import host_spelling_problem
+from .net import host_spelling_problem, is_loopback_literal
 from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
 from .urls import dot_segment, normalised_url
+from .webhooks.settings import WebhookSettings, webhook_problems
 
 _M = TypeVar("_M", bound=BaseModel)
 
@@ -101,6 +101,7 @@ class Config:
     resources: tuple[Resource, ...]
     agents: tuple[Agent, ...]
     warnings: tuple[str, ...] = ()
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     source: str = "<memory>"
     _by_id: dict[str, Resource] = field(default_factory=dict, compare=False, repr=False)
 
@@ -122,18 +123,6 @@ class Config:
         if agent is None:
             return ()
         return tuple(t for t in agent.tools if t in AGENT_TOOLS)
-
-
-def _is_loopback_literal(host: str) -> bool:
-    """127.0.0.0/8 or ::1 exactly (``is_loopback`` also admits ::ffff:127.0.0.1 on newer
-    Pythons, which the network policy refuses: config and runtime must agree)."""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if isinstance(ip, ipaddress.IPv4Address):
-        return ip in ipaddress.ip_network("127.0.0.0/8")
-    return ip == ipaddress.IPv6Address("::1")
 
 
 def url_problems(resource: Resource) -> list[str]:
@@ -168,7 +157,7 @@ def url_problems(resource: Resource) -> list[str]:
     if scheme == "http":
         if not resource.allow_loopback_http:
             problems.append("http is allowed only with allow_loopback_http to a loopback address")
-        elif not _is_loopback_literal(host):
+        elif not is_loopback_literal(host):
             problems.append(
                 "allow_loopback_http needs a literal loopback address such as 127.0.0.1"
             )
@@ -334,12 +323,15 @@ def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None =
     problems: list[tuple[str, str]] = [
         (str(key), "unknown setting")
         for key in data
-        if key not in ("server", "limits", "resources", "agents")
+        if key not in ("server", "limits", "resources", "agents", "webhooks")
     ]
     server = _validate(ServerSettings, data.get("server") or {}, "server", problems)
     limits = _validate(Limits, data.get("limits") or {}, "limits", problems)
     resources = _validate_list(Resource, data.get("resources"), "resources", problems)
     agents = _validate_list(Agent, data.get("agents"), "agents", problems)
+    webhooks = _validate(WebhookSettings, data.get("webhooks") or {}, "webhooks", problems)
+    if webhooks is not None:
+        problems.extend(webhook_problems(webhooks))
     semantic, warnings = _check_semantics(limits or Limits(), resources, agents)
     problems.extend(semantic)
     if server is not None and server.ca_bundle is not None:
@@ -348,7 +340,7 @@ def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None =
             bundle = base_dir / bundle
         if not bundle.is_file():
             problems.append(("server.ca_bundle", f"no such file: {bundle}"))
-    if problems or server is None or limits is None:
+    if problems or server is None or limits is None or webhooks is None:
         raise ConfigError(problems, source)
     if len(resources) != len(data.get("resources") or []):  # pragma: no cover - reported above
         raise ConfigError(problems, source)
@@ -364,6 +356,7 @@ def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None =
         limits=limits,
         resources=tuple(r for _, r in resources),
         agents=tuple(a for _, a in agents),
+        webhooks=webhooks,
         warnings=tuple(warnings),
         source=source,
     )

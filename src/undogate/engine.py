@@ -24,7 +24,7 @@ from .jobs import (
     Preview,
     UndoOffer,
 )
-from .ledger import Event, InboxQuery, JobSummary, StoredPreview
+from .ledger import Event, InboxQuery, JobSummary, OutboxMessage, StoredPreview
 from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
 from .operations.inbox import BulkOutcome, InboxPage, read_inbox, reject_many
@@ -53,6 +53,11 @@ class Gateway(Context):
 
     def list_jobs(self, owner_id: str, agent_id: str) -> list[JobSummary]:
         return self.ledger.list_jobs(owner_id, agent_id)
+
+    def webhook_messages(self, owner_id: str, status: str | None) -> list[OutboxMessage]:
+        """The newest 100 webhook messages about the owner's jobs (``status`` ones only,
+        when given)."""
+        return self.ledger.read(lambda r: r.webhook_messages(owner_id, status=status))
 
     def events(self, owner_id: str, job_id: str) -> list[Event]:
         self.get_job(owner_id, job_id)

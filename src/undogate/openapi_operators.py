@@ -1,6 +1,7 @@
 """The OpenAPI description of what operators and reviewers meet (SPEC §15): the inbox,
-bulk reject and ``job_status`` (``api/inbox.py``), the audit export (``api/export.py``)
-and a reject's reason, added to ``openapi.openapi_document``'s."""
+bulk reject and ``job_status`` (``api/inbox.py``), the audit export (``api/export.py``),
+the webhook outbox's messages and a reject's reason, added to
+``openapi.openapi_document``'s."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import copy
 from typing import Any
 
 from .jobs import JobState
-from .openapi import _ANY_OBJ, _BOOL, _JOB_ID, _NUM, _STR, S, _nullable, _obj, _op, _ref
+from .openapi import _ANY_OBJ, _BOOL, _INT, _JOB_ID, _NUM, _STR, S, _nullable, _obj, _op, _ref
 from .operations.inbox import PAGE, VIEWS
 
 
@@ -26,7 +27,33 @@ def _query(name: str, description: str, schema: S | None = None, many: bool = Fa
 
 _STATES: S = {"enum": [s.value for s in JobState]}
 
-INBOX_SCHEMAS: S = {
+OPERATOR_SCHEMAS: S = {
+    "WebhookMessages": _obj(
+        ["messages"],
+        {
+            "messages": {
+                "type": "array",
+                "items": _obj(
+                    ["id", "endpoint", "event", "job_id", "agent", "status", "attempts"],
+                    {
+                        "id": _STR,
+                        "endpoint": _STR,
+                        "event": _STR,
+                        "job_id": _STR,
+                        "agent": _STR,
+                        "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
+                        "attempts": _INT,
+                        "last_response_status": _nullable("integer"),
+                        "last_error": _nullable("string"),
+                        "next_attempt_at": _nullable("number"),
+                        "created_at": _NUM,
+                        "updated_at": _NUM,
+                        "review_path": _STR,
+                    },
+                ),
+            }
+        },
+    ),
     "InboxJob": _obj(
         [
             "id",
@@ -106,7 +133,15 @@ INBOX_SCHEMAS: S = {
     ),
 }
 
-INBOX_PATHS: S = {
+OPERATOR_PATHS: S = {
+    "/api/v1/webhooks/messages": {
+        "get": _op(
+            "the newest 100 webhook messages about this key's jobs, no values "
+            "(operator, agents:read); status=pending|delivered|failed filters",
+            "WebhookMessages",
+            params=[{"name": "status", "in": "query", "required": False, "schema": _STR}],
+        )
+    },
     "/api/v1/inbox": {
         "get": _op(
             "the review inbox across the agents this key sees, newest first, a page at a "
@@ -166,11 +201,11 @@ INBOX_PATHS: S = {
 }
 
 
-def with_inbox(document: S) -> S:
-    """``document`` with the inbox's paths and schemas, and a reject's reason."""
+def with_operators(document: S) -> S:
+    """``document`` with the operators' paths and schemas, and a reject's reason."""
     out: dict[str, Any] = copy.deepcopy(document)
-    out["components"]["schemas"].update(INBOX_SCHEMAS)
-    out["paths"].update(INBOX_PATHS)
+    out["components"]["schemas"].update(OPERATOR_SCHEMAS)
+    out["paths"].update(OPERATOR_PATHS)
     reject = out["paths"]["/api/v1/jobs/{job_id}/reject"]["post"]
     reject["requestBody"] = {
         "required": False,
@@ -179,4 +214,4 @@ def with_inbox(document: S) -> S:
     return out
 
 
-__all__ = ["INBOX_PATHS", "INBOX_SCHEMAS", "with_inbox"]
+__all__ = ["OPERATOR_PATHS", "OPERATOR_SCHEMAS", "with_operators"]

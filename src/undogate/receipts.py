@@ -17,7 +17,7 @@ from .adapters.views import field_rows, text_diff
 from .config import Resource
 from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview, UndoOffer
 from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
-from .ledger import Event, JobSummary
+from .ledger import Event, JobSummary, OutboxMessage
 
 REVIEW_LINE = (
     "A person reviews this job and confirms it before anything is written; "
@@ -189,11 +189,33 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
     }
 
 
+def request_view(request: Mapping[str, Any]) -> JsonObject:
+    """One planned request exactly as it will be sent (method, URL, headers, body), and
+    the body as the lines it is made of: the CLI and the web preview both show this, so a
+    PUT of a document reads as its text and a JSON Patch as its exact bytes. The
+    resource's credential header is not in it: it is added at send time, never shown."""
+    body = str(request.get("body", ""))
+    lines = body.split("\n") if body else []
+    final_newline = len(lines) > 1 and lines[-1] == ""
+    if final_newline:
+        lines.pop()
+    headers = request.get("headers") or {}
+    return {
+        "method": str(request["method"]),
+        "url": str(request["url"]),
+        "headers": {str(k): str(v) for k, v in dict(headers).items()},
+        "body": body,
+        "body_bytes": number(len(body.encode("utf-8"))),
+        "body_lines": list(lines),
+        "missing_final_newline": "\n" in body and not final_newline,
+    }
+
+
 def confirmation_view(confirmation: Confirmation) -> JsonObject:
     return {
         "dry_run": confirmation.dry_run,
         "repeated": confirmation.repeated,
-        "requests": [json_value(r) for r in confirmation.requests],
+        "requests": [request_view(r) for r in confirmation.requests],
         "job": job_receipt(confirmation.job),
     }
 
@@ -234,6 +256,33 @@ def job_rows(agent_id: str, rows: Sequence[JobSummary]) -> JsonObject:
     }
 
 
+def webhook_messages_view(messages: Sequence[OutboxMessage]) -> JsonObject:
+    """The webhook outbox as an operator sees it, newest first: each message's endpoint
+    (its id, never its URL), event, job, status and the last attempt's outcome."""
+    return {
+        "messages": [
+            {
+                "id": m.id,
+                "endpoint": m.endpoint,
+                "event": m.event,
+                "job_id": m.job_id,
+                "agent": m.agent_id,
+                "status": m.status,
+                "attempts": number(m.attempts),
+                "last_response_status": number(m.last_response_status)
+                if m.last_response_status is not None
+                else None,
+                "last_error": m.last_error,
+                "next_attempt_at": number(m.next_attempt_at) if m.status == "pending" else None,
+                "created_at": number(m.created_at),
+                "updated_at": number(m.updated_at),
+                "review_path": review_path(m.job_id),
+            }
+            for m in messages
+        ]
+    }
+
+
 def json_value(value: Any) -> JsonValue:
     """Plain Python data (engine dicts, documents) as lossless JSON values."""
     if isinstance(value, JsonNumber):
@@ -260,9 +309,11 @@ __all__ = [
     "json_value",
     "number",
     "preview_view",
+    "request_view",
     "resource_view",
     "review_path",
     "text_diff",
+    "webhook_messages_view",
 ]
 
 

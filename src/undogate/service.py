@@ -36,7 +36,7 @@ from .engine import Gateway
 from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview, UndoOffer
 from .jsonvalue import JsonObject
-from .ledger import Event, JobSummary, StoredPreview
+from .ledger import Event, JobSummary, OutboxMessage, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
 from .operations.export import events_page, jobs_page
 from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
@@ -46,6 +46,7 @@ T = TypeVar("T")
 
 MAX_KEY_CHARS = 512  # longer is no key undogate issued
 UNKNOWN_CREDENTIAL = "the credential is missing, unknown or revoked"
+WEBHOOK_STATUSES = ("pending", "delivered", "failed")
 
 
 def bearer_key(authorization: str, *, ask: str) -> str:
@@ -254,6 +255,21 @@ class Service:
         if all(a.id != agent_id for a in self.config.agents):
             raise NotFound(f"no agent {agent_id!r} in the config", agent=agent_id)
         return await _in_thread(self.gateway.list_jobs, principal.owner_id, agent_id)
+
+    async def webhook_messages(
+        self, principal: Principal, status: str | None = None
+    ) -> list[OutboxMessage]:
+        """The webhook messages about the jobs this key may see, newest first.
+
+        Raises: Forbidden: no agents:read. InvalidRequest: an unknown ``status``."""
+        self.require_reader(principal)
+        if status is not None and status not in WEBHOOK_STATUSES:
+            raise InvalidRequest(
+                f"unknown webhook status {status!r}; known: {', '.join(WEBHOOK_STATUSES)}",
+                status=status,
+            )
+        found = await _in_thread(self.gateway.webhook_messages, principal.owner_id, status)
+        return [m for m in found if principal.sees_agent(m.agent_id)]
 
     async def job(self, principal: Principal, job_id: str) -> Job:
         """The job, if this key may see it: its owner's, of an agent it sees.

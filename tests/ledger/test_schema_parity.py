@@ -102,4 +102,5 @@ def test_both_engines_hold_the_same_schema(
     named_pg = {i for i in theirs["indexes"] if not i[0].endswith("_key")}
     assert mine["indexes"] == named_pg
     assert mine["triggers"] <= theirs["triggers"]
-    assert len(mine["indexes"]) >= 13 and sum(map(len, mine["columns"].values())) > 80
+    # A floor, not a count: migrations are appended (by several branches at once).
+    assert len(mine["indexes"]) >= 14 and sum(map(len, mine["columns"].values())) > 80

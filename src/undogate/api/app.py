@@ -17,7 +17,7 @@ from ..auth import Keyring
 from ..engine import Gateway
 from ..errors import UndogateError
 from ..openapi import openapi_document
-from ..openapi_operators import with_inbox
+from ..openapi_operators import with_operators
 from ..request_body import DrainUnreadBody
 from ..service import Service
 from .export import export_routes
@@ -53,7 +53,7 @@ def create_app(
         exception_handlers=handlers,
     )
     app.state.undogate = service or Service(gateway, keyring)
-    app.state.openapi = receipts.json_value(with_inbox(openapi_document()))
+    app.state.openapi = receipts.json_value(with_operators(openapi_document()))
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset
     return app

@@ -123,6 +123,14 @@ async def list_jobs(request: Request) -> Response:
 
 
 @endpoint
+async def webhook_messages(request: Request) -> Response:
+    principal = await authenticate(request)
+    status = request.query_params.get("status") or None
+    messages = await service(request).webhook_messages(principal, status)
+    return JSONResponse(receipts.webhook_messages_view(messages), headers=NO_STORE)
+
+
+@endpoint
 async def get_job(request: Request) -> Response:
     principal = await authenticate(request)
     job = await service(request).job(principal, request.path_params["job_id"])
@@ -291,6 +299,7 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/jobs/{job_id}/confirm", confirm_job, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/reject", reject_job, methods=["POST"]),
         Route("/api/v1/jobs/{job_id}/events", job_events, methods=["GET"]),
+        Route("/api/v1/webhooks/messages", webhook_messages, methods=["GET"]),
         Route("/api/v1/endpoint-checks", check_test_copy, methods=["POST"]),
         Route("/api/v1/resources/{resource_id}/undo-offer", get_undo_offer, methods=["GET"]),
         Route("/api/v1/resources/{resource_id}/undo-acceptance", accept_undo, methods=["POST"]),

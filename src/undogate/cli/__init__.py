@@ -481,6 +481,23 @@ def accept_undo(url: str, key: str, resource_id: str) -> None:
     )
 
 
+@main.group()
+def webhooks() -> None:
+    """The webhook outbox: what was sent, what is retrying, what failed (UNDOGATE_URL,
+    UNDOGATE_KEY)."""
+
+
+@webhooks.command("list")
+@_URL
+@_KEY
+@click.option("--status", type=click.Choice(["pending", "delivered", "failed"]), default=None)
+def webhooks_list(url: str, key: str, status: str | None) -> None:
+    """The newest 100 webhook messages; exits 1 if any of them failed for good."""
+    from .webhooks import list_messages
+
+    _review(url, key, lambda c, con: list_messages(c, con, status))
+
+
 @main.command("mcp")
 @click.option(
     "--url", envvar="UNDOGATE_URL", default=None, help="The running gateway [env UNDOGATE_URL]."

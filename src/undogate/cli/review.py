@@ -200,21 +200,20 @@ def _render_record_operation(console: Console, change: dict[str, Any]) -> None:
         console.print(line, style="bold")
 
 
-def render_body(console: Console, body: str) -> None:
-    """A request body as the lines it is made of (a PUT of a document is text, not one
-    line of escapes), each line exact and never re-wrapped; invisible characters marked."""
-    if body == "":
+def render_body(console: Console, request: dict[str, Any]) -> None:
+    """A request body (``receipts.request_view``) as the lines it is made of (a PUT of a
+    document is text, not one line of escapes), each line exact and never re-wrapped;
+    invisible characters marked."""
+    lines = [str(line) for line in _list(request.get("body_lines"))]
+    if not lines:
         console.print("  (no body)", style="dim")
         return
-    lines = body.split("\n")
-    ends_with_newline = len(lines) > 1 and lines[-1] == ""
-    if ends_with_newline:
-        lines.pop()
     noun = "line" if len(lines) == 1 else "lines"
-    console.print(f"  body: {len(body.encode('utf-8'))} bytes, {len(lines)} {noun}", style="dim")
+    size = f"{s(request['body_bytes'])} bytes, {len(lines)} {noun}"
+    console.print(f"  body: {size}", style="dim")
     for line in lines:
         console.print(Text("  | ", style="dim").append_text(inert(line)), soft_wrap=True)
-    if "\n" in body and not ends_with_newline:
+    if request.get("missing_final_newline"):
         console.print("  (no newline at the end)", style="dim")
 
 
@@ -224,7 +223,7 @@ def _render_requests(console: Console, requests: list[Any]) -> None:
         console.print(inert(f"{r['method']} {r['url']}"), style="bold", soft_wrap=True)
         for name, value in _obj(r.get("headers") or {}).items():
             console.print(inert(f"  {name}: {value}"), soft_wrap=True)
-        render_body(console, str(r.get("body", "")))
+        render_body(console, r)
     console.print(
         "(plus the resource's credential header, added at send time and never shown)",
         style="dim",

@@ -23,6 +23,7 @@ from ..ledger import Store, open_store
 from ..net import RemoteHTTP
 from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..redact import install_redaction, uninstall_redaction
+from ..webhooks.delivery import WebhookDelivery, webhook_warnings
 
 Echo = Callable[[str], None]
 
@@ -104,7 +105,8 @@ def open_service(
     config = load_config(config_path)
     # Defence in depth: token values never reach a log line, whatever logs them.
     redaction = install_redaction(
-        [r.token_env for r in config.resources if r.token_env], environ=env
+        [*(r.token_env for r in config.resources if r.token_env), *config.webhooks.secret_envs],
+        environ=env,
     )
     try:
         ledger = open_store(config.server, new_ledger=new_ledger)
@@ -209,6 +211,8 @@ def serve(
                 echo(f"warning: {warning}")
             for warning in missing_token_warnings(svc.config, os.environ):
                 echo(warning)
+            for warning in webhook_warnings(svc.config.webhooks, os.environ):
+                echo(warning)
             if not is_loopback(host):
                 echo(
                     f"warning: listening on {host}: bearer keys cross the network in plain "
@@ -236,7 +240,8 @@ def serve(
             echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
             config = uvicorn.Config(app, log_level="warning", access_log=False)
             try:
-                uvicorn.Server(config).run(sockets=[sock])
+                with _webhook_delivery(svc):
+                    uvicorn.Server(config).run(sockets=[sock])
             finally:
                 if sweep is not None:
                     sweep.stop()
@@ -246,6 +251,21 @@ def serve(
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(0)
+
+
+@contextmanager
+def _webhook_delivery(svc: Opened) -> Iterator[None]:
+    """The webhook outbox's delivery task, running beside the server (its own client:
+    a receiver's time limit is the webhook settings', not a resource's)."""
+    settings = svc.config.webhooks
+    http = RemoteHTTP(request_timeout_s=settings.timeout_s, ca_bundle=svc.config.server.ca_bundle)
+    delivery = WebhookDelivery(settings, svc.ledger, http, os.environ)
+    delivery.start()
+    try:
+        yield
+    finally:
+        delivery.stop()
+        http.close()
 
 
 def init(

@@ -4,8 +4,9 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_inbox``, ``sql_export``: the verbs, in the SQL
-  both engines speak; ``sql_base``: what they ask of an engine (a connection, the locks).
+- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_inbox``, ``sql_export``, ``sql_outbox``: the
+  verbs, in the SQL both engines speak; ``sql_base``: what they ask of an engine (a
+  connection, the locks).
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
@@ -32,6 +33,7 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OutboxMessage,
     StoredCheck,
     StoredCredential,
     StoredPreview,
@@ -60,6 +62,7 @@ __all__ = [
     "Ledger",
     "LedgerUsage",
     "OpenChange",
+    "OutboxMessage",
     "Reader",
     "SQLiteStore",
     "Store",

@@ -258,6 +258,30 @@ _MIGRATIONS: list[str] = [
     """
     CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
     """,
+    # 12: the webhook outbox (SPEC §15): one row per message and endpoint, added in the
+    # transaction of the state change it announces; the delivery task reads the due ones
+    # through an index of exactly the pending rows. The payload holds ids and states,
+    # never values.
+    """
+    CREATE TABLE webhook_outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        endpoint TEXT NOT NULL,
+        event TEXT NOT NULL,
+        job_id TEXT NOT NULL REFERENCES jobs(id),
+        agent_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_response_status INTEGER,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX webhook_outbox_due ON webhook_outbox(next_attempt_at)
+        WHERE status = 'pending';
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

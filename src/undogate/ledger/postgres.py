@@ -39,6 +39,7 @@ from .sql_export import ExportVerbs
 from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_outbox import OutboxVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -77,7 +78,14 @@ class PgConnection:
 
 
 class PostgresTransaction(
-    JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, InboxVerbs, ExportVerbs
+    JobVerbs,
+    AdminVerbs,
+    LeaseVerbs,
+    SessionVerbs,
+    UndoVerbs,
+    InboxVerbs,
+    ExportVerbs,
+    OutboxVerbs,
 ):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""

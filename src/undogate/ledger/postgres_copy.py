@@ -43,9 +43,16 @@ _KEYS = {
     "leases": ("id",),
     "web_sessions": ("id_hash",),
     "web_session_previews": ("session_hash", "handle"),
+    "webhook_outbox": ("seq",),
 }
 #: Identity columns whose sequences must continue after the copied ids.
-_IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))
+_IDENTITIES = (
+    ("jobs", "seq"),
+    ("actions", "id"),
+    ("events", "id"),
+    ("endpoint_checks", "id"),
+    ("webhook_outbox", "seq"),
+)
 #: Meta rows that belong to one ledger, not to its history: never copied, never compared.
 _OWN_META = frozenset({META_KEY, VERSION_KEY, "copied_from", WEB_SECRET_KEY})
 

@@ -156,20 +156,6 @@ class StoredWebPreview:
     created_at: float
 
 
-__all__ = [
-    "EarlierJob",
-    "Event",
-    "InFlightAction",
-    "LedgerUsage",
-    "OpenChange",
-    "StoredCredential",
-    "StoredPreview",
-    "StoredWebPreview",
-    "StoredWebSession",
-    "UnfinishedJob",
-]
-
-
 @dataclass(frozen=True)
 class InboxQuery:
     """One page of the review inbox (``sql_inbox``): an owner's jobs of some agents,
@@ -217,3 +203,42 @@ class ExportedJob:
     updated_at: float
     change_count: int
     invalidated_reason: str | None
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One webhook message to one endpoint, as the outbox holds it. ``id`` is the
+    ``webhook-id`` (the same on every attempt); ``payload`` the exact body sent (ids and
+    states, never values)."""
+
+    id: str
+    endpoint: str
+    event: str
+    job_id: str
+    agent_id: str
+    payload: str
+    status: Literal["pending", "delivered", "failed"]
+    attempts: int
+    next_attempt_at: float
+    last_response_status: int | None
+    last_error: str | None
+    created_at: float
+    updated_at: float
+
+
+__all__ = [
+    "EarlierJob",
+    "Event",
+    "ExportedJob",
+    "InFlightAction",
+    "InboxQuery",
+    "InboxRow",
+    "LedgerUsage",
+    "OpenChange",
+    "OutboxMessage",
+    "StoredCredential",
+    "StoredPreview",
+    "StoredWebPreview",
+    "StoredWebSession",
+    "UnfinishedJob",
+]

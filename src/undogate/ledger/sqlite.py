@@ -30,6 +30,7 @@ from .sql_export import ExportVerbs
 from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_outbox import OutboxVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -54,7 +55,14 @@ _NETWORK_FS = {
 
 
 class SQLiteTransaction(
-    JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, InboxVerbs, ExportVerbs
+    JobVerbs,
+    AdminVerbs,
+    LeaseVerbs,
+    SessionVerbs,
+    UndoVerbs,
+    InboxVerbs,
+    ExportVerbs,
+    OutboxVerbs,
 ):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing

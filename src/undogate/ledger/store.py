@@ -49,6 +49,7 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OutboxMessage,
     StoredCheck,
     StoredCredential,
     StoredPreview,
@@ -214,6 +215,20 @@ class Reader(Protocol):
 
     def latest_undo_acceptance(self, resource_id: str) -> UndoAcceptance | None:
         """The latest ``undo_accepted`` event of ``resource_id``, if any."""
+        ...
+
+    # -- the webhook outbox (ledger/sql_outbox.py) ---------------------------------------
+
+    def due_webhooks(self, now: float, limit: int) -> list[OutboxMessage]:
+        """Pending messages whose next attempt is due by ``now``, the longest waiting
+        first."""
+        ...
+
+    def webhook_messages(
+        self, owner_id: str, *, status: str | None = None, limit: int = 100
+    ) -> list[OutboxMessage]:
+        """The messages about ``owner_id``'s jobs (only ``status`` ones when given),
+        newest first."""
         ...
 
 
@@ -407,6 +422,43 @@ class Transaction(Reader, Protocol):
 
     def hold_web_preview(self, held: StoredWebPreview, *, keep: int) -> None:
         """Hold a preview in its session, keeping only the session's newest ``keep``."""
+        ...
+
+    # -- the webhook outbox ---------------------------------------------------------------
+
+    def add_webhook(
+        self,
+        *,
+        message_id: str,
+        endpoint: str,
+        event: str,
+        job_id: str,
+        agent_id: str,
+        payload: str,
+    ) -> None:
+        """Add one message for one endpoint, due now; call it in the write whose state
+        change it announces, so it exists exactly when that change does."""
+        ...
+
+    def claim_webhook(self, message_id: str, *, now: float, until: float) -> bool:
+        """Hold a due pending message until ``until`` for one delivery attempt; False
+        when it is no longer due (another process claimed it, or it was settled)."""
+        ...
+
+    def record_webhook_attempt(
+        self,
+        message_id: str,
+        *,
+        claimed_until: float,
+        status: Literal["pending", "delivered", "failed"],
+        next_attempt_at: float,
+        response_status: int | None,
+        error: str | None,
+    ) -> bool:
+        """Count one attempt and its outcome (``error``: a sentence with no secret), if
+        the claim that made it (``claimed_until``, as ``claim_webhook`` set it) still
+        holds; False when it ran out and another claim took the message over (that
+        attempt records its own outcome)."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

@@ -34,6 +34,7 @@ from .policy import (
     address_verdict,
     check_url,
     host_spelling_problem,
+    is_loopback_literal,
 )
 from .resolve import Resolver, system_resolver
 
@@ -51,5 +52,6 @@ __all__ = [
     "address_verdict",
     "check_url",
     "host_spelling_problem",
+    "is_loopback_literal",
     "system_resolver",
 ]

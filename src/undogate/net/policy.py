@@ -286,6 +286,18 @@ def _literal_host(host: str) -> IPAddress | None:
     return None
 
 
+def is_loopback_literal(host: str) -> bool:
+    """127.0.0.0/8 or ::1 exactly (``is_loopback`` also admits ::ffff:127.0.0.1 on newer
+    Pythons, which the address policy refuses: config and runtime must agree)."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip in ipaddress.ip_network("127.0.0.0/8")
+    return ip == ipaddress.IPv6Address("::1")
+
+
 def host_spelling_problem(host: str) -> str | None:
     """Why a URL host spelling is refused (no DNS), or None; for config validation."""
     try:

@@ -177,6 +177,7 @@ def _confirm_checked(
             deadline=deadline,
             reauthorize=reauthorize,
             crash_point=gw.crash_point,
+            notifier=gw.notifier,
         ).run()
     done = gw.ledger.load_job(job.id)
     assert done is not None

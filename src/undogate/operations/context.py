@@ -14,6 +14,7 @@ from ..errors import NotFound
 from ..jobs import Change, Job, Operation
 from ..ledger import Store
 from ..net import RemoteHTTP
+from ..webhooks.events import Notifier
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
 
@@ -31,10 +32,12 @@ class Context:
     remote: Remote = field(init=False)
     live: LiveDispatches = field(init=False)
     quotas: PrepareQuotas = field(init=False)
+    notifier: Notifier = field(init=False)
 
     def __post_init__(self) -> None:
         self.remote = Remote(self.http, self.config.limits, self.environ)
-        self.live = LiveDispatches(self.ledger)
+        self.notifier = Notifier(self.config.webhooks, self.config.server.public_url, self.clock)
+        self.live = LiveDispatches(self.ledger, self.notifier)
         self.quotas = PrepareQuotas(self.config.limits)
 
     def resource(self, resource_id: str) -> Resource:

@@ -32,6 +32,7 @@ from ..jobs import (
 from ..jsonvalue import JsonObject
 from ..ledger import Store, Transaction
 from ..net import RemoteResponse, TransportFailure
+from ..webhooks.events import Notifier
 from .overlaps import check_overlaps
 
 
@@ -80,6 +81,7 @@ class Dispatch:
     deadline: float
     reauthorize: Callable[[], None] | None
     crash_point: Callable[[Operation, str], None]
+    notifier: Notifier
 
     def __post_init__(self) -> None:
         self.running = JobState.APPLYING if self.operation is Operation.APPLY else JobState.UNDOING
@@ -263,6 +265,7 @@ class Dispatch:
         )
         check_transition(event, self.running, final)
         tx.set_job_state(self.job.id, final)
+        self.notifier.job_moved(tx, self.job, final, previous=self.running)
         self._event(
             tx,
             f"finish_{self.operation.value}",

@@ -42,7 +42,7 @@ class ExpiredLeaseSweep:
         """One sweep now; returns what it settled, counted.
 
         Raises: LedgerError when the ledger cannot record it."""
-        counts = settle_expired(self._ledger, self._live.jobs)
+        counts = settle_expired(self._ledger, self._live.jobs, self._live.notifier)
         if counts["uncertain"] or counts["settled"]:
             log.warning(
                 "settled the work of a gateway process whose lease expired: %d write(s) now "

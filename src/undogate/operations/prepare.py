@@ -123,6 +123,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
         gw.quotas.check_unresolved(tx, actor.owner_id, agent_id)
         _check_capacity_in(gw, tx, payload)
         tx.insert_job(job, digest, payload)
+        gw.notifier.job_moved(tx, job, JobState.PREPARED, previous=None)
         tx.add_event(
             job_id=job.id,
             actor=actor.label,

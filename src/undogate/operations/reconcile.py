@@ -104,6 +104,7 @@ def accept_observed(
                 },
             )
         tx.set_job_state(job.id, final)
+        gw.notifier.job_moved(tx, job, final, previous=job.state)
         tx.add_event(
             job_id=job.id,
             actor=actor.label,

@@ -28,6 +28,7 @@ from ..jobs import (
     state_after_undo,
 )
 from ..ledger import Store, Transaction
+from ..webhooks.events import Notifier
 
 log = logging.getLogger(__name__)
 
@@ -55,15 +56,19 @@ def recover(ledger: Store, config: Config) -> dict[str, int]:
     never a live process's writes in flight."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
 
+    notifier = Notifier(config.webhooks, config.server.public_url)
+
     def run(tx: Transaction) -> None:
-        _settle_in(tx, _orphaned(tx, frozenset(), own=False), RESTART, counts)
+        _settle_in(tx, _orphaned(tx, frozenset(), own=False), RESTART, counts, notifier)
         _invalidate_changed(tx, config, counts)
 
     ledger.write(run)
     return counts
 
 
-def settle_expired(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+def settle_expired(
+    ledger: Store, live_jobs: Callable[[], Collection[str]], notifier: Notifier
+) -> dict[str, int]:
     """What a running gateway does every few seconds on a shared ledger: end the leases
     that expired and settle their processes' work (writes in flight become
     ``uncertain``, their jobs settle), as a restart would. Its own work is never
@@ -73,13 +78,16 @@ def settle_expired(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> d
     counts = {"uncertain": 0, "settled": 0}
 
     def run(tx: Transaction) -> None:
-        _settle_in(tx, _orphaned(tx, frozenset(live_jobs()), own=False), RESTART, counts)
+        orphaned = _orphaned(tx, frozenset(live_jobs()), own=False)
+        _settle_in(tx, orphaned, RESTART, counts, notifier)
 
     ledger.write(run)
     return counts
 
 
-def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) -> dict[str, int]:
+def settle_interrupted(
+    ledger: Store, live_jobs: Callable[[], Collection[str]], notifier: Notifier
+) -> dict[str, int]:
     """In a running gateway, what start-up recovery does for a restart: every write left
     ``dispatching`` by a confirm of this process that is no longer running (its outcome
     could not be recorded) becomes ``uncertain``, and its job settles. ``live_jobs`` is
@@ -90,7 +98,8 @@ def settle_interrupted(ledger: Store, live_jobs: Callable[[], Collection[str]]) 
     counts = {"uncertain": 0, "settled": 0}
 
     def run(tx: Transaction) -> None:
-        _settle_in(tx, _orphaned(tx, frozenset(live_jobs()), own=True), UNRECORDED, counts)
+        orphaned = _orphaned(tx, frozenset(live_jobs()), own=True)
+        _settle_in(tx, orphaned, UNRECORDED, counts, notifier)
 
     ledger.write(run)
     return counts
@@ -118,7 +127,11 @@ def _orphaned(tx: Transaction, live_jobs: frozenset[str], *, own: bool) -> Orpha
 
 
 def _settle_in(
-    tx: Transaction, orphaned: Orphaned, cause: tuple[str, str], counts: dict[str, int]
+    tx: Transaction,
+    orphaned: Orphaned,
+    cause: tuple[str, str],
+    counts: dict[str, int],
+    notifier: Notifier,
 ) -> None:
     mine = tx.own_lease
     for action in tx.in_flight_actions():
@@ -157,6 +170,7 @@ def _settle_in(
                 final = JobState.PARTIALLY_APPLIED
         check_transition(Transition.CRASH_RECOVERED, job.state, final)
         tx.set_job_state(job_id, final)
+        notifier.job_moved(tx, job, final, previous=job.state)
         tx.add_event(
             job_id=job_id,
             actor=SYSTEM_LABEL,
@@ -222,8 +236,10 @@ class LiveDispatches:
     is settled the ledger shows a write ``dispatching`` that nobody runs; it holds its
     fields like a quarantine meanwhile, and ``settle`` turns it into ``uncertain``."""
 
-    def __init__(self, ledger: Store) -> None:
+    def __init__(self, ledger: Store, notifier: Notifier) -> None:
         self._ledger = ledger
+        #: Announces the jobs this process's settling moves (the lease sweep's too).
+        self.notifier = notifier
         self._lock = threading.Lock()
         self._jobs: set[str] = set()
         self._unsettled = False
@@ -257,7 +273,7 @@ class LiveDispatches:
         fails closed: nothing new runs on a ledger that cannot record it)."""
         if not self._unsettled:
             return
-        counts = settle_interrupted(self._ledger, self.jobs)
+        counts = settle_interrupted(self._ledger, self.jobs, self.notifier)
         self._unsettled = False
         if counts["uncertain"] or counts["settled"]:
             log.warning(

@@ -50,6 +50,7 @@ def reject_job(gw: Context, actor: Actor, job_id: str, reason: str | None = None
         assert current is not None
         check_transition(Transition.REJECT, current.state, JobState.REJECTED)
         tx.set_job_state(job_id, JobState.REJECTED)
+        gw.notifier.job_moved(tx, current, JobState.REJECTED, previous=current.state)
         tx.add_event(
             job_id=job_id,
             actor=actor.label,

@@ -1,5 +1,6 @@
 """A preview a review session holds, as the ledger keeps it (``web.sessions``): the
-preview as shown, as JSON text without its token, and the token sealed.
+preview as shown and the exact requests its confirm would send, as JSON text without
+its token, and the token sealed.
 
 The single-use token is sealed with a key derived from the session's cookie value,
 which the ledger never holds (it keys sessions by the value's SHA-256): whoever reads
@@ -50,23 +51,29 @@ def _xor(data: bytes, pad: bytes) -> bytes:
 # -- the preview as text (its token left out) -------------------------------------------------
 
 
-def preview_text(preview: Preview) -> str:
+def held_text(preview: Preview, requests: list[JsonObject], requests_problem: str | None) -> str:
+    """The held preview as the ledger keeps it: the preview (its token left out), and the
+    exact requests confirming it would send as they were worked out when it was made
+    (``receipts.request_view``), or why they could not be."""
     document: JsonObject = {
         "job_id": preview.job_id,
         "operation": preview.operation.value,
         "expires_at": _number(preview.expires_at),
         "changes": [_change(c) for c in preview.changes],
         "blockers": [{k: _plain(v) for k, v in b.items()} for b in preview.blockers],
+        "requests": list(requests),
+        "requests_problem": requests_problem,
     }
     return dumps(document)
 
 
-def preview_from_text(text: str, token: str | None) -> Preview:
+def held_from_text(text: str, token: str | None) -> tuple[Preview, list[JsonObject], str | None]:
+    """What ``held_text`` kept: the preview (with ``token``), its requests, their problem."""
     document = loads_object(text)
     changes = document["changes"]
     blockers = document["blockers"]
     assert isinstance(changes, list) and isinstance(blockers, list)
-    return Preview(
+    preview = Preview(
         job_id=str(document["job_id"]),
         operation=Operation(str(document["operation"])),
         token=token,
@@ -74,6 +81,12 @@ def preview_from_text(text: str, token: str | None) -> Preview:
         changes=tuple(_change_view(c) for c in changes),
         blockers=tuple(_unplain_object(b) for b in blockers),
     )
+    # .get: a preview held before the exact requests were kept had none.
+    requests = document.get("requests") or []
+    problem = document.get("requests_problem")
+    assert isinstance(requests, list)
+    held_requests = [r for r in requests if isinstance(r, dict)]
+    return preview, held_requests, str(problem) if problem is not None else None
 
 
 def _change(view: ChangeView) -> JsonObject:

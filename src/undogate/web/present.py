@@ -17,8 +17,9 @@ from .. import receipts
 from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
-from ..jsonvalue import JsonValue, dumps
-from ..ledger import Event, JobSummary
+from ..jsonvalue import JsonValue
+from ..ledger import JobSummary, OutboxMessage
+from .exact import with_nested
 
 STATE_WORDS: dict[str, str] = {
     JobState.PREPARED: "prepared, waiting for review",
@@ -81,11 +82,6 @@ def shown(value: Any) -> Any:
     return visible(str(value))
 
 
-def json_text(value: JsonValue) -> str:
-    """A value as exact JSON text (numbers keep their digits)."""
-    return dumps(value, sort_keys=False)
-
-
 def state_words(state: str) -> str:
     return STATE_WORDS.get(state, state)
 
@@ -105,9 +101,9 @@ def job_rows(agent_id: str, rows: list[JobSummary]) -> list[dict[str, Any]]:
     return objects(receipts.job_rows(agent_id, rows)["jobs"])
 
 
-def events(job_id: str, found: list[Event]) -> list[dict[str, Any]]:
-    """A job's history as the job page shows it."""
-    return objects(receipts.events_view(job_id, found)["events"])
+def webhook_rows(messages: list[OutboxMessage]) -> list[dict[str, Any]]:
+    """The webhook outbox as the webhooks page shows it."""
+    return objects(receipts.webhook_messages_view(messages)["messages"])
 
 
 @dataclass(frozen=True)
@@ -179,6 +175,8 @@ def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, 
         change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
         change["trust_words"] = trust_words(change["resource"], verified or {})
         change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
+        if "rows" in change:
+            change["rows"] = with_nested(objects(change["rows"]), "before", "after")
         changes.append(change)
     actions: list[dict[str, Any]] = []
     for action in objects(receipt["actions"]):
@@ -198,6 +196,8 @@ def preview_page(
         change["noun"] = adapter.noun
         change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
         change["trust_words"] = trust_words(change["resource"], verified or {})
+        if "rows" in change:
+            change["rows"] = with_nested(objects(change["rows"]), "current", "planned")
         observation = change.get("observation")
         change["observation_words"] = (
             OBSERVATION_WORDS.get(str(observation)) if observation else None
@@ -275,14 +275,13 @@ __all__ = [
     "blocked_changes",
     "blocking_job",
     "buttons",
-    "events",
     "job_page",
     "job_rows",
-    "json_text",
     "objects",
     "preview_page",
     "shown",
     "state_words",
     "trust_words",
+    "webhook_rows",
     "when",
 ]

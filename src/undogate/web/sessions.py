@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from ..auth import Principal
 from ..digests import sha256_hex
 from ..jobs import Preview
+from ..jsonvalue import JsonObject
 from ..ledger import Store, StoredWebPreview, StoredWebSession, Transaction
-from .held_previews import preview_from_text, preview_text, seal, unseal
+from .held_previews import held_from_text, held_text, seal, unseal
 
 MAX_PREVIEWS_PER_SESSION = 16
 SIGNIN_TOKEN_TTL_S = 30 * 60.0
@@ -40,6 +41,10 @@ class HeldPreview:
 
     job_id: str
     preview: Preview
+    # The exact requests confirming it sends (``receipts.request_view``), computed when
+    # it was made; ``requests_problem`` says why they could not be, when they could not.
+    requests: list[JsonObject] = field(default_factory=list)
+    requests_problem: str | None = None
 
 
 @dataclass
@@ -148,14 +153,22 @@ class SessionStore:
         """End every session of one credential (e.g. when it was found revoked)."""
         return self.ledger.write(lambda tx: tx.end_web_sessions(credential_id=credential_id))
 
-    def hold_preview(self, session: Session, job_id: str, preview: Preview) -> str:
-        """Keep ``preview`` under a fresh handle (not its token) and return the handle."""
+    def hold_preview(
+        self,
+        session: Session,
+        job_id: str,
+        preview: Preview,
+        requests: list[JsonObject] | None = None,
+        requests_problem: str | None = None,
+    ) -> str:
+        """Keep ``preview`` (and the requests it would send) under a fresh handle (not
+        its token) and return the handle."""
         handle = secrets.token_urlsafe(12)
         held = StoredWebPreview(
             session_hash=session.id_hash,
             handle=handle,
             job_id=job_id,
-            preview=preview_text(preview),
+            preview=held_text(preview, requests or [], requests_problem),
             sealed_token=seal(session.sid, handle, preview.token) if preview.token else None,
             created_at=self.clock(),
         )
@@ -170,7 +183,8 @@ class SessionStore:
         if held is None:
             return None
         token = unseal(session.sid, handle, held.sealed_token) if held.sealed_token else None
-        return HeldPreview(held.job_id, preview_from_text(held.preview, token))
+        preview, requests, problem = held_from_text(held.preview, token)
+        return HeldPreview(held.job_id, preview, requests, problem)
 
 
 class SigninTokens:

@@ -28,15 +28,18 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from .. import receipts
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
-from ..jobs import JobState, Operation
+from ..jobs import JobState, Operation, Preview
+from ..jsonvalue import JsonObject
 from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
-from . import present
+from . import exact, present
 from .forms import cross_site, read_form
+from .history import history
 from .inbox import NAV_COUNTS, InboxPages, nav_counts
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
@@ -85,7 +88,10 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
         finalize=present.shown,
     )
-    env.filters["json"] = present.json_text
+    env.filters["json"] = exact.json_text
+    env.filters["breakable"] = exact.breakable
+    env.filters["is_long"] = exact.is_long
+    env.filters["glimpse"] = exact.glimpse
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
@@ -134,8 +140,14 @@ class WebUI:
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
             *undo_offer_routes(self),
             *InboxPages(self).routes(),
+            Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
+            Route("/favicon.ico", self.favicon, methods=["GET"]),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
+
+    async def favicon(self, request: Request) -> Response:
+        """Where browsers look for an icon unasked: the one the pages link to."""
+        return RedirectResponse("/static/favicon.svg", status_code=301)
 
     # -- rendering -------------------------------------------------------------------
 
@@ -420,6 +432,13 @@ class WebUI:
         listing = present.job_rows(agent_id, rows)
         return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
 
+    async def webhooks(self, request: Request, session: Session, form: Form) -> Response:
+        status = request.query_params.get("status") or None
+        messages = await self.service.webhook_messages(session.principal, status)
+        return self.render(
+            "webhooks.html", session, messages=present.webhook_rows(messages), shown=status
+        )
+
     async def open_job(self, request: Request, session: Session, form: Form) -> Response:
         job_id = request.query_params.get("id", "").strip()
         if not job_id:
@@ -438,7 +457,7 @@ class WebUI:
             session,
             job=job,
             page=present.job_page(job, self.service.verified(job)),
-            events=present.events(job.id, events),
+            events=history(job.id, events),
             buttons=present.buttons(job, WRITE in principal.scopes),
         )
 
@@ -452,8 +471,24 @@ class WebUI:
         job, preview = await self.service.preview(
             principal, "web", self._job_id(principal, str(request.path_params["job_id"])), operation
         )
-        handle = await _off_loop(self.sessions.hold_preview, session, job.id, preview)
+        requests, problem = await self._planned_requests(principal, job.id, preview)
+        handle = await _off_loop(
+            self.sessions.hold_preview, session, job.id, preview, requests, problem
+        )
         return self._redirect(_job_path(job.id, "previews", handle))
+
+    async def _planned_requests(
+        self, principal: Principal, job_id: str, preview: Preview
+    ) -> tuple[list[JsonObject], str | None]:
+        """The exact requests confirming ``preview`` would send, as the CLI shows them
+        (a dry run: nothing is sent, the token stays unused), or why there are none."""
+        if preview.token is None or preview.operation is Operation.ACCEPT_OBSERVED:
+            return [], None
+        try:
+            dry = await self.service.confirm(principal, "web", job_id, preview.token, dry_run=True)
+        except UndogateError as exc:
+            return [], refusal_for(exc).sentence
+        return [receipts.request_view(r) for r in dry.requests], None
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
@@ -478,6 +513,8 @@ class WebUI:
             )
         now = self.service.clock()
         page = present.preview_page(held.preview, job, now, self.service.verified(job))
+        page["requests"] = exact.request_blocks(held.requests)
+        page["requests_problem"] = held.requests_problem
         return self.render(
             "preview.html",
             session,

@@ -1,0 +1,124 @@
+"""Exact text on a narrow screen: values and request bodies shown byte for byte, wrapped
+only where a reader expects a break, long ones folded behind their length.
+
+Pure. Wrapping never breaks a word or a number: the only break opportunities are
+``<wbr>`` after JSON punctuation (``,`` ``:`` ``{`` ``[``) and URL separators (``/``
+``?`` ``&``), which add no character to the text (what is copied is what is sent).
+Every piece passes through ``invisibles.visible`` and is escaped, so a value stays inert
+text with each invisible character marked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from markupsafe import Markup, escape
+
+from ..invisibles import visible
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
+
+#: A value longer than this (in characters of its JSON text) is folded behind its length.
+LONG_VALUE = 120
+#: How much of a folded value its summary shows.
+GLIMPSE = 48
+#: A body over this many bytes or lines is folded (the request line and headers are not).
+LONG_BODY_BYTES = 1500
+LONG_BODY_LINES = 30
+
+_BREAK_AFTER = re.compile(r"(?<=[,:{\[/?&])")
+# A browser also breaks after a hyphen; inside exact text that reads as hyphenation, so a
+# hyphenated word is kept whole.
+_HYPHENATED = re.compile(r"[^\s]*-[^\s]*")
+_WHOLE = Markup('<span class="whole">{}</span>')
+
+
+def breakable(text: Any) -> Markup:
+    """``text`` as inert markup that may wrap after punctuation or at a space, never
+    inside a word (a hyphenated one included)."""
+    shown = visible(str(text), keep_newlines=False)
+    return Markup("<wbr>").join(_whole_words(piece) for piece in _BREAK_AFTER.split(shown))
+
+
+def _whole_words(piece: str) -> Markup:
+    out: list[Markup] = []
+    pos = 0
+    for found in _HYPHENATED.finditer(piece):
+        out.append(escape(piece[pos : found.start()]))
+        out.append(_WHOLE.format(found.group(0)))
+        pos = found.end()
+    out.append(escape(piece[pos:]))
+    return Markup("").join(out)
+
+
+def json_text(value: JsonValue) -> str:
+    """A value as exact JSON text (numbers keep their digits, keys their order)."""
+    return dumps(value, sort_keys=False)
+
+
+def is_long(text: str) -> bool:
+    return len(text) > LONG_VALUE
+
+
+def glimpse(text: str) -> str:
+    return text[:GLIMPSE]
+
+
+def nested_rows(old: JsonValue, new: JsonValue) -> list[dict[str, Any]] | None:
+    """When both sides of a field are objects: one row per member, so a reviewer sees
+    which members change inside the one field (None otherwise)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return None
+    rows: list[dict[str, Any]] = []
+    for key in [*old, *(k for k in new if k not in old)]:
+        rows.append(
+            {
+                "key": key,
+                "old": old.get(key),
+                "old_present": key in old,
+                "new": new.get(key),
+                "new_present": key in new,
+                "changes": (key in old) != (key in new) or old.get(key) != new.get(key),
+            }
+        )
+    return rows
+
+
+def with_nested(rows: Sequence[Mapping[str, Any]], old: str, new: str) -> list[dict[str, Any]]:
+    """Field rows (``adapters.views.field_rows``) with ``nested`` member rows added where
+    both sides are objects."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        shown = dict(row)
+        both = row.get(f"{old}_present") and row.get(f"{new}_present")
+        shown["nested"] = nested_rows(row.get(old), row.get(new)) if both else None
+        out.append(shown)
+    return out
+
+
+def request_blocks(requests: Sequence[JsonObject]) -> list[dict[str, Any]]:
+    """The planned requests (``receipts.request_view``) as the preview shows them: each
+    with whether its body is long enough to fold."""
+    blocks: list[dict[str, Any]] = []
+    for request in requests:
+        block: dict[str, Any] = dict(request)
+        counted = request["body_bytes"]
+        size = int(counted.text if isinstance(counted, JsonNumber) else str(counted))
+        lines = request["body_lines"]
+        count = len(lines) if isinstance(lines, list) else 0
+        block["line_count"] = count
+        block["long"] = size > LONG_BODY_BYTES or count > LONG_BODY_LINES
+        blocks.append(block)
+    return blocks
+
+
+__all__ = [
+    "breakable",
+    "glimpse",
+    "is_long",
+    "json_text",
+    "nested_rows",
+    "request_blocks",
+    "with_nested",
+]

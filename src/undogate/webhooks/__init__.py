@@ -1,0 +1,12 @@
+"""Signed webhooks (SPEC §15): operators hear when a job is prepared, needs review, is
+applied, undone or rejected.
+
+- ``settings``: the ``webhooks:`` config section (pure; ``config`` imports it).
+- ``events``: which job state makes which event, and the outbox rows a state change
+  adds in its own transaction (ids, states, a review link; never values).
+- ``signing``: the Standard Webhooks signature.
+- ``delivery``: the background task that sends what the outbox holds, with bounded
+  retries, through the §7 network policy; it never holds up a write.
+
+Nothing is imported here, so ``config`` can import ``settings`` without the rest.
+"""

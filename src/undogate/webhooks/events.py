@@ -1,0 +1,100 @@
+"""Which job state change makes which webhook event, and the outbox rows it adds.
+
+``Notifier.job_moved`` is called inside the very write that moves the job, so a message
+exists exactly when its state change does: a rolled-back change announces nothing, and a
+committed one is announced even if the process dies the next instant. It only adds rows
+(no I/O): the delivery task sends them later, so a slow or dead receiver never delays a
+write.
+
+A payload carries ids, states and a review link, never a value: not the agent's summary,
+not a field, not a document (a receiver is one more place a secret could leak to).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from ..jobs import Job, JobState
+from ..ledger import Transaction
+from ..receipts import review_path
+from .settings import WebhookSettings
+
+
+def event_for(state: JobState, previous: JobState | None) -> str | None:
+    """The event a move to ``state`` from ``previous`` announces, if any."""
+    if state is JobState.PREPARED:
+        # A new job only: an apply refused before any write also lands in prepared.
+        return "job.prepared" if previous is None else None
+    if state is JobState.NEEDS_REVIEW:
+        return "job.needs_review"
+    if state in (JobState.APPLIED, JobState.PARTIALLY_APPLIED):
+        # An undo refused before anything was undone returns here: nothing new applied.
+        return None if previous is JobState.UNDOING else "job.applied"
+    if state in (JobState.UNDONE, JobState.PARTIALLY_UNDONE):
+        return "job.undone"
+    if state is JobState.REJECTED:
+        return "job.rejected"
+    return None
+
+
+class Notifier:
+    """Adds the outbox rows for a job's state change, one per subscribed endpoint."""
+
+    def __init__(
+        self,
+        settings: WebhookSettings,
+        public_url: str | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.public_url = (public_url or "").rstrip("/")
+        self.clock = clock
+
+    def job_moved(
+        self, tx: Transaction, job: Job, state: JobState, *, previous: JobState | None
+    ) -> None:
+        """Announce that ``job`` moved from ``previous`` (None: it was just prepared) to
+        ``state``, inside the write ``tx`` that moves it."""
+        event = event_for(state, previous)
+        if event is None:
+            return
+        endpoints = [e for e in self.settings.endpoints if e.wants(event)]
+        if not endpoints:
+            return
+        payload = self.payload(job, event, state, previous)
+        for endpoint in endpoints:
+            tx.add_webhook(
+                message_id="msg_" + secrets.token_hex(12),
+                endpoint=endpoint.id,
+                event=event,
+                job_id=job.id,
+                agent_id=job.agent_id,
+                payload=payload,
+            )
+
+    def payload(self, job: Job, event: str, state: JobState, previous: JobState | None) -> str:
+        """The exact body every attempt sends (the signature covers these bytes)."""
+        resources = list(dict.fromkeys(ch.resource_id for ch in job.changes))
+        body = {
+            "type": event,
+            "timestamp": datetime.fromtimestamp(self.clock(), UTC).isoformat(
+                timespec="milliseconds"
+            ),
+            "data": {
+                "job_id": job.id,
+                "state": state.value,
+                "previous_state": previous.value if previous is not None else None,
+                "owner_id": job.owner_id,
+                "agent_id": job.agent_id,
+                "resources": resources,
+                "review_url": self.public_url + review_path(job.id),
+            },
+        }
+        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+__all__ = ["Notifier", "event_for"]
