@@ -40,6 +40,7 @@ SENTENCES: dict[str, str] = {
     "invalidate": "The job was invalidated.",
     "endpoint_check_started": "An endpoint check started on a test copy.",
     "endpoint_check": "An endpoint check on a test copy finished.",
+    "undo_accepted": "A reviewer accepted the verified undos of {target}: they are offered now.",
 }
 
 #: detail key -> its label in the facts list (others: their name in words)
