@@ -29,7 +29,7 @@ from undogate.contract_server import ContractServer
 from undogate.engine import CRASH_ENV, CRASH_POINTS
 from undogate.ledger import DB_NAME, Ledger
 
-from .conftest import REPORT, free_port, wait_healthy
+from .conftest import REPORT, cli, free_port, wait_healthy
 
 CUSTOMER = "/records/customer-123"
 TICKET = "/records/wrapped-7"
@@ -182,6 +182,7 @@ class Cell:
             integrity = c.execute("PRAGMA integrity_check").fetchone()[0]
         return {
             "integrity": integrity,
+            "chain": _chain_verdict(str(self.data_dir)),
             "state": receipt["state"],
             "changes": [ch["state"] for ch in receipt["changes"]],
             "actions": [
@@ -208,8 +209,15 @@ def _res(rid: str, url: str, fields: list[str], pointer: str) -> dict[str, Any]:
     }
 
 
+def _chain_verdict(ledger: str) -> str:
+    """``undogate ledger verify`` on the ledger as the crash left it (and recovery after)."""
+    done = cli("ledger", "verify", ledger)
+    return "verified" if done.returncode == 0 else done.stdout + done.stderr
+
+
 def _check_common(state: dict[str, Any]) -> None:
     assert state["integrity"] == "ok"
+    assert state["chain"] == "verified"  # a crash never leaves a broken link
     assert state["changes"], "the receipt lost its changes"
 
 

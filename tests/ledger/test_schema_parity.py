@@ -102,4 +102,4 @@ def test_both_engines_hold_the_same_schema(
     named_pg = {i for i in theirs["indexes"] if not i[0].endswith("_key")}
     assert mine["indexes"] == named_pg
     assert mine["triggers"] <= theirs["triggers"]
-    assert len(mine["indexes"]) == 12 and sum(map(len, mine["columns"].values())) > 80
+    assert len(mine["indexes"]) >= 12 and sum(map(len, mine["columns"].values())) > 80

@@ -8,10 +8,41 @@ ledger at one version or the next, never between. Migrations are only ever appen
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import LedgerError
+from .sql_chain import chain_existing_events
 
-_MIGRATIONS: list[str] = [
+#: A migration is SQL, or a function that runs on the connection (where a step needs
+#: what SQLite cannot compute itself, such as a SHA-256).
+Migration = str | Callable[[sqlite3.Connection], None]
+
+
+def _chain_events(conn: sqlite3.Connection) -> None:
+    """8: the hash chain (ledger/sql_chain.py): every event carries the hash of the one
+    before it; the rows written before are chained here, in id order. The update
+    trigger steps aside for that one pass only."""
+    for statement in (
+        "ALTER TABLE events ADD COLUMN prev_hash TEXT",
+        "ALTER TABLE events ADD COLUMN hash TEXT",
+        "DROP TRIGGER events_append_only_update",
+    ):
+        conn.execute(statement)
+
+    def execute(sql: str, parameters: Any) -> sqlite3.Cursor:
+        return conn.execute(sql, parameters)
+
+    chain_existing_events(execute)
+    for statement in (
+        "CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END",
+        "CREATE UNIQUE INDEX events_chain_prev ON events(prev_hash)",
+    ):
+        conn.execute(statement)
+
+
+_MIGRATIONS: list[Migration] = [
     # 1: the first schema.
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -204,6 +235,8 @@ _MIGRATIONS: list[str] = [
     ALTER TABLE changes DROP COLUMN before_text;
     ALTER TABLE changes DROP COLUMN after_text;
     """,
+    # 8: the hash chain over the events (docs/proof.md).
+    _chain_events,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -222,8 +255,12 @@ def migrate(conn: sqlite3.Connection) -> None:
     for number in range(version, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _split_sql(_MIGRATIONS[number]):
-                conn.execute(statement)
+            step = _MIGRATIONS[number]
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _split_sql(step):
+                    conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number + 1}")
             conn.execute("COMMIT")
         except BaseException:

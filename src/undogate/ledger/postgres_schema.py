@@ -16,11 +16,14 @@ new ledger at once build it once.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
 from ..errors import LedgerError
+from .sql_base import Cursor
+from .sql_chain import chain_existing_events
 
 META_KEY = "ledger_id"
 VERSION_KEY = "schema_version"
@@ -43,7 +46,32 @@ def _refuse(table: str, events: str, message: str) -> str:
     )
 
 
-_MIGRATIONS: list[str] = [
+#: A migration is SQL, or a function that runs on the connection.
+Migration = str | Callable[[psycopg.Connection[Any]], None]
+
+
+def _chain_events(conn: psycopg.Connection[Any]) -> None:
+    """2: the hash chain (ledger/sql_chain.py, SQLite's migration 8): the rows written
+    before it are chained in id order, with the update trigger aside for that pass."""
+    conn.execute(
+        b"ALTER TABLE events ADD COLUMN prev_hash text;"
+        b"ALTER TABLE events ADD COLUMN hash text;"
+        b"DROP TRIGGER events_update_delete_refused ON events;"
+    )
+
+    def execute(sql: str, parameters: Sequence[Any]) -> Cursor:
+        return conn.execute(sql.replace("?", "%s").encode(), parameters)
+
+    chain_existing_events(execute)
+    conn.execute(
+        (
+            _refuse("events", "UPDATE OR DELETE", "events are append-only")
+            + "CREATE UNIQUE INDEX events_chain_prev ON events(prev_hash);"
+        ).encode()
+    )
+
+
+_MIGRATIONS: list[Migration] = [
     # 1: the SQLite schema at its version 7, whole.
     _REFUSE  # noqa: S608 - constants only, never input
     + """
@@ -191,6 +219,8 @@ _MIGRATIONS: list[str] = [
         f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
         for t in ("events", "jobs", "changes", "actions", "credentials", "endpoint_checks")
     ),
+    # 2: the hash chain over the events (docs/proof.md).
+    _chain_events,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -226,7 +256,11 @@ def migrate(conn: psycopg.Connection[Any]) -> tuple[str, bool]:
             )
         created = version == 0
         for number in range(version, SCHEMA_VERSION):
-            conn.execute(_MIGRATIONS[number].encode())
+            step = _MIGRATIONS[number]
+            if callable(step):
+                step(conn)
+            else:
+                conn.execute(step.encode())
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES (%s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
