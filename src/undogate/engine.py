@@ -23,13 +23,15 @@ from .jobs import (
     PrepareRequest,
     Preview,
 )
-from .ledger import Event, JobSummary, StoredPreview
+from .ledger import Event, JobSummary, StoredPasskey, StoredPreview
+from .operations import step_up
 from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
 from .operations.prepare import prepare_job
 from .operations.preview import preview_job
 from .operations.recovery import recover
 from .operations.reject import reject_job
+from .passkeys import Registered
 
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
@@ -71,11 +73,32 @@ class Gateway(Context):
         *,
         dry_run: bool = False,
         reauthorize: Callable[[], None] | None = None,
+        passkey_assertion: str | None = None,
     ) -> Confirmation:
         """See ``operations.confirm.confirm_preview``."""
         return confirm_preview(
-            self, actor, job_id, preview_token, dry_run=dry_run, reauthorize=reauthorize
+            self,
+            actor,
+            job_id,
+            preview_token,
+            dry_run=dry_run,
+            reauthorize=reauthorize,
+            passkey_assertion=passkey_assertion,
         )
+
+    def passkeys(self, owner_id: str) -> list[StoredPasskey]:
+        """The owner's passkeys, revoked ones included."""
+        return self.ledger.read(lambda tx: tx.passkeys(owner_id))
+
+    def register_passkey(
+        self, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
+    ) -> StoredPasskey:
+        """See ``operations.step_up.register``."""
+        return step_up.register(self, actor, registered, label=label, rp_id=rp_id, origin=origin)
+
+    def revoke_passkey(self, actor: Actor, passkey_id: str) -> None:
+        """See ``operations.step_up.revoke``."""
+        step_up.revoke(self, actor, passkey_id)
 
     def stored_preview(
         self, owner_id: str, job_id: str, preview_token: str

@@ -30,6 +30,13 @@ its own vocabulary in one place.
     ├── Quarantined                 quarantined
     ├── LaterJobOverlaps            later_job_overlaps
     ├── ReconciliationBlocked       reconciliation_blocked
+    ├── PasskeyRequired             passkey_required       (confirm on the preview's page)
+    ├── PasskeyRefused              passkey_refused        (an assertion that does not hold)
+    │   ├── PasskeyNotVerified      passkey_not_verified   (no user verification, bad signature)
+    │   ├── PasskeyWrongPreview     passkey_wrong_preview  (signed another preview)
+    │   ├── PasskeyReplayed         passkey_replayed       (its challenge was used already)
+    │   ├── PasskeyRevoked          passkey_revoked
+    │   └── PasskeyUnknown          passkey_unknown        (not one of this owner's passkeys)
     ├── LedgerInUse                 ledger_in_use
     └── LedgerError                 ledger_error
         ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
@@ -181,6 +188,34 @@ class LaterJobOverlaps(UndogateError):
 
 class ReconciliationBlocked(UndogateError):
     code = "reconciliation_blocked"
+
+
+class PasskeyRequired(UndogateError):
+    code = "passkey_required"
+
+
+class PasskeyRefused(UndogateError):
+    code = "passkey_refused"
+
+
+class PasskeyNotVerified(PasskeyRefused):
+    code = "passkey_not_verified"
+
+
+class PasskeyWrongPreview(PasskeyRefused):
+    code = "passkey_wrong_preview"
+
+
+class PasskeyReplayed(PasskeyRefused):
+    code = "passkey_replayed"
+
+
+class PasskeyRevoked(PasskeyRefused):
+    code = "passkey_revoked"
+
+
+class PasskeyUnknown(PasskeyRefused):
+    code = "passkey_unknown"
 
 
 class LedgerInUse(UndogateError):

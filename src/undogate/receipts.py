@@ -163,6 +163,7 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
         ],
         "blockers": [json_value(b) for b in preview.blockers],
         "writes_externally": preview.operation.value != "accept_observed",
+        "passkey_challenge": preview.passkey_challenge,
     }
 
 

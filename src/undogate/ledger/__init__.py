@@ -30,6 +30,7 @@ from .records import (
     LedgerUsage,
     OpenChange,
     StoredCredential,
+    StoredPasskey,
     StoredPreview,
     UnfinishedJob,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "SQLiteStore",
     "Store",
     "StoredCredential",
+    "StoredPasskey",
     "StoredPreview",
     "Transaction",
     "UnfinishedJob",

@@ -237,6 +237,41 @@ _MIGRATIONS: list[Migration] = [
     """,
     # 8: the hash chain over the events (docs/proof.md).
     _chain_events,
+    # 9: passkeys (SPEC §14), per owner, never deleted; only their sign count moves and
+    # a revocation is final. ``passkey_uses`` holds each approval's challenge (the
+    # preview digest) once: an assertion never approves twice.
+    """
+    CREATE TABLE passkeys (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        label TEXT NOT NULL,
+        public_key TEXT NOT NULL,
+        sign_count INTEGER NOT NULL,
+        rp_id TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        revoked_at REAL
+    );
+    CREATE INDEX passkeys_by_owner ON passkeys(owner_id);
+    CREATE TABLE passkey_uses (
+        challenge TEXT PRIMARY KEY,
+        passkey_id TEXT NOT NULL REFERENCES passkeys(id),
+        job_id TEXT NOT NULL,
+        at REAL NOT NULL
+    );
+    CREATE TRIGGER passkeys_never_deleted BEFORE DELETE ON passkeys
+        BEGIN SELECT RAISE(ABORT, 'passkeys are never deleted'); END;
+    CREATE TRIGGER passkeys_immutable BEFORE UPDATE OF
+        id, owner_id, label, public_key, rp_id, origin, created_at ON passkeys
+        BEGIN SELECT RAISE(ABORT, 'passkeys are immutable; register a new one'); END;
+    CREATE TRIGGER passkeys_revocation_final BEFORE UPDATE OF revoked_at ON passkeys
+        WHEN OLD.revoked_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a revoked passkey stays revoked'); END;
+    CREATE TRIGGER passkey_uses_append_only_update BEFORE UPDATE ON passkey_uses
+        BEGIN SELECT RAISE(ABORT, 'passkey uses are append-only'); END;
+    CREATE TRIGGER passkey_uses_append_only_delete BEFORE DELETE ON passkey_uses
+        BEGIN SELECT RAISE(ABORT, 'passkey uses are append-only'); END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -37,6 +37,7 @@ from .postgres_schema import SCHEMA_VERSION, migrate
 from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
+from .sql_passkeys import PasskeyVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -75,7 +76,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, PasskeyVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

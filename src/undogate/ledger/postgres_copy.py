@@ -39,6 +39,8 @@ _KEYS = {
     "resource_identities": ("resource_id",),
     "credentials": ("id",),
     "endpoint_checks": ("id",),
+    "passkeys": ("id",),
+    "passkey_uses": ("challenge",),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))

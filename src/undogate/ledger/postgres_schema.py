@@ -221,6 +221,40 @@ _MIGRATIONS: list[Migration] = [
     ),
     # 2: the hash chain over the events (docs/proof.md).
     _chain_events,
+    # 3: passkeys and their single-use approvals (SQLite's migration 9).
+    """
+    CREATE TABLE passkeys (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        label text NOT NULL,
+        public_key text NOT NULL,
+        sign_count bigint NOT NULL,
+        rp_id text NOT NULL,
+        origin text NOT NULL,
+        created_at double precision NOT NULL,
+        revoked_at double precision
+    );
+    CREATE INDEX passkeys_by_owner ON passkeys(owner_id);
+    CREATE TABLE passkey_uses (
+        challenge text PRIMARY KEY,
+        passkey_id text NOT NULL REFERENCES passkeys(id),
+        job_id text NOT NULL,
+        at double precision NOT NULL
+    );
+    CREATE TRIGGER passkeys_immutable BEFORE UPDATE OF
+        id, owner_id, label, public_key, rp_id, origin, created_at ON passkeys FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('passkeys are immutable; register a new one');
+    CREATE TRIGGER passkeys_revocation_final BEFORE UPDATE OF revoked_at ON passkeys
+        FOR EACH ROW WHEN (OLD.revoked_at IS NOT NULL)
+        EXECUTE FUNCTION undogate_refuse('a revoked passkey stays revoked');
+    """
+    + _refuse("passkeys", "DELETE", "passkeys are never deleted")
+    + _refuse("passkey_uses", "UPDATE OR DELETE", "passkey uses are append-only")
+    + "".join(
+        f"CREATE TRIGGER {t}_truncate_refused BEFORE TRUNCATE ON {t} FOR EACH STATEMENT "
+        f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
+        for t in ("passkeys", "passkey_uses")
+    ),
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -234,6 +268,8 @@ TABLES = (
     "resource_identities",
     "credentials",
     "endpoint_checks",
+    "passkeys",
+    "passkey_uses",
 )
 
 

@@ -27,6 +27,7 @@ from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
 from .sql_admin import AdminVerbs
 from .sql_jobs import JobVerbs
+from .sql_passkeys import PasskeyVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ _NETWORK_FS = {
 }
 
 
-class SQLiteTransaction(JobVerbs, AdminVerbs):
+class SQLiteTransaction(JobVerbs, AdminVerbs, PasskeyVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:

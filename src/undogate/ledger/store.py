@@ -43,6 +43,7 @@ from .records import (
     LedgerUsage,
     OpenChange,
     StoredCredential,
+    StoredPasskey,
     StoredPreview,
     UnfinishedJob,
 )
@@ -141,6 +142,20 @@ class Reader(Protocol):
 
     def live_agent_tokens(self, owner_id: str) -> list[str]:
         """The ids of the unrevoked agent tokens ``owner_id`` issued, in id order."""
+        ...
+
+    # -- passkeys (ledger/sql_passkeys.py) ---------------------------------------------------
+
+    def passkey(self, passkey_id: str) -> StoredPasskey | None:
+        """A passkey by its credential id (base64url), revoked or not."""
+        ...
+
+    def passkeys(self, owner_id: str) -> list[StoredPasskey]:
+        """The owner's passkeys, revoked ones included, oldest first."""
+        ...
+
+    def passkey_challenge_used(self, challenge: str) -> bool:
+        """Whether an approval with this challenge was recorded (a write holds it)."""
         ...
 
     # -- endpoint checks --------------------------------------------------------------------
@@ -295,6 +310,23 @@ class Transaction(Reader, Protocol):
         Raises:
             LedgerError: it was revoked already (at the commit).
         """
+        ...
+
+    # -- passkeys ---------------------------------------------------------------------------
+
+    def insert_passkey(self, passkey: StoredPasskey) -> None:
+        """Register a passkey. Only its sign count changes after, and its revocation."""
+        ...
+
+    def revoke_passkey(self, passkey_id: str) -> None:
+        """Revoke a passkey (now); the ledger refuses to revoke one twice."""
+        ...
+
+    def record_passkey_use(
+        self, *, challenge: str, passkey_id: str, job_id: str, sign_count: int
+    ) -> None:
+        """Spend ``challenge`` (an approval's preview digest) once, and keep the
+        passkey's new sign count. A second use of one challenge fails at the insert."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

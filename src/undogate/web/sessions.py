@@ -46,6 +46,9 @@ class Session:
     last_seen: float
     previews: OrderedDict[str, HeldPreview] = field(default_factory=OrderedDict)
     notice: str | None = None
+    # The challenge of the passkey registration the passkeys page offered last: a
+    # registration answers it once (web/passkey_pages.py).
+    passkey_challenge: bytes | None = None
 
     def hold_preview(self, job_id: str, preview: Preview) -> str:
         """Keep ``preview`` under a fresh handle (not its token) and return the handle."""

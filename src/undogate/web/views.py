@@ -6,8 +6,8 @@ gateway) and render a template. Domain errors become pages through ``refusals``
 (words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
-Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
-preview countdown), ``Cache-Control: no-store`` and no framing.
+Content-Security-Policy with ``default-src 'none'`` and same-origin scripts only (the
+preview countdown, the passkey step), ``Cache-Control: no-store`` and no framing.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from ..jobs import JobState, Operation
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
 from .forms import cross_site, read_form
+from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 
@@ -104,6 +105,7 @@ class WebUI:
         )
         self.signin_tokens = SigninTokens(clock=settings.clock)
         self.templates = _environment()
+        self.passkey_pages = PasskeyPages(service, self.render, self._redirect)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -122,6 +124,13 @@ class WebUI:
             Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
+            Route("/passkeys", self._get(self.passkey_pages.page), methods=["GET"]),
+            Route("/passkeys", self._post(self.passkey_pages.register), methods=["POST"]),
+            Route(
+                "/passkeys/{passkey_id}/revoke",
+                self._post(self.passkey_pages.revoke),
+                methods=["POST"],
+            ),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -452,6 +461,7 @@ class WebUI:
             page=page,
             operation=held.preview.operation.value,
             can_write=WRITE in principal.scopes,
+            passkey=await self.passkey_pages.confirm_step(request, principal, held.preview),
         )
 
     async def confirm(self, request: Request, session: Session, form: Form) -> Response:
@@ -461,7 +471,11 @@ class WebUI:
         if not token or len(token) > 200:
             raise InvalidRequest("the form carries no preview token; preview again")
         done = await self.service.confirm(
-            principal, "web", self._job_id(principal, str(request.path_params["job_id"])), token
+            principal,
+            "web",
+            self._job_id(principal, str(request.path_params["job_id"])),
+            token,
+            passkey_assertion=form.get("passkey_assertion") or None,
         )
         job = done.job
         # The handle stays held: reopening it (the back button) finds its token consumed
