@@ -78,8 +78,8 @@ def export_receipt(job_id: str, ledger: str | None, config_path: Path, output: P
     preview digests, assertions and passkeys, that `undogate verify-receipt` checks
     without the ledger."""
     from ..ledger.chain_source import open_chain
-    from ..proof.assertions import passkeys_for
     from ..proof.receipt import export_receipt as export
+    from ..proof.receipt import passkeys_for
 
     target = output or Path(f"{job_id}.receipt.json")
     try:

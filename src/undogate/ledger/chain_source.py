@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import InvalidRequest, LedgerError
 from .sql_base import Cursor
-from .sql_chain import Execute, StoredLink, job_event_span, stored_links
+from .sql_chain import Execute, StoredLink, first_event, job_event_span, stored_links
 from .sqlite import DB_NAME
 
 
@@ -28,6 +28,10 @@ class ChainSource:
     def links(self, *, from_id: int = 0, to_id: int | None = None) -> Iterator[StoredLink]:
         """The event rows in id order, as stored."""
         return stored_links(self.execute, from_id=from_id, to_id=to_id)
+
+    def first_event(self, operation: str, target: str) -> StoredLink | None:
+        """The first event of ``operation`` on ``target``, or None."""
+        return first_event(self.execute, operation, target)
 
     def job_span(self, job_id: str) -> tuple[int, int] | None:
         """The ids of the job's first and last events, or None."""

@@ -140,6 +140,16 @@ def job_event_span(execute: Execute, job_id: str) -> tuple[int, int] | None:
     return int(found[0]), int(found[1])
 
 
+def first_event(execute: Execute, operation: str, target: str) -> StoredLink | None:
+    """The first event of ``operation`` on ``target`` (a passkey's registration)."""
+    for r in execute(
+        _SELECT_ROWS + " WHERE operation = ? AND target = ? ORDER BY id LIMIT 1",
+        (operation, target),
+    ):
+        return _link_from(r)
+    return None
+
+
 def chain_existing_events(execute: Execute) -> None:
     """The migration's step: link every row written before the chain, in id order.
     The caller drops the append-only update trigger around it and restores it after."""
@@ -156,6 +166,7 @@ __all__ = [
     "ChainVerbs",
     "StoredLink",
     "chain_existing_events",
+    "first_event",
     "job_event_span",
     "new_row",
     "stored_links",

@@ -27,12 +27,9 @@ from ..jobs import Actor, Change, Job, Operation
 from ..jsonvalue import JsonObject, from_python
 from ..ledger import StoredPasskey, Transaction
 from ..passkeys import AssertionParts, Registered, assertion_parts, verify_assertion
+from ..proof.assertions import APPROVED, REGISTERED, REVOKED
 from ..proof.preview_digest import PlannedRequest, preview_digest, preview_document
 from .context import Context
-
-APPROVED = "passkey_approved"
-REGISTERED = "passkey_registered"
-REVOKED = "passkey_revoked"
 
 
 def required(gw: Context, targets: Iterable[Change]) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..chain import GENESIS, row_hash
 from ..ledger.chain_source import ChainSource
 from ..ledger.sql_chain import StoredLink
+from .assertions import Approvals
 
 
 @dataclass(frozen=True)
@@ -27,12 +28,14 @@ class ChainVerdict:
 
 def check_links(links: Iterable[StoredLink], *, start: str = GENESIS) -> ChainVerdict:
     """Walk ``links`` in order from ``start``: each row must name the hash before it
-    and carry the hash of its own content after it."""
+    and carry the hash of its own content after it, and each passkey approval must
+    verify against the passkey registered before it."""
     expected_prev = start
     rows = 0
+    approvals = Approvals()
     for stored in links:
         rows += 1
-        problem = link_problem(stored, expected_prev)
+        problem = link_problem(stored, expected_prev) or approvals.problem(stored.row)
         if problem:
             return ChainVerdict(rows=rows, head=expected_prev, bad_row=stored.id, reason=problem)
         assert stored.hash is not None

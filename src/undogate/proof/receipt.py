@@ -24,6 +24,7 @@ from ..chain import ChainedRow, body_digest, link
 from ..errors import InvalidRequest, NotFound
 from ..ledger.chain_source import ChainSource
 from ..ledger.sql_chain import StoredLink
+from .assertions import APPROVED, REGISTERED
 from .ledger_check import link_problem
 
 FORMAT = "undogate.receipt/1"
@@ -79,9 +80,16 @@ def export_receipt(
     return {"format": FORMAT, "job_id": job_id, "segment": segment, "passkeys": passkeys(own)}
 
 
-def row_entry(stored: StoredLink) -> dict[str, Any]:
-    """A chain row whole, as a receipt carries it."""
-    return _row_entry(stored, whole=True)
+def passkeys_for(source: ChainSource, rows: list[ChainedRow]) -> dict[str, Any]:
+    """The registration rows (whole, with their links) of the passkeys the approvals
+    in ``rows`` name."""
+    found: dict[str, Any] = {}
+    for row in rows:
+        if row.operation == APPROVED and row.target and row.target not in found:
+            stored = source.first_event(REGISTERED, row.target)
+            if stored is not None:
+                found[row.target] = _row_entry(stored, whole=True)
+    return found
 
 
 def _row_entry(stored: StoredLink, *, whole: bool) -> dict[str, Any]:
@@ -188,6 +196,6 @@ __all__ = [
     "AssertionCheck",
     "ReceiptVerdict",
     "export_receipt",
-    "row_entry",
+    "passkeys_for",
     "verify_receipt",
 ]
