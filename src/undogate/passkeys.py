@@ -21,11 +21,7 @@ from webauthn import (
     verify_registration_response,
 )
 from webauthn.helpers import base64url_to_bytes, bytes_to_base64url, parse_client_data_json
-from webauthn.helpers.exceptions import (
-    InvalidAuthenticationResponse,
-    InvalidJSONStructure,
-    InvalidRegistrationResponse,
-)
+from webauthn.helpers.exceptions import WebAuthnException
 from webauthn.helpers.structs import (
     AuthenticatorSelectionCriteria,
     PublicKeyCredentialDescriptor,
@@ -74,7 +70,7 @@ class AssertionParts:
             return bytes(
                 parse_client_data_json(base64url_to_bytes(self.client_data_json)).challenge
             )
-        except (InvalidJSONStructure, ValueError, KeyError, TypeError):
+        except (WebAuthnException, ValueError, KeyError, TypeError):
             raise PasskeyNotVerified("the passkey's client data is not readable") from None
 
     def _credential(self) -> dict[str, Any]:
@@ -134,7 +130,7 @@ def verify_registration(
             expected_origin=origin,
             require_user_verification=True,
         )
-    except (InvalidRegistrationResponse, InvalidJSONStructure) as exc:
+    except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
         raise PasskeyNotVerified(f"the passkey registration did not verify: {exc}") from None
     return Registered(
         id=bytes_to_base64url(verified.credential_id),
@@ -189,7 +185,7 @@ def verify_assertion(
             credential_current_sign_count=sign_count,
             require_user_verification=True,
         )
-    except (InvalidAuthenticationResponse, InvalidJSONStructure, ValueError) as exc:
+    except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
         raise PasskeyNotVerified(f"the passkey approval did not verify: {exc}") from None
     return int(verified.new_sign_count)
 
