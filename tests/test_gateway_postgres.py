@@ -18,6 +18,7 @@ from undogate.engine import Gateway
 from undogate.errors import UndogateError
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.postgres_schema import SCHEMA_VERSION
 
 from .conftest import AGENT, OWNER, free_port, make_config
 from .postgres import PostgresCluster
@@ -98,7 +99,7 @@ def test_undogate_serve_on_a_postgresql_ledger_owns_it(
         [*command, "init", "--config", str(config)], capture_output=True, text=True, timeout=60
     )
     assert init.returncode == 0, init.stderr
-    assert f"ledger {url} (PostgreSQL, schema 1): new" in init.stderr
+    assert f"ledger {url} (PostgreSQL, schema {SCHEMA_VERSION}): new" in init.stderr
     assert not (tmp_path / "data" / "ledger.sqlite3").exists()
 
     port = free_port()
@@ -128,5 +129,5 @@ def test_undogate_serve_on_a_postgresql_ledger_owns_it(
     finally:
         first.terminate()
         _, err = first.communicate(timeout=30)
-    assert f"ledger {url} (PostgreSQL, schema 1): opened" in err
+    assert f"ledger {url} (PostgreSQL, schema {SCHEMA_VERSION}): opened" in err
     assert f"(ledger {url})" in err
