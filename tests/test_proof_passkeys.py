@@ -276,3 +276,23 @@ def test_a_receipt_carries_the_approval_and_its_passkey(
 
     assert "passkey" in fails(other_key)
     assert "passkey no earlier event registered" in fails(no_key)
+
+
+def test_a_restore_never_brings_back_a_revoked_passkey(
+    gw: Gateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
+) -> None:
+    from undogate.backup import backup_ledger, restore_ledger
+    from undogate.ledger import Ledger
+
+    backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
+    revoked = next(p.id for p in gw.passkeys(OWNER.owner_id))
+    gw.revoke_passkey(OWNER, revoked)
+    gw.ledger.close()
+    assert restore_ledger(tmp_path / "before-revoking.sqlite3", data_dir).revocations_kept == 1
+    ledger = Ledger.open(data_dir)
+    try:
+        found = ledger.read(lambda tx: tx.passkey(revoked))
+    finally:
+        ledger.close()
+    assert found is not None and found.revoked_at is not None
+    assert cli("ledger", "verify", str(data_dir)).returncode == 0
