@@ -18,8 +18,10 @@ What every engine promises:
   counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
-- Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
-  and events and endpoint checks never updated: the database itself refuses it.
+- Events, jobs, changes, actions, credentials, passkeys and endpoint checks are never
+  deleted, and events and endpoint checks never updated: the database itself refuses
+  it. Every event carries the hash of the one before it (``sql_chain``), computed in
+  the write that inserts it, so an edit behind the database's back shows.
 - What the engine's driver raises leaves the store as ``LedgerError`` (damage as
   ``LedgerDamaged``); a ``UndogateError`` raised by the caller's function passes
   through unchanged, after the rollback.
