@@ -86,6 +86,8 @@ class PostgresTransaction(JobVerbs, AdminVerbs, PasskeyVerbs):
         self.connection = PgConnection(raw)
         self.writing = writing
         self.for_update = " FOR UPDATE" if writing else ""
+        self.defer_chain = writing  # events are chained at the commit (sql_chain)
+        self.pending = []
 
     def _lock(self, *names: str) -> None:
         if self.writing:
@@ -242,6 +244,7 @@ class PostgresStore(ReadShortcuts):
             try:
                 raw.execute(begin.encode())
                 yield tx
+                tx.flush_chain()
                 raw.execute(b"COMMIT")
             except BaseException as exc:
                 _roll_back(raw)

@@ -6,7 +6,8 @@ One chain per ledger. A row's ``prev_hash`` is the ``hash`` of the row before it
 id); both are computed inside the write that inserts the row, so an event and its link
 commit together or not at all. Two writers can never fork the chain: SQLite runs one
 write at a time, PostgreSQL writers take a transaction-scoped lock on the chain head
-first (``_lock``), and ``events_chain_prev`` (a unique index on ``prev_hash``) refuses
+first, as the last lock of the write (``_lock``, ``flush_chain``), and
+``events_chain_prev`` (a unique index on ``prev_hash``) refuses
 a second successor even if something skipped that lock.
 """
 
@@ -37,7 +38,16 @@ class StoredLink:
 
 
 class ChainVerbs(EngineHooks):
-    """The one insert into ``events``, chained (see the module docstring)."""
+    """The one insert into ``events``, chained (see the module docstring).
+
+    Where writes run at once (PostgreSQL: ``defer_chain``), a write's events wait in
+    ``pending`` until the engine calls ``flush_chain`` just before its COMMIT: the chain
+    lock is then the last lock the write takes, so it can never be part of a deadlock,
+    and it is held only for the inserts and the commit."""
+
+    #: set by an engine whose writes run at once; it then calls ``flush_chain``
+    defer_chain: bool = False
+    pending: list[ChainedRow]
 
     def chain_head(self) -> str:
         """The hash of the newest event, or ``GENESIS`` on an empty ledger."""
@@ -46,17 +56,30 @@ class ChainVerbs(EngineHooks):
         ).fetchone()
         return str(found[0]) if found is not None and found[0] is not None else GENESIS
 
-    def append_event(self, row: ChainedRow) -> str:
-        """Insert ``row`` after the chain's head; returns its hash."""
+    def append_event(self, row: ChainedRow) -> None:
+        """Insert ``row`` after the chain's head (at the commit, where deferred)."""
+        if self.defer_chain:
+            self.pending.append(row)
+            return
+        self._insert_chained([row])
+
+    def flush_chain(self) -> None:
+        """Insert the deferred events, in order, after the chain's head."""
+        if self.defer_chain and self.pending:
+            rows, self.pending = self.pending, []
+            self._insert_chained(rows)
+
+    def _insert_chained(self, rows: list[ChainedRow]) -> None:
         self._lock(CHAIN_LOCK)
         prev = self.chain_head()
-        digest = row_hash(prev, row)
-        self.connection.execute(
-            f"INSERT INTO events({_ROW_COLUMNS}, prev_hash, hash) "  # noqa: S608
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (*_values(row), prev, digest),
-        )
-        return digest
+        for row in rows:
+            digest = row_hash(prev, row)
+            self.connection.execute(
+                f"INSERT INTO events({_ROW_COLUMNS}, prev_hash, hash) "  # noqa: S608
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*_values(row), prev, digest),
+            )
+            prev = digest
 
 
 def new_row(

@@ -285,7 +285,9 @@ class Transaction(Reader, Protocol):
         to_state: str | None = None,
         detail: JsonObject | None = None,
     ) -> None:
-        """Append one event (now). Events are never changed or deleted."""
+        """Append one event (now), linked into the hash chain. Events are never changed
+        or deleted. Where writes run at once (PostgreSQL) it is inserted at the commit, so
+        the chain's lock is the write's last: a read inside the same write misses it."""
         ...
 
     # -- credentials ------------------------------------------------------------------------
