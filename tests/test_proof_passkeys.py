@@ -296,3 +296,20 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
         ledger.close()
     assert found is not None and found.revoked_at is not None
     assert cli("ledger", "verify", str(data_dir)).returncode == 0
+
+
+def test_accepting_the_observed_state_needs_the_passkey_too(
+    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+) -> None:
+    job_id = prepare(gw)
+    shown = preview(gw, job_id)
+    server.arm("apply_then_500", PATH)
+    assert confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge)))) is (
+        JobState.NEEDS_REVIEW
+    )
+    accept = preview(gw, job_id, Operation.ACCEPT_OBSERVED)
+    with pytest.raises(PasskeyRequired):
+        confirm(gw, accept, None)
+    approval = key.approve(unb64(str(accept.passkey_challenge)))
+    assert confirm(gw, accept, approval) is JobState.APPLIED
+    assert approvals(gw, job_id) == 2
