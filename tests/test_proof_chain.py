@@ -243,3 +243,17 @@ def test_a_receipt_verifies_and_fails_after_any_edit(
     assert "shown only as a digest" in edited(hide_own_row)
     assert "fields no receipt has" in edited(add_field)
     assert "belongs to job" in edited(other_job)
+
+
+def test_receipt_refusals_name_what_is_wrong(history: tuple[Path, str], tmp_path: Path) -> None:
+    db, _ = history
+    missing = cli("export-receipt", "job_nobody", "--ledger", str(db), "-o", str(tmp_path / "x"))
+    assert missing.returncode == 2 and "error [not_found]" in missing.stderr
+    not_json = tmp_path / "not.json"
+    not_json.write_text("{")
+    refused = cli("verify-receipt", str(not_json))
+    assert refused.returncode == 2 and "error [invalid_request]" in refused.stderr
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"format": "something/else"}))
+    refused = cli("verify-receipt", str(other))
+    assert refused.returncode == 2 and "not an undogate receipt" in refused.stderr

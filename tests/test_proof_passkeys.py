@@ -313,3 +313,18 @@ def test_accepting_the_observed_state_needs_the_passkey_too(
     approval = key.approve(unb64(str(accept.passkey_challenge)))
     assert confirm(gw, accept, approval) is JobState.APPLIED
     assert approvals(gw, job_id) == 2
+
+
+def test_only_a_live_passkey_of_ones_own_can_be_revoked(
+    gw: Gateway, key: SoftAuthenticator
+) -> None:
+    from undogate.errors import NotFound
+
+    mine = next(p.id for p in gw.passkeys(OWNER.owner_id))
+    with pytest.raises(NotFound):
+        gw.revoke_passkey(BOB, mine)
+    gw.revoke_passkey(OWNER, mine)
+    with pytest.raises(NotFound):
+        gw.revoke_passkey(OWNER, mine)
+    with pytest.raises(NotFound):
+        gw.revoke_passkey(OWNER, "no-such-passkey")

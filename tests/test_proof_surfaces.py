@@ -87,6 +87,12 @@ def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
         shown = page.get("/passkeys").text
         options = json.loads(html.unescape(re.findall(r'data-options="([^"]+)"', shown)[0]))
         csrf = re.findall(r'name="csrf" value="([^"]+)"', shown)[-1]
+        too_long = page.post("/passkeys", data={"csrf": csrf, "label": "x" * 81})
+        assert too_long.status_code == 400 and "at most 80 characters" in too_long.text
+        stale = page.post("/passkeys", data={"csrf": csrf, "label": "x", "credential": "{}"})
+        assert stale.status_code == 400 and "out of date" in stale.text
+        shown = page.get("/passkeys").text  # a refused registration spent its challenge
+        options = json.loads(html.unescape(re.findall(r'data-options="([^"]+)"', shown)[0]))
         authenticator = SoftAuthenticator(origin=g["url"], rp_id="127.0.0.1")
         credential = authenticator.register(unb64(options["challenge"]))
         done = page.post("/passkeys", data={"csrf": csrf, "label": "ci", "credential": credential})
@@ -114,6 +120,13 @@ def test_the_api_refuses_a_confirm_without_the_passkey(
         {"preview_token": preview["preview_token"], "passkey_assertion": {"id": "x"}},
     )
     assert garbage.status_code == 400 and garbage.json()["error"]["code"] == "invalid_request"
+    not_an_object = _call(
+        gateway,
+        f"/api/v1/jobs/{job}/confirm",
+        {"preview_token": preview["preview_token"], "passkey_assertion": "signed, honest"},
+    )
+    assert not_an_object.status_code == 400
+    assert "PublicKeyCredential" in not_an_object.json()["error"]["message"]
     assert server.write_count(SERVED_PATH) == 0
     assert "passkey_required" in serve_log(gateway["proc"])
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..auth import WRITE
 from ..errors import InvalidRequest
 from ..jobs import Preview
 from ..passkeys import registration_options, request_options, verify_registration
@@ -104,8 +105,8 @@ class PasskeyPages:
     async def confirm_step(
         self, request: Request, principal: Principal, preview: Preview
     ) -> ConfirmStep | None:
-        """None when the preview needs no passkey."""
-        if preview.passkey_challenge is None:
+        """None when the preview needs no passkey (or this key cannot confirm at all)."""
+        if preview.passkey_challenge is None or WRITE not in principal.scopes:
             return None
         _, rp_id = self._origin(request)
         live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
