@@ -44,7 +44,8 @@ def check_links(links: Iterable[StoredLink], *, start: str = GENESIS) -> ChainVe
 
 
 def verify_ledger(source: ChainSource) -> ChainVerdict:
-    """The whole chain of one ledger snapshot, links first, then the assertions."""
+    """The whole chain of one ledger snapshot: every link and every passkey approval,
+    in one walk."""
     return check_links(source.links())
 
 
@@ -53,7 +54,7 @@ def link_problem(stored: StoredLink, expected_prev: str) -> str:
     if stored.prev_hash != expected_prev:
         return (
             "its prev_hash does not match the hash of the row before it: a row before it "
-            "was deleted, inserted or reordered"
+            "was deleted, inserted or reordered, or this row's link was edited"
         )
     if stored.hash != row_hash(expected_prev, stored.row):
         return "its content does not match its hash: the row was edited"
