@@ -328,3 +328,15 @@ def test_only_a_live_passkey_of_ones_own_can_be_revoked(
         gw.revoke_passkey(OWNER, mine)
     with pytest.raises(NotFound):
         gw.revoke_passkey(OWNER, "no-such-passkey")
+
+
+def test_a_passkey_is_registered_once(gw: Gateway, key: SoftAuthenticator) -> None:
+    from undogate.errors import InvalidRequest
+
+    challenge = secrets.token_bytes(32)
+    again = verify_registration(
+        key.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
+    )
+    with pytest.raises(InvalidRequest, match="registered already"):
+        gw.register_passkey(BOB, again, label="stolen", rp_id=RP_ID, origin=ORIGIN)
+    assert gw.passkeys(BOB.owner_id) == []

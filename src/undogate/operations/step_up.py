@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from ..adapters import ConditionalWrite, Side, Snapshot, adapter_for
 from ..errors import (
+    InvalidRequest,
     NotFound,
     PasskeyReplayed,
     PasskeyRequired,
@@ -160,7 +161,10 @@ def register(
     gw: Context, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
 ) -> StoredPasskey:
     """Keep a verified registration under the actor's owner, with its event (which
-    carries the public key, so the chain holds it)."""
+    carries the public key, so the chain holds it).
+
+    Raises: InvalidRequest (that credential is registered already, to anyone).
+    """
     passkey = StoredPasskey(
         id=registered.id,
         owner_id=actor.owner_id,
@@ -174,6 +178,8 @@ def register(
     )
 
     def record(tx: Transaction) -> None:
+        if tx.passkey(passkey.id) is not None:
+            raise InvalidRequest("that passkey is registered already")
         tx.insert_passkey(passkey)
         tx.add_event(
             job_id=None,
