@@ -408,6 +408,9 @@ class Preview:
     expires_at: float | None
     changes: tuple[ChangeView, ...]
     blockers: tuple[dict[str, Any], ...] = ()
+    # The WebAuthn challenge (base64url of the preview digest, docs/proof.md) when
+    # confirming needs the reviewer's passkey; None when it does not.
+    passkey_challenge: str | None = None
 
     @property
     def needs_acknowledgement(self) -> bool:

@@ -262,6 +262,8 @@ SCHEMAS: S = {
             "irreversible": {"type": "array", "items": _ANY_OBJ},
             "blockers": {"type": "array", "items": _ANY_OBJ},
             "writes_externally": _BOOL,
+            # base64url of the preview digest a passkey must sign (docs/proof.md)
+            "passkey_challenge": _nullable("string"),
         },
     ),
     "ConfirmRequest": {
@@ -272,6 +274,9 @@ SCHEMAS: S = {
             "preview_token": {"type": "string", "maxLength": 200},
             "dry_run": _BOOL,
             **collections.CONFIRM_MEMBERS,
+            # the PublicKeyCredential JSON of navigator.credentials.get over the
+            # preview's passkey_challenge, when the preview needs one
+            "passkey_assertion": _ANY_OBJ,
         },
     },
     "Confirmation": _obj(

@@ -186,6 +186,7 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
         "acknowledgement_required": preview.needs_acknowledgement,
         "blockers": [json_value(b) for b in preview.blockers],
         "writes_externally": preview.operation.value != "accept_observed",
+        "passkey_challenge": preview.passkey_challenge,
     }
 
 

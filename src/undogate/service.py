@@ -35,8 +35,9 @@ from .config import Config, Resource
 from .engine import Gateway
 from .errors import Forbidden, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview, UndoOffer
-from .ledger import Event, JobSummary, StoredPreview
+from .ledger import Event, JobSummary, StoredPasskey, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
+from .passkeys import Registered
 
 T = TypeVar("T")
 
@@ -263,6 +264,7 @@ class Service:
         *,
         dry_run: bool = False,
         acknowledge_irreversible: bool = False,
+        passkey_assertion: str | None = None,
     ) -> Confirmation:
         """Confirm a preview; the credential is re-checked before each dispatch.
 
@@ -286,7 +288,41 @@ class Service:
             dry_run=dry_run,
             reauthorize=reauthorize,
             acknowledge_irreversible=acknowledge_irreversible,
+            passkey_assertion=passkey_assertion,
         )
+
+    # -- passkeys (SPEC §14): an operator's own, per owner --------------------------------
+
+    async def passkeys(self, principal: Principal) -> list[StoredPasskey]:
+        """Raises: Forbidden (not an operator who may write)."""
+        self.require_writer(principal)
+        return await _in_thread(self.gateway.passkeys, principal.owner_id)
+
+    async def register_passkey(
+        self,
+        principal: Principal,
+        via: str,
+        registered: Registered,
+        *,
+        label: str,
+        rp_id: str,
+        origin: str,
+    ) -> StoredPasskey:
+        """Keep a passkey the surface verified. Raises: Forbidden."""
+        self.require_writer(principal)
+        return await _in_thread(
+            self.gateway.register_passkey,
+            principal.actor(via),
+            registered,
+            label=label,
+            rp_id=rp_id,
+            origin=origin,
+        )
+
+    async def revoke_passkey(self, principal: Principal, via: str, passkey_id: str) -> None:
+        """Raises: Forbidden, NotFound (no live passkey of this owner by that id)."""
+        self.require_writer(principal)
+        await _in_thread(self.gateway.revoke_passkey, principal.actor(via), passkey_id)
 
     async def reject(self, principal: Principal, via: str, job_id: str) -> Job:
         """Raises: Forbidden, NotFound (as ``job``), TransitionNotAllowed."""

@@ -15,7 +15,7 @@ from .. import receipts
 from ..auth import READ, WRITE
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Operation
-from ..jsonvalue import JsonObject
+from ..jsonvalue import JsonObject, dumps
 from ..operations import endpoint_check
 from ..service import Principal, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
@@ -168,9 +168,12 @@ async def confirm_job(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
     body = await json_body(request)
-    _only(body, ("preview_token", "dry_run", "acknowledge_irreversible"))
+    _only(body, ("preview_token", "dry_run", "acknowledge_irreversible", "passkey_assertion"))
     token = _str(body, "preview_token", required=True, max_len=200)
     assert token is not None
+    assertion = body.get("passkey_assertion")
+    if assertion is not None and not isinstance(assertion, dict):
+        raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
     confirmation = await service(request).confirm(
         principal,
         "api",
@@ -178,6 +181,7 @@ async def confirm_job(request: Request) -> Response:
         token,
         dry_run=_bool(body, "dry_run"),
         acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
+        passkey_assertion=None if assertion is None else dumps(assertion),
     )
     return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
 

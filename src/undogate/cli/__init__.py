@@ -13,13 +13,8 @@ import click
 
 from .. import __version__
 from ..errors import UndogateError
-from ..invisibles import visible
-
-
-def _fail(exc: UndogateError) -> None:
-    # A message may quote what an agent or a remote server wrote: shown, never obeyed.
-    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
-    sys.exit(2)
+from . import proof
+from .failing import fail as _fail
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -492,7 +487,8 @@ def mcp_command(url: str | None) -> None:
 
 @main.group("ledger")
 def ledger_group() -> None:
-    """Move the ledger between engines (docs/scaling.md)."""
+    """Move the ledger between engines (docs/scaling.md); verify its hash chain
+    (docs/proof.md)."""
 
 
 @ledger_group.command("copy")
@@ -519,6 +515,10 @@ def ledger_copy(source: str, target: str) -> None:
     for table in copied.tables:
         click.echo(f"  {table.name:<20} {table.rows:>8} rows  sha256 {table.digest[:16]}")
 
+
+ledger_group.add_command(proof.ledger_verify)
+main.add_command(proof.export_receipt)
+main.add_command(proof.verify_receipt)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -37,6 +37,7 @@ from .sql_admin import AdminVerbs
 from .sql_base import Cursor
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_passkeys import PasskeyVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -74,7 +75,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
+class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, PasskeyVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 
@@ -88,6 +89,8 @@ class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVe
         self.lease_id = lease_id
         self.for_update = " FOR UPDATE" if writing else ""
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
+        self.defer_chain = writing  # events are chained at the commit (sql_chain)
+        self.pending = []
 
     def _clock(self) -> float:
         row = self.connection.execute(
@@ -251,6 +254,7 @@ class PostgresStore(ReadShortcuts):
             try:
                 raw.execute(begin.encode())
                 yield tx
+                tx.flush_chain()
                 raw.execute(b"COMMIT")
             except BaseException as exc:
                 _roll_back(raw)

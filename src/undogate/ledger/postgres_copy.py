@@ -43,6 +43,8 @@ _KEYS = {
     "leases": ("id",),
     "web_sessions": ("id_hash",),
     "web_session_previews": ("session_hash", "handle"),
+    "passkeys": ("id",),
+    "passkey_uses": ("challenge",),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (("jobs", "seq"), ("actions", "id"), ("events", "id"), ("endpoint_checks", "id"))

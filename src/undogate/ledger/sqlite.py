@@ -28,6 +28,7 @@ from .migrations import migrate
 from .sql_admin import AdminVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
+from .sql_passkeys import PasskeyVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -51,7 +52,7 @@ _NETWORK_FS = {
 }
 
 
-class SQLiteTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs):
+class SQLiteTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVerbs, PasskeyVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:

@@ -76,7 +76,7 @@ def accept_verified_undo(gw: Context, actor: Actor, resource_id: str) -> UndoOff
     """
     resource = gw.resource(resource_id)
 
-    def commit(tx: Transaction) -> UndoOffer:
+    def commit(tx: Transaction) -> None:
         offer = undo_offer(tx, resource)
         if not offer.verified:
             raise UndoNotVerified(
@@ -97,6 +97,8 @@ def accept_verified_undo(gw: Context, actor: Actor, resource_id: str) -> UndoOff
                 "undos": undos,
             },
         )
-        return undo_offer(tx, resource)
 
-    return gw.ledger.write(commit)
+    gw.ledger.write(commit)
+    # Read after the commit: where writes run at once (PostgreSQL) an event is chained,
+    # so inserted, only at its write's commit, and a read inside the write misses it.
+    return gw.ledger.read(lambda tx: undo_offer(tx, resource))

@@ -6,8 +6,8 @@ gateway) and render a template. Domain errors become pages through ``refusals``
 (words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
-Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
-preview countdown), ``Cache-Control: no-store`` and no framing.
+Content-Security-Policy with ``default-src 'none'`` and same-origin scripts only (the
+preview countdown, the passkey step), ``Cache-Control: no-store`` and no framing.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import present
 from .forms import cross_site, read_form
+from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
@@ -113,6 +114,7 @@ class WebUI:
             ledger.write(lambda tx: tx.web_secret()), clock=settings.clock
         )
         self.templates = _environment()
+        self.passkey_pages = PasskeyPages(service, self.render, self._redirect, self._notify)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -132,6 +134,13 @@ class WebUI:
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
             Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
             *undo_offer_routes(self),
+            Route("/passkeys", self._get(self.passkey_pages.page), methods=["GET"]),
+            Route("/passkeys", self._post(self.passkey_pages.register), methods=["POST"]),
+            Route(
+                "/passkeys/{passkey_id}/revoke",
+                self._post(self.passkey_pages.revoke),
+                methods=["POST"],
+            ),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -191,6 +200,10 @@ class WebUI:
             "changes": present.blocked_changes(job, exc.details.get("blockers"), op),
             "can_reject": WRITE in session.principal.scopes and job.state is JobState.PREPARED,
         }
+
+    async def _notify(self, session: Session, notice: str) -> None:
+        """Leave ``notice`` for the session's next page (sessions live in the ledger)."""
+        await _off_loop(self.sessions.notify, session, notice)
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse:
@@ -477,6 +490,7 @@ class WebUI:
             page=page,
             operation=held.preview.operation.value,
             can_write=WRITE in principal.scopes,
+            passkey=await self.passkey_pages.confirm_step(request, principal, held.preview),
         )
 
     async def confirm(self, request: Request, session: Session, form: Form) -> Response:
@@ -491,6 +505,7 @@ class WebUI:
             self._job_id(principal, str(request.path_params["job_id"])),
             token,
             acknowledge_irreversible=form.get("acknowledge_irreversible") == "yes",
+            passkey_assertion=form.get("passkey_assertion") or None,
         )
         job = done.job
         # The handle stays held: reopening it (the back button) finds its token consumed

@@ -1,0 +1,71 @@
+"""The preview digest: what a passkey signs to approve one preview and nothing else.
+
+The **preview document** names the job and the operation, every request the confirm
+will send in order (method, URL, ``If-Match``, the SHA-256 of the body), when the
+preview expires (integer milliseconds since the epoch) and the SHA-256 of the preview
+token. Its **digest** is the SHA-256 of the document as canonical JSON (keys sorted,
+no spaces, ASCII only with ``\\uXXXX`` escapes); those 32 bytes are the WebAuthn
+challenge. docs/proof.md spells it out; pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FORMAT = "undogate.preview/1"
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request a confirm will send, as the digest covers it."""
+
+    method: str
+    url: str
+    if_match: str | None
+    body: bytes
+
+
+def preview_document(
+    *,
+    job_id: str,
+    operation: str,
+    requests: Sequence[PlannedRequest],
+    expires_at: float,
+    token_hash: str,
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "job_id": job_id,
+        "operation": operation,
+        "requests": [
+            {
+                "method": r.method,
+                "url": r.url,
+                "if_match": r.if_match,
+                "body_sha256": hashlib.sha256(r.body).hexdigest(),
+            }
+            for r in requests
+        ],
+        "expires_at_ms": round(expires_at * 1000),
+        "token_sha256": token_hash,
+    }
+
+
+def canonical(document: Any) -> bytes:
+    """The one encoding a digest is taken of."""
+    text = json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return text.encode("ascii")
+
+
+def preview_digest(document: Any) -> bytes:
+    """The 32 bytes a passkey signs (the WebAuthn challenge)."""
+    return hashlib.sha256(canonical(document)).digest()
+
+
+__all__ = ["FORMAT", "PlannedRequest", "canonical", "preview_digest", "preview_document"]
