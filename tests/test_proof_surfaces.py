@@ -87,19 +87,30 @@ def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
         shown = page.get("/passkeys").text
         options = json.loads(html.unescape(re.findall(r'data-options="([^"]+)"', shown)[0]))
         csrf = re.findall(r'name="csrf" value="([^"]+)"', shown)[-1]
-        too_long = page.post("/passkeys", data={"csrf": csrf, "label": "x" * 81})
+        issued = re.findall(r'name="issued" value="([^"]+)"', shown)[0]
+        form = {"csrf": csrf, "issued": issued}
+        too_long = page.post("/passkeys", data={**form, "label": "x" * 81})
         assert too_long.status_code == 400 and "at most 80 characters" in too_long.text
-        stale = page.post("/passkeys", data={"csrf": csrf, "label": "x", "credential": "{}"})
-        assert stale.status_code == 400 and "out of date" in stale.text
-        shown = page.get("/passkeys").text  # a refused registration spent its challenge
-        options = json.loads(html.unescape(re.findall(r'data-options="([^"]+)"', shown)[0]))
+        for stale_issued in ("", "0", "x"):  # no page, or one made long ago
+            stale = page.post(
+                "/passkeys",
+                data={**form, "issued": stale_issued, "label": "x", "credential": "{}"},
+            )
+            assert stale.status_code == 400 and "out of date" in stale.text
         authenticator = SoftAuthenticator(origin=g["url"], rp_id="127.0.0.1")
         credential = authenticator.register(unb64(options["challenge"]))
-        done = page.post("/passkeys", data={"csrf": csrf, "label": "ci", "credential": credential})
+        # The challenge is the session's MAC of the page's time: another time is another
+        # challenge, so the answer does not verify.
+        moved = page.post(
+            "/passkeys",
+            data={**form, "issued": str(int(issued) - 1), "label": "ci", "credential": credential},
+        )
+        assert moved.status_code == 403 and "registration did not verify" in moved.text
+        done = page.post("/passkeys", data={**form, "label": "ci", "credential": credential})
         assert "Passkey “ci” registered" in done.text, done.text
-        again = page.post("/passkeys", data={"csrf": csrf, "label": "x", "credential": credential})
-        assert again.status_code == 403  # a registration answers its own challenge only once
-        assert "registration did not verify" in again.text
+        again = page.post("/passkeys", data={**form, "label": "x", "credential": credential})
+        assert again.status_code == 400  # a registration is kept once
+        assert "registered already" in again.text
     return authenticator
 
 

@@ -94,9 +94,11 @@ class Gateway(Context):
         """See ``operations.undo_offer.resource_undo_offer``."""
         return resource_undo_offer(self, resource_id)
 
-    def accept_verified_undo(self, actor: Actor, resource_id: str) -> UndoOffer:
+    def accept_verified_undo(
+        self, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+    ) -> UndoOffer:
         """See ``operations.undo_offer.accept_verified_undo``."""
-        return accept_verified_undo(self, actor, resource_id)
+        return accept_verified_undo(self, actor, resource_id, passkey_assertion=passkey_assertion)
 
     def passkeys(self, owner_id: str) -> list[StoredPasskey]:
         """The owner's passkeys, revoked ones included."""

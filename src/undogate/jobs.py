@@ -436,6 +436,9 @@ class UndoOffer:
     verified: frozenset[str]  # what that check verified (empty unless it passed)
     accepted: frozenset[str]  # what a reviewer accepted under the current identity
     accepted_at: float | None
+    # The WebAuthn challenge of accepting it (base64url), where the resource requires
+    # the reviewer's passkey (SPEC §14); None where it does not or nothing is verified.
+    passkey_challenge: str | None = None
 
     def offers(self, need: str) -> bool:
         return need in self.verified and need in self.accepted

@@ -538,8 +538,11 @@ def openapi_document() -> S:
             "/api/v1/resources/{resource_id}/undo-acceptance": {
                 "post": _op(
                     "accept, once, the undos the latest endpoint check verified (operator, "
-                    "agents:write); undo_not_verified when none is",
+                    "agents:write); undo_not_verified when none is, passkey_required when "
+                    "the resource requires a passkey and no assertion came",
                     "UndoOffer",
+                    body="UndoAcceptanceRequest",
+                    body_required=False,
                     params=[collections.RESOURCE_ID],
                 )
             },

@@ -135,6 +135,7 @@ def undo_offer_view(offer: UndoOffer) -> JsonObject:
         "accepted": [*sorted(offer.accepted)],
         "accepted_at": number(offer.accepted_at) if offer.accepted_at is not None else None,
         "awaiting_acceptance": [*sorted(offer.awaiting_acceptance)],
+        "passkey_challenge": offer.passkey_challenge,
     }
 
 

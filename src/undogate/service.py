@@ -371,15 +371,24 @@ class Service:
         return await _in_thread(self.gateway.undo_offer, resource_id)
 
     async def accept_verified_undo(
-        self, principal: Principal, via: str, resource_id: str
+        self,
+        principal: Principal,
+        via: str,
+        resource_id: str,
+        *,
+        passkey_assertion: str | None = None,
     ) -> UndoOffer:
-        """A reviewer accepts, once, the undos a test copy verified (SPEC §12).
+        """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
+        passkey's approval where the resource requires one (SPEC §14).
 
-        Raises: Forbidden, NotFound, UndoNotVerified."""
+        Raises: Forbidden, NotFound, UndoNotVerified, PasskeyRequired, PasskeyRefused."""
         self.require_writer(principal)
         self._visible_resource(principal, resource_id)
         return await _in_thread(
-            self.gateway.accept_verified_undo, principal.actor(via), resource_id
+            self.gateway.accept_verified_undo,
+            principal.actor(via),
+            resource_id,
+            passkey_assertion=passkey_assertion,
         )
 
     # -- what the master key may do --------------------------------------------------

@@ -55,7 +55,7 @@ def test_a_rolled_back_write_leaves_no_link(store: Store) -> None:
 
 def test_concurrent_writers_never_fork_the_chain(postgres_cluster: PostgresCluster) -> None:
     url = postgres_cluster.fresh_database()
-    stores = [PostgresStore.open(url, exclusive=False) for _ in range(2)]
+    stores = [PostgresStore.open(url) for _ in range(2)]  # two leases, as two processes
     errors: list[BaseException] = []
 
     def writer(store: PostgresStore, base: int) -> None:

@@ -171,9 +171,6 @@ async def confirm_job(request: Request) -> Response:
     _only(body, ("preview_token", "dry_run", "acknowledge_irreversible", "passkey_assertion"))
     token = _str(body, "preview_token", required=True, max_len=200)
     assert token is not None
-    assertion = body.get("passkey_assertion")
-    if assertion is not None and not isinstance(assertion, dict):
-        raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
     confirmation = await service(request).confirm(
         principal,
         "api",
@@ -181,7 +178,7 @@ async def confirm_job(request: Request) -> Response:
         token,
         dry_run=_bool(body, "dry_run"),
         acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
-        passkey_assertion=None if assertion is None else dumps(assertion),
+        passkey_assertion=_assertion(body),
     )
     return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
 
@@ -272,11 +269,23 @@ async def accept_undo(request: Request) -> Response:
     """A reviewer accepts, once, the undos the latest endpoint check verified."""
     principal = await authenticate(request)
     Service.require_reviewer(principal)
-    _only(await json_body(request, optional=True), ())
+    body = await json_body(request, optional=True)
+    _only(body, ("passkey_assertion",))
     offer = await service(request).accept_verified_undo(
-        principal, "api", request.path_params["resource_id"]
+        principal,
+        "api",
+        request.path_params["resource_id"],
+        passkey_assertion=_assertion(body),
     )
     return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+
+
+def _assertion(body: JsonObject) -> str | None:
+    """The optional ``passkey_assertion`` (the PublicKeyCredential JSON), as text."""
+    assertion = body.get("passkey_assertion")
+    if assertion is not None and not isinstance(assertion, dict):
+        raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
+    return None if assertion is None else dumps(assertion)
 
 
 def api_routes() -> list[BaseRoute]:

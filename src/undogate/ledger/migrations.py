@@ -288,7 +288,8 @@ _MIGRATIONS: list[Migration] = [
     _chain_events,
     # 12: passkeys (SPEC §14), per owner, never deleted; only their sign count moves and
     # a revocation is final. ``passkey_uses`` holds each approval's challenge (the
-    # preview digest) once: an assertion never approves twice.
+    # preview digest) once: an assertion never approves twice. Its job is NULL for the
+    # acceptance of a verified undo, which approves no job.
     """
     CREATE TABLE passkeys (
         id TEXT PRIMARY KEY,
@@ -305,7 +306,7 @@ _MIGRATIONS: list[Migration] = [
     CREATE TABLE passkey_uses (
         challenge TEXT PRIMARY KEY,
         passkey_id TEXT NOT NULL REFERENCES passkeys(id),
-        job_id TEXT NOT NULL,
+        job_id TEXT,
         at REAL NOT NULL
     );
     CREATE TRIGGER passkeys_never_deleted BEFORE DELETE ON passkeys

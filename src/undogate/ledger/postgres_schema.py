@@ -283,7 +283,7 @@ _MIGRATIONS: list[Migration] = [
     CREATE TABLE passkey_uses (
         challenge text PRIMARY KEY,
         passkey_id text NOT NULL REFERENCES passkeys(id),
-        job_id text NOT NULL,
+        job_id text,
         at double precision NOT NULL
     );
     CREATE TRIGGER passkeys_immutable BEFORE UPDATE OF

@@ -63,7 +63,7 @@ class PasskeyVerbs(EngineHooks):
         return found is not None
 
     def record_passkey_use(
-        self, *, challenge: str, passkey_id: str, job_id: str, sign_count: int
+        self, *, challenge: str, passkey_id: str, job_id: str | None, sign_count: int
     ) -> None:
         c = self.connection
         c.execute(

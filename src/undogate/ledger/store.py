@@ -418,10 +418,11 @@ class Transaction(Reader, Protocol):
         ...
 
     def record_passkey_use(
-        self, *, challenge: str, passkey_id: str, job_id: str, sign_count: int
+        self, *, challenge: str, passkey_id: str, job_id: str | None, sign_count: int
     ) -> None:
         """Spend ``challenge`` (an approval's preview digest) once, and keep the
-        passkey's new sign count. A second use of one challenge fails at the insert."""
+        passkey's new sign count. A second use of one challenge fails at the insert.
+        ``job_id`` is None for the acceptance of a verified undo (it approves no job)."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

@@ -15,6 +15,7 @@ import base64
 from collections.abc import Iterable, Mapping, Sequence
 
 from ..adapters import ConditionalWrite, Side, Snapshot, adapter_for
+from ..config import Resource
 from ..errors import (
     InvalidRequest,
     NotFound,
@@ -38,6 +39,17 @@ def required(gw: Context, targets: Iterable[Change]) -> bool:
     if gw.config.server.require_passkey:
         return True
     return any(gw.resource(c.resource_id).require_passkey for c in targets)
+
+
+def resource_required(gw: Context, resource: Resource) -> bool:
+    """Whether accepting a verified undo of ``resource`` needs a passkey."""
+    return gw.config.server.require_passkey or resource.require_passkey
+
+
+def challenge_text(document: dict[str, object]) -> str:
+    """The WebAuthn challenge (base64url of the digest) a page shows for ``document``."""
+    digest = preview_digest(document)
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
 def planned(writes: Iterable[ConditionalWrite]) -> list[PlannedRequest]:
@@ -65,19 +77,7 @@ def preview_challenge(
             adapter_for(c.kind).build_write(gw.resource(c.resource_id), c, snaps[c.index], side)
             for c in targets
         ]
-    digest = challenge_for(job, operation, planned(writes), expires_at, token_hash)
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
-
-
-def challenge_for(
-    job: Job,
-    operation: Operation,
-    requests: Sequence[PlannedRequest],
-    expires_at: float,
-    token_hash: str,
-) -> bytes:
-    """The digest a passkey signs to approve this preview."""
-    return preview_digest(_document(job, operation, requests, expires_at, token_hash))
+    return challenge_text(_document(job, operation, planned(writes), expires_at, token_hash))
 
 
 def refuse_replay(gw: Context, assertion: str) -> AssertionParts:
@@ -116,45 +116,58 @@ def approve(
             job=job.id,
         )
     document = _document(job, operation, requests, expires_at, token_hash)
+    gw.ledger.write(lambda tx: approve_in(tx, actor, document, assertion, job_id=job.id))
+
+
+def approve_in(
+    tx: Transaction,
+    actor: Actor,
+    document: dict[str, object],
+    assertion: AssertionParts,
+    *,
+    job_id: str | None,
+) -> None:
+    """Inside ``tx``: check ``assertion`` over ``document``'s digest and record the
+    approval (its challenge spent, the sign count, a ``passkey_approved`` event).
+
+    Raises: PasskeyUnknown, PasskeyRevoked, PasskeyReplayed, PasskeyWrongPreview,
+    PasskeyNotVerified.
+    """
     digest = preview_digest(document)
-
-    def record(tx: Transaction) -> None:
-        passkey = tx.passkey(assertion.credential_id)
-        if passkey is None or passkey.owner_id != actor.owner_id:
-            raise PasskeyUnknown("that passkey is not one of this owner's passkeys")
-        if passkey.revoked_at is not None:
-            raise PasskeyRevoked("that passkey was revoked; approve with another one")
-        signed = assertion.challenge
-        if tx.passkey_challenge_used(signed.hex()):
-            raise PasskeyReplayed("this passkey approval was used already; preview again")
-        if signed != digest:
-            raise PasskeyWrongPreview(
-                "the passkey approved another preview, not this one; preview again",
-                job=job.id,
-            )
-        count = verify_assertion(
-            assertion,
-            challenge=digest,
-            rp_id=passkey.rp_id,
-            origin=passkey.origin,
-            public_key=passkey.public_key,
-            sign_count=passkey.sign_count,
+    passkey = tx.passkey(assertion.credential_id)
+    if passkey is None or passkey.owner_id != actor.owner_id:
+        raise PasskeyUnknown("that passkey is not one of this owner's passkeys")
+    if passkey.revoked_at is not None:
+        raise PasskeyRevoked("that passkey was revoked; approve with another one")
+    signed = assertion.challenge
+    if tx.passkey_challenge_used(signed.hex()):
+        raise PasskeyReplayed("this passkey approval was used already; preview again")
+    if signed != digest:
+        raise PasskeyWrongPreview(
+            "the passkey approved another preview, not this one; preview again",
+            **({"job": job_id} if job_id is not None else {}),
         )
-        tx.record_passkey_use(
-            challenge=digest.hex(), passkey_id=passkey.id, job_id=job.id, sign_count=count
-        )
-        tx.add_event(
-            job_id=job.id,
-            actor=actor.label,
-            access_path=actor.access_path,
-            operation=APPROVED,
-            target=passkey.id,
-            detail=_object(
-                {"preview": document, "digest": digest.hex(), "assertion": assertion.as_json()}
-            ),
-        )
-
-    gw.ledger.write(record)
+    count = verify_assertion(
+        assertion,
+        challenge=digest,
+        rp_id=passkey.rp_id,
+        origin=passkey.origin,
+        public_key=passkey.public_key,
+        sign_count=passkey.sign_count,
+    )
+    tx.record_passkey_use(
+        challenge=digest.hex(), passkey_id=passkey.id, job_id=job_id, sign_count=count
+    )
+    tx.add_event(
+        job_id=job_id,
+        actor=actor.label,
+        access_path=actor.access_path,
+        operation=APPROVED,
+        target=passkey.id,
+        detail=_object(
+            {"preview": document, "digest": digest.hex(), "assertion": assertion.as_json()}
+        ),
+    )
 
 
 def register(

@@ -5,7 +5,9 @@ will send in order (method, URL, ``If-Match``, the SHA-256 of the body), when th
 preview expires (integer milliseconds since the epoch) and the SHA-256 of the preview
 token. Its **digest** is the SHA-256 of the document as canonical JSON (keys sorted,
 no spaces, ASCII only with ``\\uXXXX`` escapes); those 32 bytes are the WebAuthn
-challenge. docs/proof.md spells it out; pure.
+challenge. The acceptance of a verified undo (SPEC §12) has its own document, digested
+the same way: the resource, its identity, the check and the undos it verified, and the
+acceptance it follows. docs/proof.md spells both out; pure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 FORMAT = "undogate.preview/1"
+ACCEPTANCE_FORMAT = "undogate.undo_acceptance/1"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,27 @@ def preview_document(
     }
 
 
+def acceptance_document(
+    *,
+    resource_id: str,
+    fingerprint: str,
+    check_id: int,
+    undos: Sequence[str],
+    after_acceptance: int | None,
+) -> dict[str, Any]:
+    """What a passkey signs to accept the undos one endpoint check verified.
+    ``after_acceptance`` (the id of the resource's latest acceptance event, or None)
+    makes each acceptance's challenge new, so an approval never accepts twice."""
+    return {
+        "format": ACCEPTANCE_FORMAT,
+        "resource_id": resource_id,
+        "fingerprint": fingerprint,
+        "check_id": check_id,
+        "undos": sorted(undos),
+        "after_acceptance": after_acceptance,
+    }
+
+
 def canonical(document: Any) -> bytes:
     """The one encoding a digest is taken of."""
     text = json.dumps(
@@ -68,4 +92,12 @@ def preview_digest(document: Any) -> bytes:
     return hashlib.sha256(canonical(document)).digest()
 
 
-__all__ = ["FORMAT", "PlannedRequest", "canonical", "preview_digest", "preview_document"]
+__all__ = [
+    "ACCEPTANCE_FORMAT",
+    "FORMAT",
+    "PlannedRequest",
+    "acceptance_document",
+    "canonical",
+    "preview_digest",
+    "preview_document",
+]

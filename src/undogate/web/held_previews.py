@@ -57,6 +57,9 @@ def preview_text(preview: Preview) -> str:
         "expires_at": _number(preview.expires_at),
         "changes": [_change(c) for c in preview.changes],
         "blockers": [{k: _plain(v) for k, v in b.items()} for b in preview.blockers],
+        # The passkey step's challenge (the preview digest): not secret, and the page
+        # that shows the held preview asks the passkey to sign exactly it.
+        "passkey_challenge": preview.passkey_challenge,
     }
     return dumps(document)
 
@@ -73,6 +76,8 @@ def preview_from_text(text: str, token: str | None) -> Preview:
         expires_at=_float(document["expires_at"]),
         changes=tuple(_change_view(c) for c in changes),
         blockers=tuple(_unplain_object(b) for b in blockers),
+        # .get: a preview held before passkeys existed needed none.
+        passkey_challenge=_optional_text(document.get("passkey_challenge")),
     )
 
 
@@ -132,6 +137,10 @@ def _number(value: float | None) -> JsonValue:
 
 def _float(value: JsonValue) -> float | None:
     return None if value is None else float(_text(value))
+
+
+def _optional_text(value: JsonValue | None) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _text(value: JsonValue) -> str:

@@ -30,7 +30,6 @@ from starlette.responses import Response
 
 from ..auth import WRITE
 from ..errors import InvalidRequest
-from ..jobs import Preview
 from ..passkeys import registration_options, request_options, verify_registration
 from ..service import Principal, Service
 from .sessions import Session
@@ -124,16 +123,18 @@ class PasskeyPages:
         return self.redirect("/passkeys")
 
     async def confirm_step(
-        self, request: Request, principal: Principal, preview: Preview
+        self, request: Request, principal: Principal, passkey_challenge: str | None
     ) -> ConfirmStep | None:
-        """None when the preview needs no passkey (or this key cannot confirm at all)."""
-        if preview.passkey_challenge is None or WRITE not in principal.scopes:
+        """The passkey step of a form that confirms a preview or accepts a verified undo
+        (its ``passkey_challenge``); None when it needs no passkey (or this key cannot
+        confirm at all)."""
+        if passkey_challenge is None or WRITE not in principal.scopes:
             return None
         _, rp_id = self._origin(request)
         live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
         if not live:
             return ConfirmStep(options=None)
-        challenge = _unb64(preview.passkey_challenge)
+        challenge = _unb64(passkey_challenge)
         return ConfirmStep(
             options=request_options(rp_id=rp_id, challenge=challenge, credentials=live)
         )

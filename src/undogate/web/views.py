@@ -490,7 +490,9 @@ class WebUI:
             page=page,
             operation=held.preview.operation.value,
             can_write=WRITE in principal.scopes,
-            passkey=await self.passkey_pages.confirm_step(request, principal, held.preview),
+            passkey=await self.passkey_pages.confirm_step(
+                request, principal, held.preview.passkey_challenge
+            ),
         )
 
     async def confirm(self, request: Request, session: Session, form: Form) -> Response:
