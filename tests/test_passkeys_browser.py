@@ -1,7 +1,8 @@
 """Passkeys in real Chromium (SPEC §14), with the DevTools virtual authenticator:
 register one on the passkeys page; confirm with user verification → applied; without
 it → refused, nothing written; one preview's assertion used for another → refused; a
-replay → refused; after revoking → refused.
+replay → refused; after revoking → refused. Accepting a verified undo (SPEC §12) on
+its page asks the passkey too.
 
 WebAuthn needs a secure context and a relying party id that is a domain: the pages
 are opened on ``http://localhost:PORT`` (an IP address cannot be a relying party id).
@@ -35,6 +36,7 @@ from .browser import (
     served,
     web_world,
 )
+from .collections_world import record_passing_check
 from .conftest import cli
 from .test_web_browser import TIMEOUT_MS, browser, chromium_missing
 
@@ -218,6 +220,42 @@ def test_passkeys_approve_exact_previews_in_chromium(
             _terminal(f"$ undogate verify-receipt {second}.receipt.json", checked.stdout, bundle)
         )
         save_shot(page, "receipt-verified", docs=True)
+        you.context.close()
+
+
+def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
+    browser: Any,
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+) -> None:
+    world = web_world(server, data_dir, open_gateway, require_passkey=True)
+    record_passing_check(world.gateway, world.gateway.config, "notes", ("undo_of_create",))
+    with served(world.app) as site:
+        you = Reviewer(browser, site, world)
+        page = you.page
+        page.goto(f"{you.url}/resources/notes/undo")
+        assert "you have none" in page.inner_text("#passkey-status")
+        page.goto(f"{you.url}/passkeys")
+        page.get_by_role("button", name="Register a passkey").click()
+        page.wait_for_selector("text=registered")
+
+        # without user verification → refused by the browser, nothing accepted
+        page.goto(f"{you.url}/resources/notes/undo")
+        assert "exactly this acceptance" in page.inner_text("#passkey-status")
+        you.user_verified(False)
+        page.get_by_role("button", name="Accept the verified undo").click()
+        page.wait_for_selector("#passkey-status[data-state=refused]")
+        assert world.gateway.undo_offer("notes").accepted == frozenset()
+
+        # with it → accepted, and the approval is in the chain
+        you.user_verified(True)
+        page.goto(f"{you.url}/resources/notes/undo")
+        page.get_by_role("button", name="Accept the verified undo").click()
+        page.wait_for_selector("text=Accepted: these verified undos are offered from now on.")
+        assert world.gateway.undo_offer("notes").accepted == {"undo_of_create"}
+        verified = cli("ledger", "verify", str(data_dir))
+        assert verified.returncode == 0, verified.stdout + verified.stderr
         you.context.close()
 
 

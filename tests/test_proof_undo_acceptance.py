@@ -10,6 +10,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from undogate.config import Config
@@ -26,6 +27,7 @@ from undogate.errors import (
 from undogate.ledger.chain_source import open_chain
 from undogate.proof.ledger_check import verify_ledger
 
+from .browser import served, web_world
 from .collections_world import contacts, record_passing_check
 from .conftest import OWNER, make_config
 from .soft_authenticator import unb64
@@ -93,3 +95,27 @@ def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: Gateway
     assert gw.undo_offer("open_contacts").passkey_challenge is None
     accepted = gw.accept_verified_undo(OWNER, "open_contacts")
     assert accepted.accepted == accepted.verified
+
+
+def test_the_api_refuses_an_acceptance_without_the_passkey(
+    server: ContractServer, data_dir: Path, open_gateway: Any
+) -> None:
+    world = web_world(server, data_dir, open_gateway, require_passkey=True)
+    record_passing_check(world.gateway, world.gateway.config, "notes", ("undo_of_create",))
+    with served(world.app) as site:
+        url = f"{site.url}/api/v1/resources/notes"
+        auth = {"Authorization": f"Bearer {world.keys['alice']}"}
+        offer = httpx.get(f"{url}/undo-offer", headers=auth, timeout=30, trust_env=False)
+        assert offer.status_code == 200 and len(unb64(offer.json()["passkey_challenge"])) == 32
+        for body, code in (
+            (None, "passkey_required"),
+            ({"passkey_assertion": "text"}, "invalid_request"),
+            ({"passkey_assertion": {}}, "invalid_request"),
+        ):
+            done = httpx.post(
+                f"{url}/undo-acceptance", json=body, headers=auth, timeout=30, trust_env=False
+            )
+            assert done.status_code in (400, 403) and done.json()["error"]["code"] == code, (
+                done.text
+            )
+    assert world.gateway.undo_offer("notes").accepted == frozenset()
