@@ -8,6 +8,7 @@ import contextlib
 import threading
 
 import psycopg
+import pytest
 
 from undogate.ledger import Store, Transaction
 from undogate.ledger.chain_source import open_chain
@@ -77,6 +78,33 @@ def test_concurrent_writers_never_fork_the_chain(postgres_cluster: PostgresClust
         verdict = verify_ledger(source)
     assert verdict.ok, verdict.reason
     assert verdict.rows == 100
+
+
+def test_an_unchained_insert_is_refused_on_postgres(postgres_cluster: PostgresCluster) -> None:
+    """What a leased process of an undogate from before the chain would insert while a
+    newer one migrated the ledger: refused, so the chain never loses its head."""
+    url = postgres_cluster.fresh_database()
+    store = PostgresStore.open(url)
+    try:
+        store.write(lambda tx: _event(tx, 0))
+    finally:
+        store.close()
+    with (
+        psycopg.connect(url, autocommit=True) as older,
+        pytest.raises(psycopg.errors.RestrictViolation, match="must be chained"),
+    ):
+        older.execute(
+            "INSERT INTO events(job_id, at, actor, access_path, operation) "
+            "VALUES ('job_1', 1.0, 'operator:ada', 'cli', 'prepare')"
+        )
+    store = PostgresStore.open(url)
+    try:
+        store.write(lambda tx: _event(tx, 1))
+    finally:
+        store.close()
+    with open_chain(url) as source:
+        verdict = verify_ledger(source)
+    assert verdict.ok and verdict.rows == 2
 
 
 def test_an_edit_behind_postgres_back_is_named(postgres_cluster: PostgresCluster) -> None:

@@ -52,7 +52,13 @@ Migration = str | Callable[[psycopg.Connection[Any]], None]
 
 def _chain_events(conn: psycopg.Connection[Any]) -> None:
     """5: the hash chain (ledger/sql_chain.py, migrations.py 11): the rows written
-    before it are chained in id order, with the update trigger aside for that pass."""
+    before it are chained in id order, with the update trigger aside for that pass.
+
+    Leased processes share a ledger, and one of an undogate from before the chain may
+    still run while a newer one migrates: its events would carry no link, and the next
+    chained insert would find no head. ``events_unchained_refused`` refuses such an
+    insert instead (that process fails its write with ``ledger_error``; upgrade it).
+    SQLite has one owner at a time and needs no such fence."""
     conn.execute(
         b"ALTER TABLE events ADD COLUMN prev_hash text;"
         b"ALTER TABLE events ADD COLUMN hash text;"
@@ -67,6 +73,10 @@ def _chain_events(conn: psycopg.Connection[Any]) -> None:
         (
             _refuse("events", "UPDATE OR DELETE", "events are append-only")
             + "CREATE UNIQUE INDEX events_chain_prev ON events(prev_hash);"
+            + "CREATE TRIGGER events_unchained_refused BEFORE INSERT ON events FOR EACH ROW "
+            "WHEN (NEW.prev_hash IS NULL OR NEW.hash IS NULL) EXECUTE FUNCTION "
+            "undogate_refuse('an event must be chained: this undogate is older than the "
+            "ledger; upgrade it');"
         ).encode()
     )
 
