@@ -62,6 +62,14 @@ def verify_and_accept(
     gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
 ) -> None:
     """Record what a passing collection check records, then a reviewer's acceptance."""
+    record_passing_check(gw, config, resource_id, undos)
+    gw.accept_verified_undo(OWNER, resource_id)
+
+
+def record_passing_check(
+    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+) -> None:
+    """Record what a passing collection check records (its evidence verified ``undos``)."""
     res = config.resource(resource_id)
     assert res is not None
     evidence: JsonObject = {
@@ -79,7 +87,6 @@ def verify_and_accept(
             evidence=dumps(evidence),
         )
     )
-    gw.accept_verified_undo(OWNER, resource_id)
 
 
 def state(gw: Gateway, job_id: str) -> JobState:

@@ -1,11 +1,13 @@
 """The reviewer CLI on a collection (SPEC §12), against a served gateway: a create is
 marked irreversible and needs the typed word; check-endpoint verifies the undo, and
-accept-undo (a typed "accept") offers it; then undo removes exactly that record."""
+accept-undo (a typed "accept") offers it; then undo removes exactly that record. Where
+the resource requires a passkey, accept-undo cannot sign and points to the undo page."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +26,17 @@ COPY = "/collections/contacts-copy"
 
 @pytest.fixture
 def served(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, Any]]:
+    with _serve(tmp_path, server) as made:
+        yield made
+
+
+@contextmanager
+def _serve(tmp_path: Path, server: ContractServer, **settings: Any) -> Iterator[dict[str, Any]]:
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
             {
-                "server": {"data_dir": str(tmp_path / "data")},
+                "server": {"data_dir": str(tmp_path / "data"), **settings},
                 "resources": [
                     contacts(server),
                     contacts(server, "contacts-copy", path=COPY, test_copy_of="contacts"),
@@ -109,3 +117,18 @@ def test_a_create_needs_the_word_until_its_undo_is_verified_and_accepted(
     term.read_until("is now undone")
     assert term.finish() == 0
     assert server.collection_records(CONTACTS) == {}
+
+
+def test_accept_undo_points_to_the_page_where_a_passkey_is_required(
+    tmp_path: Path, server: ContractServer
+) -> None:
+    with _serve(tmp_path, server, require_passkey=True) as made:
+        env = made["env"]
+        checked = cli("check-endpoint", "contacts-copy", "--config", str(made["config"]), env=env)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        term = Terminal(["accept-undo", "contacts"], env)
+        assert term.finish() == 1  # never downgraded to the typed word
+        assert f"{made['url']}/resources/contacts/undo" in term.text.replace("\n", "")
+        assert 'Type "accept"' not in term.text
+        offer = cli("accept-undo", "contacts", env=env)
+        assert offer.returncode == 1

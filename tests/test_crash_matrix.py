@@ -38,7 +38,7 @@ from undogate.engine import CRASH_ENV, CRASH_POINTS
 from undogate.jobs import ActionStatus, JobState
 from undogate.ledger import DB_NAME, Store, open_store
 
-from .conftest import REPORT, free_port, wait_healthy
+from .conftest import REPORT, cli, free_port, wait_healthy
 from .postgres import PostgresCluster
 
 CUSTOMER = "/records/customer-123"
@@ -262,6 +262,7 @@ class Cell:
         receipt = self._settled(job)
         return {
             "integrity": self.integrity(),
+            "chain": _chain_verdict(self.ledger_url or str(self.data_dir)),
             "state": receipt["state"],
             "changes": [ch["state"] for ch in receipt["changes"]],
             "actions": [
@@ -318,8 +319,15 @@ def _res(rid: str, url: str, fields: list[str], pointer: str) -> dict[str, Any]:
     }
 
 
+def _chain_verdict(ledger: str) -> str:
+    """``undogate ledger verify`` on the ledger as the crash left it (and recovery after)."""
+    done = cli("ledger", "verify", ledger)
+    return "verified" if done.returncode == 0 else done.stdout + done.stderr
+
+
 def _check_common(state: dict[str, Any]) -> None:
     assert state["integrity"] == "ok"
+    assert state["chain"] == "verified"  # a crash never leaves a broken link
     assert state["changes"], "the receipt lost its changes"
 
 

@@ -96,6 +96,7 @@ def _settle(cell: Cell, job: str, point: str, path: str, expected: tuple[str, st
     observation ``expected[0]`` before the request left, ``expected[1]`` after)."""
     state = cell.inspect(job)
     assert state["integrity"] == "ok" and state["changes"]
+    assert state["chain"] == "verified"  # a crash never leaves a broken link
     if point not in INTERRUPTED:
         assert state["actions"][-1][2] == "done", state
         return str(state["state"])

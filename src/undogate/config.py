@@ -45,6 +45,9 @@ class ServerSettings(StrictModel):
     preview_ttl_s: float = Field(300.0, gt=0)
     ca_bundle: Path | None = None
     public_url: str | None = None
+    # Every confirm needs the reviewer's passkey over the exact preview (docs/proof.md);
+    # a resource's own ``require_passkey`` asks it for that resource alone.
+    require_passkey: bool = False
 
     @field_validator("ledger")
     @classmethod

@@ -24,7 +24,8 @@ from .jobs import (
     Preview,
     UndoOffer,
 )
-from .ledger import Event, InboxQuery, JobSummary, OutboxMessage, StoredPreview
+from .ledger import Event, InboxQuery, JobSummary, OutboxMessage, StoredPasskey, StoredPreview
+from .operations import step_up
 from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
 from .operations.inbox import BulkOutcome, InboxPage, read_inbox, reject_many
@@ -33,6 +34,7 @@ from .operations.preview import preview_job
 from .operations.recovery import recover
 from .operations.reject import reject_job
 from .operations.undo_offer import accept_verified_undo, resource_undo_offer
+from .passkeys import Registered
 
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
@@ -80,6 +82,7 @@ class Gateway(Context):
         dry_run: bool = False,
         reauthorize: Callable[[], None] | None = None,
         acknowledge_irreversible: bool = False,
+        passkey_assertion: str | None = None,
     ) -> Confirmation:
         """See ``operations.confirm.confirm_preview``."""
         return confirm_preview(
@@ -90,15 +93,32 @@ class Gateway(Context):
             dry_run=dry_run,
             reauthorize=reauthorize,
             acknowledge_irreversible=acknowledge_irreversible,
+            passkey_assertion=passkey_assertion,
         )
 
     def undo_offer(self, resource_id: str) -> UndoOffer:
         """See ``operations.undo_offer.resource_undo_offer``."""
         return resource_undo_offer(self, resource_id)
 
-    def accept_verified_undo(self, actor: Actor, resource_id: str) -> UndoOffer:
+    def accept_verified_undo(
+        self, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+    ) -> UndoOffer:
         """See ``operations.undo_offer.accept_verified_undo``."""
-        return accept_verified_undo(self, actor, resource_id)
+        return accept_verified_undo(self, actor, resource_id, passkey_assertion=passkey_assertion)
+
+    def passkeys(self, owner_id: str) -> list[StoredPasskey]:
+        """The owner's passkeys, revoked ones included."""
+        return self.ledger.read(lambda tx: tx.passkeys(owner_id))
+
+    def register_passkey(
+        self, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
+    ) -> StoredPasskey:
+        """See ``operations.step_up.register``."""
+        return step_up.register(self, actor, registered, label=label, rp_id=rp_id, origin=origin)
+
+    def revoke_passkey(self, actor: Actor, passkey_id: str) -> None:
+        """See ``operations.step_up.revoke``."""
+        step_up.revoke(self, actor, passkey_id)
 
     def stored_preview(
         self, owner_id: str, job_id: str, preview_token: str

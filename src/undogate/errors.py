@@ -34,6 +34,13 @@ its own vocabulary in one place.
     │                                                       several records: nothing prepared)
     ├── IrreversibleNotAcknowledged irreversible_not_acknowledged
     ├── UndoNotVerified             undo_not_verified      (no verified undo to accept)
+    ├── PasskeyRequired             passkey_required       (confirm on the preview's page)
+    ├── PasskeyRefused              passkey_refused        (an assertion that does not hold)
+    │   ├── PasskeyNotVerified      passkey_not_verified   (no user verification, bad signature)
+    │   ├── PasskeyWrongPreview     passkey_wrong_preview  (signed another preview)
+    │   ├── PasskeyReplayed         passkey_replayed       (its challenge was used already)
+    │   ├── PasskeyRevoked          passkey_revoked
+    │   └── PasskeyUnknown          passkey_unknown        (not one of this owner's passkeys)
     ├── LedgerInUse                 ledger_in_use
     ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
@@ -207,6 +214,34 @@ class UndoNotVerified(UndogateError):
     showed it works."""
 
     code = "undo_not_verified"
+
+
+class PasskeyRequired(UndogateError):
+    code = "passkey_required"
+
+
+class PasskeyRefused(UndogateError):
+    code = "passkey_refused"
+
+
+class PasskeyNotVerified(PasskeyRefused):
+    code = "passkey_not_verified"
+
+
+class PasskeyWrongPreview(PasskeyRefused):
+    code = "passkey_wrong_preview"
+
+
+class PasskeyReplayed(PasskeyRefused):
+    code = "passkey_replayed"
+
+
+class PasskeyRevoked(PasskeyRefused):
+    code = "passkey_revoked"
+
+
+class PasskeyUnknown(PasskeyRefused):
+    code = "passkey_unknown"
 
 
 class LedgerInUse(UndogateError):

@@ -408,6 +408,9 @@ class Preview:
     expires_at: float | None
     changes: tuple[ChangeView, ...]
     blockers: tuple[dict[str, Any], ...] = ()
+    # The WebAuthn challenge (base64url of the preview digest, docs/proof.md) when
+    # confirming needs the reviewer's passkey; None when it does not.
+    passkey_challenge: str | None = None
 
     @property
     def needs_acknowledgement(self) -> bool:
@@ -433,6 +436,9 @@ class UndoOffer:
     verified: frozenset[str]  # what that check verified (empty unless it passed)
     accepted: frozenset[str]  # what a reviewer accepted under the current identity
     accepted_at: float | None
+    # The WebAuthn challenge of accepting it (base64url), where the resource requires
+    # the reviewer's passkey (SPEC §14); None where it does not or nothing is verified.
+    passkey_challenge: str | None = None
 
     def offers(self, need: str) -> bool:
         return need in self.verified and need in self.accepted

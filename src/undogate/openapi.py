@@ -262,6 +262,8 @@ SCHEMAS: S = {
             "irreversible": {"type": "array", "items": _ANY_OBJ},
             "blockers": {"type": "array", "items": _ANY_OBJ},
             "writes_externally": _BOOL,
+            # base64url of the preview digest a passkey must sign (docs/proof.md)
+            "passkey_challenge": _nullable("string"),
         },
     ),
     "ConfirmRequest": {
@@ -272,6 +274,9 @@ SCHEMAS: S = {
             "preview_token": {"type": "string", "maxLength": 200},
             "dry_run": _BOOL,
             **collections.CONFIRM_MEMBERS,
+            # the PublicKeyCredential JSON of navigator.credentials.get over the
+            # preview's passkey_challenge, when the preview needs one
+            "passkey_assertion": _ANY_OBJ,
         },
     },
     "Confirmation": _obj(
@@ -540,8 +545,11 @@ def openapi_document() -> S:
             "/api/v1/resources/{resource_id}/undo-acceptance": {
                 "post": _op(
                     "accept, once, the undos the latest endpoint check verified (operator, "
-                    "agents:write); undo_not_verified when none is",
+                    "agents:write); undo_not_verified when none is, passkey_required when "
+                    "the resource requires a passkey and no assertion came",
                     "UndoOffer",
+                    body="UndoAcceptanceRequest",
+                    body_required=False,
                     params=[collections.RESOURCE_ID],
                 )
             },

@@ -67,8 +67,20 @@ SCHEMAS: S = {
             "accepted": _NAMES,
             "accepted_at": _WHEN,
             "awaiting_acceptance": _NAMES,
+            # base64url of the acceptance's digest (docs/proof.md), where accepting
+            # needs the reviewer's passkey
+            "passkey_challenge": {"type": ["string", "null"]},
         },
-    }
+    },
+    "UndoAcceptanceRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            # the PublicKeyCredential JSON of navigator.credentials.get over the
+            # offer's passkey_challenge, when accepting needs one
+            "passkey_assertion": {"type": "object"},
+        },
+    },
 }
 
 RESOURCE_ID: S = {

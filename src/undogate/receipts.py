@@ -135,6 +135,7 @@ def undo_offer_view(offer: UndoOffer) -> JsonObject:
         "accepted": [*sorted(offer.accepted)],
         "accepted_at": number(offer.accepted_at) if offer.accepted_at is not None else None,
         "awaiting_acceptance": [*sorted(offer.awaiting_acceptance)],
+        "passkey_challenge": offer.passkey_challenge,
     }
 
 
@@ -186,6 +187,7 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
         "acknowledgement_required": preview.needs_acknowledgement,
         "blockers": [json_value(b) for b in preview.blockers],
         "writes_externally": preview.operation.value != "accept_observed",
+        "passkey_challenge": preview.passkey_challenge,
     }
 
 

@@ -98,6 +98,9 @@ class Resource(StrictModel):
     # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
     # the fingerprint below is unchanged by it.
     test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
+    # Confirming a write to it needs the reviewer's passkey over the exact preview
+    # (SPEC §14, docs/proof.md). Not identity: turning it on invalidates nothing.
+    require_passkey: bool = False
 
     @field_validator("kind")
     @classmethod

@@ -36,11 +36,12 @@ from .engine import Gateway
 from .errors import Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Confirmation, Job, Operation, Prepared, PrepareRequest, Preview, UndoOffer
 from .jsonvalue import JsonObject
-from .ledger import Event, JobSummary, OutboxMessage, StoredPreview
+from .ledger import Event, JobSummary, OutboxMessage, StoredPasskey, StoredPreview
 from .operations.endpoint_check import CheckResult, check_endpoint, latest_verification
 from .operations.export import events_page, jobs_page
 from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
 from .operations.job_status import JobStatus, job_status
+from .passkeys import Registered
 
 T = TypeVar("T")
 
@@ -328,6 +329,7 @@ class Service:
         *,
         dry_run: bool = False,
         acknowledge_irreversible: bool = False,
+        passkey_assertion: str | None = None,
     ) -> Confirmation:
         """Confirm a preview; the credential is re-checked before each dispatch.
 
@@ -351,7 +353,41 @@ class Service:
             dry_run=dry_run,
             reauthorize=reauthorize,
             acknowledge_irreversible=acknowledge_irreversible,
+            passkey_assertion=passkey_assertion,
         )
+
+    # -- passkeys (SPEC §14): an operator's own, per owner --------------------------------
+
+    async def passkeys(self, principal: Principal) -> list[StoredPasskey]:
+        """Raises: Forbidden (not an operator who may write)."""
+        self.require_writer(principal)
+        return await _in_thread(self.gateway.passkeys, principal.owner_id)
+
+    async def register_passkey(
+        self,
+        principal: Principal,
+        via: str,
+        registered: Registered,
+        *,
+        label: str,
+        rp_id: str,
+        origin: str,
+    ) -> StoredPasskey:
+        """Keep a passkey the surface verified. Raises: Forbidden."""
+        self.require_writer(principal)
+        return await _in_thread(
+            self.gateway.register_passkey,
+            principal.actor(via),
+            registered,
+            label=label,
+            rp_id=rp_id,
+            origin=origin,
+        )
+
+    async def revoke_passkey(self, principal: Principal, via: str, passkey_id: str) -> None:
+        """Raises: Forbidden, NotFound (no live passkey of this owner by that id)."""
+        self.require_writer(principal)
+        await _in_thread(self.gateway.revoke_passkey, principal.actor(via), passkey_id)
 
     async def reject(
         self, principal: Principal, via: str, job_id: str, reason: str | None = None
@@ -427,15 +463,24 @@ class Service:
         return await _in_thread(self.gateway.undo_offer, resource_id)
 
     async def accept_verified_undo(
-        self, principal: Principal, via: str, resource_id: str
+        self,
+        principal: Principal,
+        via: str,
+        resource_id: str,
+        *,
+        passkey_assertion: str | None = None,
     ) -> UndoOffer:
-        """A reviewer accepts, once, the undos a test copy verified (SPEC §12).
+        """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
+        passkey's approval where the resource requires one (SPEC §14).
 
-        Raises: Forbidden, NotFound, UndoNotVerified."""
+        Raises: Forbidden, NotFound, UndoNotVerified, PasskeyRequired, PasskeyRefused."""
         self.require_writer(principal)
         self._visible_resource(principal, resource_id)
         return await _in_thread(
-            self.gateway.accept_verified_undo, principal.actor(via), resource_id
+            self.gateway.accept_verified_undo,
+            principal.actor(via),
+            resource_id,
+            passkey_assertion=passkey_assertion,
         )
 
     # -- key administration (the master key, or an operator key with keys:admin) --------

@@ -16,12 +16,15 @@ from undogate.errors import InvalidRequest, LedgerInUse
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import Ledger, Store, Transaction
+from undogate.ledger.chain_source import open_chain
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_copy import copy_sqlite_to_postgres
 from undogate.ledger.postgres_schema import TABLES
+from undogate.proof.ledger_check import verify_ledger
 
 from ..postgres import PostgresCluster
 from .conftest import begin, change, credential, event, insert, job, preview
+from .test_store_passkeys import passkey
 
 
 def fill(store: Store) -> None:
@@ -59,6 +62,10 @@ def fill(store: Store) -> None:
             passed=True,
             evidence='{"b": 2, "a": 1.50}',
         )
+        tx.insert_passkey(passkey("pk_1"))
+        tx.record_passkey_use(challenge="c1", passkey_id="pk_1", job_id="job_1", sign_count=4)
+        tx.insert_passkey(passkey("pk_2"))
+        tx.revoke_passkey("pk_2")
 
     store.write(history)
 
@@ -82,6 +89,9 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
         ledger_id = source.identity.ledger_id
     finally:
         source.close()
+    with open_chain(str(data)) as chain:
+        head = verify_ledger(chain)
+    assert head.ok and head.rows >= 2
     url = postgres_cluster.fresh_database()
 
     result = CliRunner().invoke(main, ["ledger", "copy", "--from", f"sqlite:{data}", "--to", url])
@@ -108,8 +118,16 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
         copied.write(lambda tx: event(tx, "job_3", "prepare"))
         assert copied.events("job_3")[0].id > expected[1][-1].id
         assert copied.write(lambda tx: tx.next_seq()) == expected[6] + 1
+        assert [p.id for p in copied.read(lambda tx: tx.passkeys("op_1"))] == ["pk_1", "pk_2"]
+        assert copied.read(lambda tx: tx.passkey_challenge_used("c1"))
     finally:
         copied.close()
+    # The chain came over whole, and the copy's next event links onto its head.
+    with open_chain(url) as chain:
+        links = list(chain.links())
+        after = verify_ledger(chain)
+    assert after.ok, after.reason
+    assert after.rows == head.rows + 1 and links[head.rows - 1].hash == head.head
     # The lossless JSON is the very text SQLite held.
     with psycopg.connect(url) as raw:
         row = raw.execute("SELECT evidence FROM endpoint_checks").fetchone()

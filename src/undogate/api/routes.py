@@ -15,7 +15,7 @@ from .. import receipts
 from ..auth import READ, WRITE
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Operation
-from ..jsonvalue import JsonObject
+from ..jsonvalue import JsonObject, dumps
 from ..operations import endpoint_check
 from ..service import Principal, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
@@ -176,7 +176,7 @@ async def confirm_job(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
     body = await json_body(request)
-    _only(body, ("preview_token", "dry_run", "acknowledge_irreversible"))
+    _only(body, ("preview_token", "dry_run", "acknowledge_irreversible", "passkey_assertion"))
     token = _str(body, "preview_token", required=True, max_len=200)
     assert token is not None
     confirmation = await service(request).confirm(
@@ -186,6 +186,7 @@ async def confirm_job(request: Request) -> Response:
         token,
         dry_run=_bool(body, "dry_run"),
         acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
+        passkey_assertion=_assertion(body),
     )
     return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
 
@@ -278,11 +279,23 @@ async def accept_undo(request: Request) -> Response:
     """A reviewer accepts, once, the undos the latest endpoint check verified."""
     principal = await authenticate(request)
     Service.require_reviewer(principal)
-    _only(await json_body(request, optional=True), ())
+    body = await json_body(request, optional=True)
+    _only(body, ("passkey_assertion",))
     offer = await service(request).accept_verified_undo(
-        principal, "api", request.path_params["resource_id"]
+        principal,
+        "api",
+        request.path_params["resource_id"],
+        passkey_assertion=_assertion(body),
     )
     return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+
+
+def _assertion(body: JsonObject) -> str | None:
+    """The optional ``passkey_assertion`` (the PublicKeyCredential JSON), as text."""
+    assertion = body.get("passkey_assertion")
+    if assertion is not None and not isinstance(assertion, dict):
+        raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
+    return None if assertion is None else dumps(assertion)
 
 
 def api_routes() -> list[BaseRoute]:

@@ -11,7 +11,9 @@ import click
 
 from .. import __version__
 from ..errors import UndogateError
-from .common import _KEY, _URL, _ask, _fail, _review
+from . import proof
+from .common import _KEY, _URL, _ask, _review
+from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 
 
@@ -514,7 +516,8 @@ def mcp_command(url: str | None) -> None:
 
 @main.group("ledger")
 def ledger_group() -> None:
-    """Move the ledger between engines (docs/scaling.md)."""
+    """Move the ledger between engines (docs/scaling.md); verify its hash chain
+    (docs/proof.md)."""
 
 
 @ledger_group.command("copy")
@@ -541,6 +544,10 @@ def ledger_copy(source: str, target: str) -> None:
     for table in copied.tables:
         click.echo(f"  {table.name:<20} {table.rows:>8} rows  sha256 {table.digest[:16]}")
 
+
+ledger_group.add_command(proof.ledger_verify)
+main.add_command(proof.export_receipt)
+main.add_command(proof.verify_receipt)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,5 +1,6 @@
-"""What the CLI's verbs share: how a refusal is printed, and how a reviewing verb reaches
-the running gateway (``UNDOGATE_URL``, the key from ``UNDOGATE_KEY`` only)."""
+"""What the CLI's verbs share: how a reviewing verb reaches the running gateway
+(``UNDOGATE_URL``, the key from ``UNDOGATE_KEY`` only); a refusal is printed by
+``failing.fail``."""
 
 from __future__ import annotations
 
@@ -12,14 +13,7 @@ from typing import Any
 import click
 
 from ..errors import UndogateError
-from ..invisibles import visible
-
-
-def _fail(exc: UndogateError) -> None:
-    # A message may quote what an agent or a remote server wrote: shown, never obeyed.
-    click.echo(visible(f"error [{exc.code}]: {exc.message}"), err=True)
-    sys.exit(2)
-
+from .failing import fail as _fail
 
 _URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
 
@@ -61,4 +55,4 @@ def _ask(prompt: str) -> str:
     return str(click.prompt(prompt, default="", show_default=False))
 
 
-__all__ = ["_KEY", "_URL", "_ask", "_fail", "_review"]
+__all__ = ["_KEY", "_URL", "_ask", "_review"]

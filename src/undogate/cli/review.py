@@ -274,6 +274,17 @@ def confirm_operation(
     if dry_run:
         console.print("\ndry run: nothing was sent", style="yellow")
         return 0
+    if preview.get("passkey_challenge") is not None:
+        # A terminal cannot sign; the requirement is never downgraded to a typed answer.
+        console.print(
+            Text(
+                f"\n{verb} of {job_id} needs your passkey, which this terminal cannot give. "
+                f"Open {client.url}/jobs/{job_id} in a browser, preview it there and confirm "
+                f"with your passkey; then check the receipt: undogate jobs show {job_id}",
+                style="bold yellow",
+            )
+        )
+        return 1
     console.print(f"\nthe preview expires in {s(preview.get('expires_in_s'))} s")
     acknowledged = preview.get("acknowledgement_required") is True
     if acknowledged:

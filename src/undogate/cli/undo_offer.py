@@ -44,6 +44,17 @@ def accept_undo(
     if set(verified) <= set(accepted):
         console.print("already accepted: these undos are offered", style="green")
         return 0
+    if offer.get("passkey_challenge") is not None:
+        # A terminal cannot sign; the requirement is never downgraded to a typed answer.
+        console.print(
+            Text(
+                f"accepting the verified undo of {resource_id} needs your passkey, which this "
+                f"terminal cannot give. Open {client.url}/resources/{quote(resource_id, safe='')}"
+                "/undo in a browser and accept it there with your passkey",
+                style="bold yellow",
+            )
+        )
+        return 1
     if not interactive:
         console.print("refusing to accept without an interactive terminal", style="red")
         return 2

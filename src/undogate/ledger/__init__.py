@@ -4,9 +4,11 @@ to them. Only this package knows SQL or a database driver.
 - ``store``: the protocol (``Store``, and the ``Reader`` and ``Transaction`` verbs
   its ``read`` and ``write`` hand to a caller's function); no SQL in it.
 - ``records``: the plain values the verbs return.
-- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_inbox``, ``sql_export``, ``sql_outbox``: the
-  verbs, in the SQL both engines speak; ``sql_base``: what they ask of an engine (a
-  connection, the locks).
+- ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_leases``, ``sql_sessions``,
+  ``sql_inbox``, ``sql_export``, ``sql_outbox``, ``sql_passkeys``: the verbs, in the SQL
+  both engines speak; ``sql_base``: what they ask of an engine (a connection, the
+  locks); ``sql_chain``: the one insert into ``events``, hash-chained (docs/proof.md),
+  and ``chain_source``: a ledger opened read-only to walk that chain.
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
@@ -36,6 +38,7 @@ from .records import (
     OutboxMessage,
     StoredCheck,
     StoredCredential,
+    StoredPasskey,
     StoredPreview,
     StoredWebPreview,
     StoredWebSession,
@@ -68,6 +71,7 @@ __all__ = [
     "Store",
     "StoredCheck",
     "StoredCredential",
+    "StoredPasskey",
     "StoredPreview",
     "StoredWebPreview",
     "StoredWebSession",

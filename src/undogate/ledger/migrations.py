@@ -8,10 +8,41 @@ ledger at one version or the next, never between. Migrations are only ever appen
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import LedgerError
+from .sql_chain import chain_existing_events
 
-_MIGRATIONS: list[str] = [
+#: A migration is SQL, or a function that runs on the connection (where a step needs
+#: what SQLite cannot compute itself, such as a SHA-256).
+Migration = str | Callable[[sqlite3.Connection], None]
+
+
+def _chain_events(conn: sqlite3.Connection) -> None:
+    """11: the hash chain (ledger/sql_chain.py): every event carries the hash of the one
+    before it; the rows written before are chained here, in id order. The update
+    trigger steps aside for that one pass only."""
+    for statement in (
+        "ALTER TABLE events ADD COLUMN prev_hash TEXT",
+        "ALTER TABLE events ADD COLUMN hash TEXT",
+        "DROP TRIGGER events_append_only_update",
+    ):
+        conn.execute(statement)
+
+    def execute(sql: str, parameters: Any) -> sqlite3.Cursor:
+        return conn.execute(sql, parameters)
+
+    chain_existing_events(execute)
+    for statement in (
+        "CREATE TRIGGER events_append_only_update BEFORE UPDATE ON events "
+        "BEGIN SELECT RAISE(ABORT, 'events are append-only'); END",
+        "CREATE UNIQUE INDEX events_chain_prev ON events(prev_hash)",
+    ):
+        conn.execute(statement)
+
+
+_MIGRATIONS: list[Migration] = [
     # 1: the first schema.
     """
     CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -282,6 +313,44 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX webhook_outbox_due ON webhook_outbox(next_attempt_at)
         WHERE status = 'pending';
     """,
+    # 13: the hash chain over the events (docs/proof.md).
+    _chain_events,
+    # 14: passkeys (SPEC §14), per owner, never deleted; only their sign count moves and
+    # a revocation is final. ``passkey_uses`` holds each approval's challenge (the
+    # preview digest) once: an assertion never approves twice. Its job is NULL for the
+    # acceptance of a verified undo, which approves no job.
+    """
+    CREATE TABLE passkeys (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        label TEXT NOT NULL,
+        public_key TEXT NOT NULL,
+        sign_count INTEGER NOT NULL,
+        rp_id TEXT NOT NULL,
+        origin TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        revoked_at REAL
+    );
+    CREATE INDEX passkeys_by_owner ON passkeys(owner_id);
+    CREATE TABLE passkey_uses (
+        challenge TEXT PRIMARY KEY,
+        passkey_id TEXT NOT NULL REFERENCES passkeys(id),
+        job_id TEXT,
+        at REAL NOT NULL
+    );
+    CREATE TRIGGER passkeys_never_deleted BEFORE DELETE ON passkeys
+        BEGIN SELECT RAISE(ABORT, 'passkeys are never deleted'); END;
+    CREATE TRIGGER passkeys_immutable BEFORE UPDATE OF
+        id, owner_id, label, public_key, rp_id, origin, created_at ON passkeys
+        BEGIN SELECT RAISE(ABORT, 'passkeys are immutable; register a new one'); END;
+    CREATE TRIGGER passkeys_revocation_final BEFORE UPDATE OF revoked_at ON passkeys
+        WHEN OLD.revoked_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'a revoked passkey stays revoked'); END;
+    CREATE TRIGGER passkey_uses_append_only_update BEFORE UPDATE ON passkey_uses
+        BEGIN SELECT RAISE(ABORT, 'passkey uses are append-only'); END;
+    CREATE TRIGGER passkey_uses_append_only_delete BEFORE DELETE ON passkey_uses
+        BEGIN SELECT RAISE(ABORT, 'passkey uses are append-only'); END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 
@@ -300,8 +369,12 @@ def migrate(conn: sqlite3.Connection) -> None:
     for number in range(version, SCHEMA_VERSION):
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _split_sql(_MIGRATIONS[number]):
-                conn.execute(statement)
+            step = _MIGRATIONS[number]
+            if callable(step):
+                step(conn)
+            else:
+                for statement in _split_sql(step):
+                    conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {number + 1}")
             conn.execute("COMMIT")
         except BaseException:

@@ -40,6 +40,7 @@ from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_outbox import OutboxVerbs
+from .sql_passkeys import PasskeyVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -86,6 +87,7 @@ class PostgresTransaction(
     InboxVerbs,
     ExportVerbs,
     OutboxVerbs,
+    PasskeyVerbs,
 ):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
@@ -100,6 +102,8 @@ class PostgresTransaction(
         self.lease_id = lease_id
         self.for_update = " FOR UPDATE" if writing else ""
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
+        self.defer_chain = writing  # events are chained at the commit (sql_chain)
+        self.pending = []
 
     def _clock(self) -> float:
         row = self.connection.execute(
@@ -263,6 +267,7 @@ class PostgresStore(ReadShortcuts):
             try:
                 raw.execute(begin.encode())
                 yield tx
+                tx.flush_chain()
                 raw.execute(b"COMMIT")
             except BaseException as exc:
                 _roll_back(raw)

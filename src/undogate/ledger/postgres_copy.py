@@ -44,6 +44,8 @@ _KEYS = {
     "web_sessions": ("id_hash",),
     "web_session_previews": ("session_hash", "handle"),
     "webhook_outbox": ("seq",),
+    "passkeys": ("id",),
+    "passkey_uses": ("challenge",),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (

@@ -16,11 +16,14 @@ new ledger at once build it once.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import psycopg
 
 from ..errors import LedgerError
+from .sql_base import Cursor
+from .sql_chain import chain_existing_events
 
 META_KEY = "ledger_id"
 VERSION_KEY = "schema_version"
@@ -43,7 +46,42 @@ def _refuse(table: str, events: str, message: str) -> str:
     )
 
 
-_MIGRATIONS: list[str] = [
+#: A migration is SQL, or a function that runs on the connection.
+Migration = str | Callable[[psycopg.Connection[Any]], None]
+
+
+def _chain_events(conn: psycopg.Connection[Any]) -> None:
+    """5: the hash chain (ledger/sql_chain.py, migrations.py 11): the rows written
+    before it are chained in id order, with the update trigger aside for that pass.
+
+    Leased processes share a ledger, and one of an undogate from before the chain may
+    still run while a newer one migrates: its events would carry no link, and the next
+    chained insert would find no head. ``events_unchained_refused`` refuses such an
+    insert instead (that process fails its write with ``ledger_error``; upgrade it).
+    SQLite has one owner at a time and needs no such fence."""
+    conn.execute(
+        b"ALTER TABLE events ADD COLUMN prev_hash text;"
+        b"ALTER TABLE events ADD COLUMN hash text;"
+        b"DROP TRIGGER events_update_delete_refused ON events;"
+    )
+
+    def execute(sql: str, parameters: Sequence[Any]) -> Cursor:
+        return conn.execute(sql.replace("?", "%s").encode(), parameters)
+
+    chain_existing_events(execute)
+    conn.execute(
+        (
+            _refuse("events", "UPDATE OR DELETE", "events are append-only")
+            + "CREATE UNIQUE INDEX events_chain_prev ON events(prev_hash);"
+            + "CREATE TRIGGER events_unchained_refused BEFORE INSERT ON events FOR EACH ROW "
+            "WHEN (NEW.prev_hash IS NULL OR NEW.hash IS NULL) EXECUTE FUNCTION "
+            "undogate_refuse('an event must be chained: this undogate is older than the "
+            "ledger; upgrade it');"
+        ).encode()
+    )
+
+
+_MIGRATIONS: list[Migration] = [
     # 1: the SQLite schema at its version 7, whole.
     _REFUSE  # noqa: S608 - constants only, never input
     + """
@@ -261,6 +299,42 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX webhook_outbox_due ON webhook_outbox(next_attempt_at)
         WHERE status = 'pending';
     """,
+    # 7: the hash chain over the events (migrations.py 13; docs/proof.md).
+    _chain_events,
+    # 8: passkeys and their single-use approvals (migrations.py 14).
+    """
+    CREATE TABLE passkeys (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        label text NOT NULL,
+        public_key text NOT NULL,
+        sign_count bigint NOT NULL,
+        rp_id text NOT NULL,
+        origin text NOT NULL,
+        created_at double precision NOT NULL,
+        revoked_at double precision
+    );
+    CREATE INDEX passkeys_by_owner ON passkeys(owner_id);
+    CREATE TABLE passkey_uses (
+        challenge text PRIMARY KEY,
+        passkey_id text NOT NULL REFERENCES passkeys(id),
+        job_id text,
+        at double precision NOT NULL
+    );
+    CREATE TRIGGER passkeys_immutable BEFORE UPDATE OF
+        id, owner_id, label, public_key, rp_id, origin, created_at ON passkeys FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('passkeys are immutable; register a new one');
+    CREATE TRIGGER passkeys_revocation_final BEFORE UPDATE OF revoked_at ON passkeys
+        FOR EACH ROW WHEN (OLD.revoked_at IS NOT NULL)
+        EXECUTE FUNCTION undogate_refuse('a revoked passkey stays revoked');
+    """
+    + _refuse("passkeys", "DELETE", "passkeys are never deleted")
+    + _refuse("passkey_uses", "UPDATE OR DELETE", "passkey uses are append-only")
+    + "".join(
+        f"CREATE TRIGGER {t}_truncate_refused BEFORE TRUNCATE ON {t} FOR EACH STATEMENT "
+        f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
+        for t in ("passkeys", "passkey_uses")
+    ),
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -278,6 +352,8 @@ TABLES = (
     "web_sessions",
     "web_session_previews",
     "webhook_outbox",
+    "passkeys",
+    "passkey_uses",
 )
 
 
@@ -300,7 +376,11 @@ def migrate(conn: psycopg.Connection[Any]) -> tuple[str, bool]:
             )
         created = version == 0
         for number in range(version, SCHEMA_VERSION):
-            conn.execute(_MIGRATIONS[number].encode())
+            step = _MIGRATIONS[number]
+            if callable(step):
+                step(conn)
+            else:
+                conn.execute(step.encode())
             conn.execute(
                 "INSERT INTO meta(key, value) VALUES (%s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",

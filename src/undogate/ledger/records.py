@@ -237,8 +237,25 @@ __all__ = [
     "OpenChange",
     "OutboxMessage",
     "StoredCredential",
+    "StoredPasskey",
     "StoredPreview",
     "StoredWebPreview",
     "StoredWebSession",
     "UnfinishedJob",
 ]
+
+
+@dataclass(frozen=True)
+class StoredPasskey:
+    """A registered passkey: its credential id and COSE public key (base64url), the
+    relying party and origin it was registered on, and its last sign count."""
+
+    id: str
+    owner_id: str
+    label: str
+    public_key: str
+    sign_count: int
+    rp_id: str
+    origin: str
+    created_at: float
+    revoked_at: float | None

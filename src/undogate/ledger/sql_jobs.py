@@ -33,7 +33,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
 from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
-from .sql_base import EngineHooks
+from .sql_chain import ChainVerbs, new_row
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -50,7 +50,7 @@ _RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
 _FINISHED = ("undone", "rejected", "invalidated")
 
 
-class JobVerbs(EngineHooks):
+class JobVerbs(ChainVerbs):
     """Jobs, changes, actions, previews, events and counters, on one connection inside
     the transaction the store opened (see ``store.Transaction``)."""
 
@@ -108,21 +108,17 @@ class JobVerbs(EngineHooks):
         to_state: str | None = None,
         detail: JsonObject | None = None,
     ) -> None:
-        c = self.connection
-        c.execute(
-            "INSERT INTO events(job_id, at, actor, access_path, operation, target, "
-            "from_state, to_state, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                job_id,
-                time.time(),
-                actor,
-                access_path,
-                operation,
-                target,
-                from_state,
-                to_state,
-                dumps(detail) if detail is not None else None,
-            ),
+        self.append_event(
+            new_row(
+                job_id=job_id,
+                actor=actor,
+                access_path=access_path,
+                operation=operation,
+                target=target,
+                from_state=from_state,
+                to_state=to_state,
+                detail=dumps(detail) if detail is not None else None,
+            )
         )
 
     def events(self, job_id: str) -> list[Event]:

@@ -31,6 +31,7 @@ from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_outbox import OutboxVerbs
+from .sql_passkeys import PasskeyVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -63,6 +64,7 @@ class SQLiteTransaction(
     InboxVerbs,
     ExportVerbs,
     OutboxVerbs,
+    PasskeyVerbs,
 ):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from ..errors import LedgerError
 from .identity import read_marker
+from .migrations import migrate
 from .sqlite import SQLiteTransaction
 
-# (credential id, revoked at, reason)
+# (credential or passkey id, revoked at, reason)
 Revoked = tuple[str, float, str | None]
 
 
@@ -59,7 +60,7 @@ def check_file(path: Path) -> FileCheck:
 
 
 def read_revocations(db: Path) -> tuple[list[Revoked], str | None]:
-    """The revoked credentials of the ledger about to be replaced, and why they could
+    """The revoked credentials and passkeys of the ledger about to be replaced, and why they could
     not be read when they could not (the ledger was lost or is damaged)."""
     if not db.exists() or db.stat().st_size == 0:
         if read_marker(db.parent) is None:
@@ -68,18 +69,27 @@ def read_revocations(db: Path) -> tuple[list[Revoked], str | None]:
     try:
         conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            has_table = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'credentials'"
-            ).fetchone()
-            if not has_table:
+            tables = {
+                str(r[0])
+                for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            }
+            if "credentials" not in tables:
                 return [], None
-            return [
+            found: list[Revoked] = [
                 (row[0], row[1], row[2])
                 for row in conn.execute(
                     "SELECT id, revoked_at, revoked_reason FROM credentials "
                     "WHERE revoked_at IS NOT NULL"
                 )
-            ], None
+            ]
+            if "passkeys" in tables:  # a revoked passkey approves nothing again either
+                found += [
+                    (row[0], row[1], None)
+                    for row in conn.execute(
+                        "SELECT id, revoked_at FROM passkeys WHERE revoked_at IS NOT NULL"
+                    )
+                ]
+            return found, None
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -87,14 +97,15 @@ def read_revocations(db: Path) -> tuple[list[Revoked], str | None]:
 
 
 def keep_revoked(db: Path, revoked: list[Revoked]) -> int:
-    """A restore brings back history, never a revoked key: revocations made since the
-    backup are applied to the restored copy ``db`` (not yet in place, so nobody else
+    """A restore brings back history, never a revoked key or passkey: revocations made
+    since the backup are applied to the restored copy ``db`` (not yet in place, so nobody else
     has it open), each with its event. Returns how many."""
     if not revoked:
         return 0
     kept = 0
     conn = sqlite3.connect(db, isolation_level=None)
     try:
+        migrate(conn)  # the copy may predate the chain or the passkeys: bring it up first
         conn.execute("BEGIN IMMEDIATE")
         for cred_id, revoked_at, reason in revoked:
             cur = conn.execute(
@@ -102,6 +113,11 @@ def keep_revoked(db: Path, revoked: list[Revoked]) -> int:
                 "WHERE id = ? AND revoked_at IS NULL",
                 (revoked_at, reason or "revoked before the restore", cred_id),
             )
+            if not cur.rowcount:
+                cur = conn.execute(
+                    "UPDATE passkeys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                    (revoked_at, cred_id),
+                )
             if cur.rowcount:
                 kept += 1
                 SQLiteTransaction(conn).add_event(

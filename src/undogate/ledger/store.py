@@ -22,8 +22,10 @@ What every engine promises:
   (``own_lease``); the actions it begins and the jobs it runs name it, so recovery
   settles only the work of processes whose lease ended (``sql_leases``). A SQLite
   ledger has one owner and no leases.
-- Events, jobs, changes, actions, credentials and endpoint checks are never deleted,
-  and events and endpoint checks never updated: the database itself refuses it.
+- Events, jobs, changes, actions, credentials, passkeys and endpoint checks are never
+  deleted, and events and endpoint checks never updated: the database itself refuses
+  it. Every event carries the hash of the one before it (``sql_chain``), computed in
+  the write that inserts it, so an edit behind the database's back shows.
 - What the engine's driver raises leaves the store as ``LedgerError`` (damage as
   ``LedgerDamaged``); a ``UndogateError`` raised by the caller's function passes
   through unchanged, after the rollback.
@@ -52,6 +54,7 @@ from .records import (
     OutboxMessage,
     StoredCheck,
     StoredCredential,
+    StoredPasskey,
     StoredPreview,
     StoredWebPreview,
     StoredWebSession,
@@ -200,6 +203,20 @@ class Reader(Protocol):
 
     def web_preview(self, session_hash: str, handle: str) -> StoredWebPreview | None:
         """A preview the session holds under ``handle``."""
+        ...
+
+    # -- passkeys (ledger/sql_passkeys.py) ---------------------------------------------------
+
+    def passkey(self, passkey_id: str) -> StoredPasskey | None:
+        """A passkey by its credential id (base64url), revoked or not."""
+        ...
+
+    def passkeys(self, owner_id: str) -> list[StoredPasskey]:
+        """The owner's passkeys, revoked ones included, oldest first."""
+        ...
+
+    def passkey_challenge_used(self, challenge: str) -> bool:
+        """Whether an approval with this challenge was recorded (a write holds it)."""
         ...
 
     # -- endpoint checks --------------------------------------------------------------------
@@ -365,7 +382,9 @@ class Transaction(Reader, Protocol):
         to_state: str | None = None,
         detail: JsonObject | None = None,
     ) -> None:
-        """Append one event (now). Events are never changed or deleted."""
+        """Append one event (now), linked into the hash chain. Events are never changed
+        or deleted. Where writes run at once (PostgreSQL) it is inserted at the commit, so
+        the chain's lock is the write's last: a read inside the same write misses it."""
         ...
 
     # -- credentials ------------------------------------------------------------------------
@@ -459,6 +478,24 @@ class Transaction(Reader, Protocol):
         the claim that made it (``claimed_until``, as ``claim_webhook`` set it) still
         holds; False when it ran out and another claim took the message over (that
         attempt records its own outcome)."""
+        ...
+
+    # -- passkeys ---------------------------------------------------------------------------
+
+    def insert_passkey(self, passkey: StoredPasskey) -> None:
+        """Register a passkey. Only its sign count changes after, and its revocation."""
+        ...
+
+    def revoke_passkey(self, passkey_id: str) -> None:
+        """Revoke a passkey (now); the ledger refuses to revoke one twice."""
+        ...
+
+    def record_passkey_use(
+        self, *, challenge: str, passkey_id: str, job_id: str | None, sign_count: int
+    ) -> None:
+        """Spend ``challenge`` (an approval's preview digest) once, and keep the
+        passkey's new sign count. A second use of one challenge fails at the insert.
+        ``job_id`` is None for the acceptance of a verified undo (it approves no job)."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

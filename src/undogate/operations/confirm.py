@@ -27,8 +27,9 @@ from ..jobs import (
     Job,
     Operation,
 )
-from ..jsonvalue import JsonObject
 from ..ledger import StoredPreview
+from ..passkeys import AssertionParts
+from . import step_up
 from .context import Context
 from .dispatch import Dispatch, PlannedWrite
 from .preview import targets_for
@@ -61,6 +62,7 @@ def confirm_preview(
     dry_run: bool = False,
     reauthorize: Callable[[], None] | None = None,
     acknowledge_irreversible: bool = False,
+    passkey_assertion: str | None = None,
 ) -> Confirmation:
     """Check the whole preview against fresh reads, then dispatch action by action.
 
@@ -68,13 +70,20 @@ def confirm_preview(
     ``Unauthorized``) when the reviewer's credential no longer allows the write. An
     apply of a change whose undo is not offered (SPEC §12) needs
     ``acknowledge_irreversible``; an undo that is not offered is refused.
+    ``passkey_assertion``: the ``PublicKeyCredential`` JSON over the preview's
+    digest, which a preview that touches a ``require_passkey`` resource needs
+    (``step_up``).
 
     Raises:
         NotFound, PreviewExpired, PreviewUsed, ChangedSincePreview, Conflict,
         Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
         ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach,
-        IrreversibleNotAcknowledged, UndoNotVerified.
+        IrreversibleNotAcknowledged, UndoNotVerified,
+        PasskeyRequired, PasskeyRefused (its subclasses).
     """
+    assertion = None
+    if passkey_assertion is not None:
+        assertion = step_up.refuse_replay(gw, passkey_assertion)
     job = gw.get_job(actor.owner_id, job_id)
     token_hash = sha256_hex(preview_token)
     stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
@@ -100,9 +109,7 @@ def confirm_preview(
     if not dry_run:
         _check_attempts(gw, job.id)
     try:
-        return _confirm_checked(
-            gw, actor, job, stored.snapshot, operation, targets, token_hash, dry_run, reauthorize
-        )
+        return _confirm_checked(gw, actor, job, stored, targets, dry_run, reauthorize, assertion)
     except UndogateError:
         if not dry_run:
             try:
@@ -116,13 +123,22 @@ def _confirm_checked(
     gw: Context,
     actor: Actor,
     job: Job,
-    seen_versions: JsonObject,
-    operation: Operation,
+    stored: StoredPreview,
     targets: list[Change],
-    token_hash: str,
     dry_run: bool,
     reauthorize: Callable[[], None] | None,
+    assertion: AssertionParts | None,
 ) -> Confirmation:
+    seen_versions, operation, token_hash = stored.snapshot, stored.operation, stored.token_hash
+
+    def step_up_approval(writes: list[PlannedWrite]) -> None:
+        """Before anything is sent: the passkey, where one is required."""
+        if step_up.required(gw, targets):
+            requests = step_up.planned(p.write for p in writes)
+            step_up.approve(
+                gw, actor, job, operation, requests, stored.expires_at, token_hash, assertion
+            )
+
     deadline = gw.deadline()
     snaps: dict[int, Snapshot] = {}
     for change in targets:
@@ -138,6 +154,8 @@ def _confirm_checked(
             )
         snaps[change.index] = snap
     if operation is Operation.ACCEPT_OBSERVED:
+        if not dry_run:
+            step_up_approval([])
         return accept_observed(gw, actor, job, targets, snaps, token_hash, dry_run)
     writes: list[PlannedWrite] = []
     target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
@@ -164,6 +182,7 @@ def _confirm_checked(
         return Confirmation(
             job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
         )
+    step_up_approval(writes)
     with gw.live.running(job.id):
         Dispatch(
             ledger=gw.ledger,

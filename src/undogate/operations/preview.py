@@ -31,6 +31,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonObject
 from ..ledger import Transaction
+from . import step_up
 from .context import Context
 from .overlaps import check_overlaps
 from .undo_offer import undo_offered
@@ -57,10 +58,12 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
     views: list[ChangeView] = []
     blockers: list[dict[str, Any]] = []
     snapshot: JsonObject = {}
+    snaps: dict[int, Snapshot] = {}
     for change in targets:
         adapter = adapter_for(change.kind)
         snap = gw.read_change(change, deadline)
         snapshot[str(change.index)] = snap.version
+        snaps[change.index] = snap
         view = _view(adapter, job, change, snap, operation, undo_offered(gw, change))
         views.append(view)
         if operation is Operation.UNDO and view.irreversible:
@@ -93,11 +96,13 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
             )
     token: str | None = None
     expires_at: float | None = None
+    challenge: str | None = None
     if not blockers:
         token = secrets.token_urlsafe(32)
         expires_at = gw.clock() + gw.config.server.preview_ttl_s
         token_hash = sha256_hex(token)
         exp = expires_at
+        challenge = step_up.preview_challenge(gw, job, operation, targets, snaps, exp, token_hash)
 
         def commit(tx: Transaction) -> None:
             tx.insert_preview(
@@ -123,6 +128,7 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
         expires_at=expires_at,
         changes=tuple(views),
         blockers=tuple(blockers),
+        passkey_challenge=challenge,
     )
 
 

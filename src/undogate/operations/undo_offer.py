@@ -7,16 +7,24 @@ its test copy verified (its evidence lists them); a reviewer then accepts that v
 undo once, a recorded ``undo_accepted`` event. Until both, such a change is
 irreversible before the click: its preview says so and confirming it needs an explicit
 acknowledgement.
+
+Where the resource requires a passkey (SPEC §14), accepting needs one too: the offer
+shows the challenge (the digest of ``proof.preview_digest.acceptance_document``), and
+the approval is checked and recorded in the same write as the acceptance.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ..adapters import adapter_for
 from ..config import Resource
-from ..errors import UndoNotVerified
+from ..errors import PasskeyRequired, UndoNotVerified
 from ..jobs import Actor, Change, UndoOffer
 from ..jsonvalue import JsonValue
 from ..ledger import Reader, Transaction
+from ..proof.preview_digest import acceptance_document
+from . import step_up
 from .context import Context
 
 UNDO_ACCEPTED = "undo_accepted"
@@ -61,22 +69,53 @@ def undo_offered(gw: Context, change: Change) -> bool:
     return gw.ledger.read(lambda tx: undo_offer(tx, resource)).offers(need)
 
 
+def _acceptance(tx: Reader, resource: Resource, offer: UndoOffer) -> dict[str, object]:
+    """The document a passkey signs to accept ``offer`` (its check verified something)."""
+    assert offer.check_id is not None
+    latest = tx.latest_undo_acceptance(resource.id)
+    return acceptance_document(
+        resource_id=resource.id,
+        fingerprint=resource.fingerprint,
+        check_id=offer.check_id,
+        undos=sorted(offer.verified),
+        after_acceptance=latest.event_id if latest is not None else None,
+    )
+
+
 def resource_undo_offer(gw: Context, resource_id: str) -> UndoOffer:
-    """Raises: NotFound."""
+    """The offer, with the passkey challenge of accepting it where one is needed.
+
+    Raises: NotFound."""
     resource = gw.resource(resource_id)
-    return gw.ledger.read(lambda tx: undo_offer(tx, resource))
+
+    def offered(tx: Reader) -> UndoOffer:
+        offer = undo_offer(tx, resource)
+        if not offer.verified or not step_up.resource_required(gw, resource):
+            return offer
+        challenge = step_up.challenge_text(_acceptance(tx, resource, offer))
+        return replace(offer, passkey_challenge=challenge)
+
+    return gw.ledger.read(offered)
 
 
-def accept_verified_undo(gw: Context, actor: Actor, resource_id: str) -> UndoOffer:
-    """Record a reviewer's acceptance of the undos the latest check verified.
+def accept_verified_undo(
+    gw: Context, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+) -> UndoOffer:
+    """Record a reviewer's acceptance of the undos the latest check verified, with the
+    passkey's approval of exactly that where the resource requires one.
 
     Raises:
         NotFound: no such resource.
         UndoNotVerified: no passing check under its current identity verified an undo.
+        PasskeyRequired, PasskeyRefused (its subclasses): as a confirm's step-up.
     """
     resource = gw.resource(resource_id)
+    required = step_up.resource_required(gw, resource)
+    assertion = None
+    if passkey_assertion is not None:
+        assertion = step_up.refuse_replay(gw, passkey_assertion)
 
-    def commit(tx: Transaction) -> UndoOffer:
+    def commit(tx: Transaction) -> None:
         offer = undo_offer(tx, resource)
         if not offer.verified:
             raise UndoNotVerified(
@@ -84,6 +123,14 @@ def accept_verified_undo(gw: Context, actor: Actor, resource_id: str) -> UndoOff
                 "check-endpoint on a test copy of it first",
                 resource=resource_id,
             )
+        if required:
+            if assertion is None:
+                raise PasskeyRequired(
+                    f"accepting the verified undo of {resource_id!r} needs the reviewer's "
+                    "passkey: open the resource's undo page in a browser and accept it there",
+                    resource=resource_id,
+                )
+            step_up.approve_in(tx, actor, _acceptance(tx, resource, offer), assertion, job_id=None)
         undos: list[JsonValue] = [*sorted(offer.verified)]
         tx.add_event(
             job_id=None,
@@ -97,6 +144,8 @@ def accept_verified_undo(gw: Context, actor: Actor, resource_id: str) -> UndoOff
                 "undos": undos,
             },
         )
-        return undo_offer(tx, resource)
 
-    return gw.ledger.write(commit)
+    gw.ledger.write(commit)
+    # Read after the commit: where writes run at once (PostgreSQL) an event is chained,
+    # so inserted, only at its write's commit, and a read inside the write misses it.
+    return resource_undo_offer(gw, resource_id)

@@ -63,6 +63,9 @@ def held_text(preview: Preview, requests: list[JsonObject], requests_problem: st
         "blockers": [{k: _plain(v) for k, v in b.items()} for b in preview.blockers],
         "requests": list(requests),
         "requests_problem": requests_problem,
+        # The passkey step's challenge (the preview digest): not secret, and the page
+        # that shows the held preview asks the passkey to sign exactly it.
+        "passkey_challenge": preview.passkey_challenge,
     }
     return dumps(document)
 
@@ -80,6 +83,8 @@ def held_from_text(text: str, token: str | None) -> tuple[Preview, list[JsonObje
         expires_at=_float(document["expires_at"]),
         changes=tuple(_change_view(c) for c in changes),
         blockers=tuple(_unplain_object(b) for b in blockers),
+        # .get: a preview held before passkeys existed needed none.
+        passkey_challenge=_optional_text(document.get("passkey_challenge")),
     )
     # .get: a preview held before the exact requests were kept had none.
     requests = document.get("requests") or []
@@ -145,6 +150,10 @@ def _number(value: float | None) -> JsonValue:
 
 def _float(value: JsonValue) -> float | None:
     return None if value is None else float(_text(value))
+
+
+def _optional_text(value: JsonValue | None) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _text(value: JsonValue) -> str:

@@ -128,6 +128,37 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
         "Open undogate directly and use its own buttons.",
         False,
     ),
+    "passkey_required": (
+        "This preview touches a resource that needs your passkey, so nothing was written.",
+        "Confirm it on this preview's page and approve it with your passkey.",
+        True,
+    ),
+    "passkey_not_verified": (
+        "Your passkey's approval did not hold (no user verification, or the signature did "
+        "not check), so nothing was written.",
+        "Preview again and approve with a passkey that verifies you (PIN or biometrics).",
+        True,
+    ),
+    "passkey_wrong_preview": (
+        "The passkey approval was for another preview, so nothing was written.",
+        "Preview again and approve exactly that preview.",
+        True,
+    ),
+    "passkey_replayed": (
+        "This passkey approval was used already, so nothing was written.",
+        "Preview again: every approval is good for one confirm only.",
+        True,
+    ),
+    "passkey_revoked": (
+        "That passkey was revoked, so nothing was written.",
+        "Approve with another of your passkeys, or register a new one.",
+        False,
+    ),
+    "passkey_unknown": (
+        "That passkey is not one of yours, so nothing was written.",
+        "Approve with a passkey registered under your own operator key.",
+        False,
+    ),
     "csrf": (
         "This form is out of date for your session, so it was refused and nothing changed.",
         "Reload the page and try again.",

@@ -1,5 +1,7 @@
 """The review page of a resource's undos offered only once verified (SPEC §12): what its
-test copy verified, what a reviewer accepted, and the form that accepts it, once."""
+test copy verified, what a reviewer accepted, and the form that accepts it, once (with
+the reviewer's passkey over exactly that acceptance where the resource requires one,
+SPEC §14)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
 from ..service import Service
+from .passkey_pages import PasskeyPages
 from .sessions import Session
 
 Form = Mapping[str, str]
@@ -23,6 +26,7 @@ class Pages(Protocol):
     """What these views use of the review UI (``views.WebUI``)."""
 
     service: Service
+    passkey_pages: PasskeyPages
 
     def render(
         self, template: str, session: Session | None, *, status: int = ..., **context: Any
@@ -58,12 +62,22 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
             offer=offer,
             undo_words=UNDO_WORDS,
             can_write=WRITE in session.principal.scopes,
+            passkey=await ui.passkey_pages.confirm_step(
+                request, session.principal, offer.passkey_challenge
+            ),
+            passkey_signs="exactly this acceptance (this resource, its check and the undos "
+            "it verified)",
         )
 
     async def accept(request: Request, session: Session, form: Form) -> Response:
         Service.require_writer(session.principal)
         resource_id = str(request.path_params["resource_id"])
-        await ui.service.accept_verified_undo(session.principal, "web", resource_id)
+        await ui.service.accept_verified_undo(
+            session.principal,
+            "web",
+            resource_id,
+            passkey_assertion=form.get("passkey_assertion") or None,
+        )
         await ui.notify(session, "Accepted: these verified undos are offered from now on.")
         return ui._redirect(f"/resources/{quote(resource_id, safe='')}/undo")
 

@@ -6,8 +6,8 @@ gateway) and render a template. Domain errors become pages through ``refusals``
 (words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
-Content-Security-Policy with ``default-src 'none'`` and one same-origin script (the
-preview countdown), ``Cache-Control: no-store`` and no framing.
+Content-Security-Policy with ``default-src 'none'`` and same-origin scripts only (the
+preview countdown, the passkey step), ``Cache-Control: no-store`` and no framing.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from . import exact, present
 from .forms import cross_site, read_form
 from .history import history
 from .inbox import NAV_COUNTS, InboxPages, nav_counts
+from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
@@ -120,6 +121,7 @@ class WebUI:
             ledger.write(lambda tx: tx.web_secret()), clock=settings.clock
         )
         self.templates = _environment()
+        self.passkey_pages = PasskeyPages(service, self.render, self._redirect, self.notify)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -142,6 +144,13 @@ class WebUI:
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),
+            Route("/passkeys", self._get(self.passkey_pages.page), methods=["GET"]),
+            Route("/passkeys", self._post(self.passkey_pages.register), methods=["POST"]),
+            Route(
+                "/passkeys/{passkey_id}/revoke",
+                self._post(self.passkey_pages.revoke),
+                methods=["POST"],
+            ),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -523,6 +532,9 @@ class WebUI:
             page=page,
             operation=held.preview.operation.value,
             can_write=WRITE in principal.scopes,
+            passkey=await self.passkey_pages.confirm_step(
+                request, principal, held.preview.passkey_challenge
+            ),
         )
 
     async def confirm(self, request: Request, session: Session, form: Form) -> Response:
@@ -537,6 +549,7 @@ class WebUI:
             self._job_id(principal, str(request.path_params["job_id"])),
             token,
             acknowledge_irreversible=form.get("acknowledge_irreversible") == "yes",
+            passkey_assertion=form.get("passkey_assertion") or None,
         )
         job = done.job
         # The handle stays held: reopening it (the back button) finds its token consumed

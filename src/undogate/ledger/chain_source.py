@@ -1,0 +1,98 @@
+"""A ledger opened for reading its chain only, with no server and no ownership: the
+SQLite file read-only (``mode=ro``; a running server may keep writing, the walk reads
+one snapshot), or a PostgreSQL URL in one ``REPEATABLE READ READ ONLY`` transaction.
+``undogate ledger verify`` and ``undogate export-receipt`` read through it."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InvalidRequest, LedgerError
+from .sql_base import Cursor
+from .sql_chain import Execute, StoredLink, first_event, job_event_span, stored_links
+from .sqlite import DB_NAME
+
+
+@dataclass(frozen=True)
+class ChainSource:
+    """One snapshot of a ledger's events."""
+
+    location: str
+    execute: Execute
+
+    def links(self, *, from_id: int = 0, to_id: int | None = None) -> Iterator[StoredLink]:
+        """The event rows in id order, as stored."""
+        return stored_links(self.execute, from_id=from_id, to_id=to_id)
+
+    def first_event(self, operation: str, target: str) -> StoredLink | None:
+        """The first event of ``operation`` on ``target``, or None."""
+        return first_event(self.execute, operation, target)
+
+    def job_span(self, job_id: str) -> tuple[int, int] | None:
+        """The ids of the job's first and last events, or None."""
+        return job_event_span(self.execute, job_id)
+
+
+@contextmanager
+def open_chain(location: str) -> Iterator[ChainSource]:
+    """Open ``location`` (a data dir, its ``ledger.sqlite3``, ``sqlite:PATH``, or a
+    ``postgresql://`` URL) to read its chain.
+
+    Raises:
+        InvalidRequest: no ledger there.
+        LedgerError: it cannot be opened or read (not a ledger, no chain yet).
+    """
+    if location.startswith(("postgresql://", "postgres://")):
+        with _postgres(location) as source:
+            yield source
+        return
+    path = Path(location.removeprefix("sqlite:"))
+    db = path if path.name == DB_NAME or path.is_file() else path / DB_NAME
+    if not db.is_file():
+        raise InvalidRequest(f"no SQLite ledger at {location} (expected {db})")
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise LedgerError(f"cannot open {db} read-only: {exc}") from None
+    try:
+        conn.execute("BEGIN")  # one snapshot for the whole walk
+
+        def execute(sql: str, parameters: Sequence[Any]) -> Cursor:
+            try:
+                return conn.execute(sql, parameters)
+            except sqlite3.Error as exc:
+                raise LedgerError(f"cannot read the events of {db}: {exc}") from None
+
+        yield ChainSource(str(db), execute)
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _postgres(url: str) -> Iterator[ChainSource]:
+    import psycopg  # only a PostgreSQL ledger loads its driver
+
+    try:
+        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise LedgerError(f"cannot connect to the PostgreSQL ledger: {exc}") from None
+    try:
+        conn.execute(b"BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+        def execute(sql: str, parameters: Sequence[Any]) -> Cursor:
+            try:
+                return conn.execute(sql.replace("?", "%s").encode(), parameters)
+            except psycopg.Error as exc:
+                raise LedgerError(f"cannot read the PostgreSQL ledger's events: {exc}") from None
+
+        yield ChainSource(url, execute)
+    finally:
+        conn.close()
+
+
+__all__ = ["ChainSource", "open_chain"]

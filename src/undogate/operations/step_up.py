@@ -1,0 +1,256 @@
+"""The passkey step-up (SPEC §14): a preview that touches a resource with
+``require_passkey`` (or any preview, with ``server.require_passkey``) is confirmed
+only with an assertion whose challenge is that preview's digest
+(``proof.preview_digest``), from a live passkey of the confirming owner, with user
+verification, used once. The approval is recorded, with its preview document and the
+assertion, as a ``passkey_approved`` event in the chain before anything is sent.
+
+A passkey is registered (``register``) and revoked (``revoke``) here too, each with
+its event, so the chain holds every public key an approval is checked against.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Mapping, Sequence
+
+from ..adapters import ConditionalWrite, Side, Snapshot, adapter_for
+from ..config import Resource
+from ..errors import (
+    InvalidRequest,
+    NotFound,
+    PasskeyReplayed,
+    PasskeyRequired,
+    PasskeyRevoked,
+    PasskeyUnknown,
+    PasskeyWrongPreview,
+)
+from ..jobs import Actor, Change, Job, Operation
+from ..jsonvalue import JsonObject, from_python
+from ..ledger import StoredPasskey, Transaction
+from ..passkeys import AssertionParts, Registered, assertion_parts, verify_assertion
+from ..proof.assertions import APPROVED, REGISTERED, REVOKED
+from ..proof.preview_digest import PlannedRequest, preview_digest, preview_document
+from .context import Context
+
+
+def required(gw: Context, targets: Iterable[Change]) -> bool:
+    """Whether confirming these changes needs a passkey."""
+    if gw.config.server.require_passkey:
+        return True
+    return any(gw.resource(c.resource_id).require_passkey for c in targets)
+
+
+def resource_required(gw: Context, resource: Resource) -> bool:
+    """Whether accepting a verified undo of ``resource`` needs a passkey."""
+    return gw.config.server.require_passkey or resource.require_passkey
+
+
+def challenge_text(document: dict[str, object]) -> str:
+    """The WebAuthn challenge (base64url of the digest) a page shows for ``document``."""
+    digest = preview_digest(document)
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def planned(writes: Iterable[ConditionalWrite]) -> list[PlannedRequest]:
+    return [PlannedRequest(w.method, w.url, w.if_match, w.body) for w in writes]
+
+
+def preview_challenge(
+    gw: Context,
+    job: Job,
+    operation: Operation,
+    targets: Sequence[Change],
+    snaps: Mapping[int, Snapshot],
+    expires_at: float,
+    token_hash: str,
+) -> str | None:
+    """The challenge a preview shows (base64url), when confirming it needs a passkey:
+    the digest of the writes a confirm will build from these same versions (a confirm
+    refuses to send anything once a version moved)."""
+    if not required(gw, targets):
+        return None
+    writes: list[ConditionalWrite] = []
+    if operation is not Operation.ACCEPT_OBSERVED:
+        side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
+        writes = [
+            adapter_for(c.kind).build_write(gw.resource(c.resource_id), c, snaps[c.index], side)
+            for c in targets
+        ]
+    return challenge_text(_document(job, operation, planned(writes), expires_at, token_hash))
+
+
+def refuse_replay(gw: Context, assertion: str) -> AssertionParts:
+    """Refuse an assertion whose challenge approved a confirm already.
+
+    Raises: InvalidRequest (not an assertion), PasskeyNotVerified, PasskeyReplayed.
+    """
+    parts = assertion_parts(assertion)
+    challenge = parts.challenge.hex()
+    if gw.ledger.read(lambda tx: tx.passkey_challenge_used(challenge)):
+        raise PasskeyReplayed("this passkey approval was used already; preview again")
+    return parts
+
+
+def approve(
+    gw: Context,
+    actor: Actor,
+    job: Job,
+    operation: Operation,
+    requests: Sequence[PlannedRequest],
+    expires_at: float,
+    token_hash: str,
+    assertion: AssertionParts | None,
+) -> None:
+    """Check the assertion over this preview's digest and record the approval (and the
+    passkey's sign count) in one write; nothing is recorded when it is refused.
+
+    Raises:
+        PasskeyRequired: no assertion. PasskeyUnknown, PasskeyRevoked,
+        PasskeyReplayed, PasskeyWrongPreview, PasskeyNotVerified.
+    """
+    if assertion is None:
+        raise PasskeyRequired(
+            "this preview touches a resource that requires the reviewer's passkey: open "
+            "the preview's page in a browser and confirm it there",
+            job=job.id,
+        )
+    document = _document(job, operation, requests, expires_at, token_hash)
+    gw.ledger.write(lambda tx: approve_in(tx, actor, document, assertion, job_id=job.id))
+
+
+def approve_in(
+    tx: Transaction,
+    actor: Actor,
+    document: dict[str, object],
+    assertion: AssertionParts,
+    *,
+    job_id: str | None,
+) -> None:
+    """Inside ``tx``: check ``assertion`` over ``document``'s digest and record the
+    approval (its challenge spent, the sign count, a ``passkey_approved`` event).
+
+    Raises: PasskeyUnknown, PasskeyRevoked, PasskeyReplayed, PasskeyWrongPreview,
+    PasskeyNotVerified.
+    """
+    digest = preview_digest(document)
+    passkey = tx.passkey(assertion.credential_id)
+    if passkey is None or passkey.owner_id != actor.owner_id:
+        raise PasskeyUnknown("that passkey is not one of this owner's passkeys")
+    if passkey.revoked_at is not None:
+        raise PasskeyRevoked("that passkey was revoked; approve with another one")
+    signed = assertion.challenge
+    if tx.passkey_challenge_used(signed.hex()):
+        raise PasskeyReplayed("this passkey approval was used already; preview again")
+    if signed != digest:
+        raise PasskeyWrongPreview(
+            "the passkey approved another preview, not this one; preview again",
+            **({"job": job_id} if job_id is not None else {}),
+        )
+    count = verify_assertion(
+        assertion,
+        challenge=digest,
+        rp_id=passkey.rp_id,
+        origin=passkey.origin,
+        public_key=passkey.public_key,
+        sign_count=passkey.sign_count,
+    )
+    tx.record_passkey_use(
+        challenge=digest.hex(), passkey_id=passkey.id, job_id=job_id, sign_count=count
+    )
+    tx.add_event(
+        job_id=job_id,
+        actor=actor.label,
+        access_path=actor.access_path,
+        operation=APPROVED,
+        target=passkey.id,
+        detail=_object(
+            {"preview": document, "digest": digest.hex(), "assertion": assertion.as_json()}
+        ),
+    )
+
+
+def register(
+    gw: Context, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
+) -> StoredPasskey:
+    """Keep a verified registration under the actor's owner, with its event (which
+    carries the public key, so the chain holds it).
+
+    Raises: InvalidRequest (that credential is registered already, to anyone).
+    """
+    passkey = StoredPasskey(
+        id=registered.id,
+        owner_id=actor.owner_id,
+        label=label,
+        public_key=registered.public_key,
+        sign_count=registered.sign_count,
+        rp_id=rp_id,
+        origin=origin,
+        created_at=gw.clock(),
+        revoked_at=None,
+    )
+
+    def record(tx: Transaction) -> None:
+        if tx.passkey(passkey.id) is not None:
+            raise InvalidRequest("that passkey is registered already")
+        tx.insert_passkey(passkey)
+        tx.add_event(
+            job_id=None,
+            actor=actor.label,
+            access_path=actor.access_path,
+            operation=REGISTERED,
+            target=passkey.id,
+            detail=_object(
+                {
+                    "owner_id": passkey.owner_id,
+                    "label": label,
+                    "public_key": passkey.public_key,
+                    "rp_id": rp_id,
+                    "origin": origin,
+                }
+            ),
+        )
+
+    gw.ledger.write(record)
+    return passkey
+
+
+def revoke(gw: Context, actor: Actor, passkey_id: str) -> None:
+    """Raises: NotFound (not one of the owner's live passkeys)."""
+
+    def record(tx: Transaction) -> None:
+        passkey = tx.passkey(passkey_id)
+        if passkey is None or passkey.owner_id != actor.owner_id or passkey.revoked_at is not None:
+            raise NotFound("no live passkey of yours has that id")
+        tx.revoke_passkey(passkey_id)
+        tx.add_event(
+            job_id=None,
+            actor=actor.label,
+            access_path=actor.access_path,
+            operation=REVOKED,
+            target=passkey_id,
+        )
+
+    gw.ledger.write(record)
+
+
+def _document(
+    job: Job,
+    operation: Operation,
+    requests: Sequence[PlannedRequest],
+    expires_at: float,
+    token_hash: str,
+) -> dict[str, object]:
+    return preview_document(
+        job_id=job.id,
+        operation=operation.value,
+        requests=requests,
+        expires_at=expires_at,
+        token_hash=token_hash,
+    )
+
+
+def _object(value: object) -> JsonObject:
+    found = from_python(value)
+    assert isinstance(found, dict)
+    return found

@@ -1,0 +1,221 @@
+"""WebAuthn, in the few verbs undogate needs (py_webauthn underneath; pure, no I/O):
+the options a browser registers a passkey with, the check of that registration, and
+the check of an assertion over a preview digest, online (with the sign count) or
+offline (``ledger verify``, ``verify-receipt``). User verification is always required.
+
+What leaves here is plain data: base64url strings, and the assertion's four parts as
+the ledger stores them with the confirmation (``AssertionParts``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from webauthn import (
+    generate_authentication_options,
+    generate_registration_options,
+    options_to_json,
+    verify_authentication_response,
+    verify_registration_response,
+)
+from webauthn.helpers import base64url_to_bytes, bytes_to_base64url, parse_client_data_json
+from webauthn.helpers.exceptions import WebAuthnException
+from webauthn.helpers.structs import (
+    AuthenticatorSelectionCriteria,
+    PublicKeyCredentialDescriptor,
+    ResidentKeyRequirement,
+    UserVerificationRequirement,
+)
+
+from .errors import InvalidRequest, PasskeyNotVerified
+
+RP_NAME = "undogate"
+#: How long a browser may wait for the person (a hint to the browser).
+TIMEOUT_MS = 120_000
+_MAX_CREDENTIAL_CHARS = 8192
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A verified registration: what the ledger keeps of a passkey."""
+
+    id: str  # the credential id, base64url
+    public_key: str  # COSE, base64url
+    sign_count: int
+
+
+@dataclass(frozen=True)
+class AssertionParts:
+    """An assertion as the ledger stores it with a confirmation (base64url each)."""
+
+    credential_id: str
+    authenticator_data: str
+    client_data_json: str
+    signature: str
+
+    def as_json(self) -> dict[str, str]:
+        return {
+            "credential_id": self.credential_id,
+            "authenticator_data": self.authenticator_data,
+            "client_data_json": self.client_data_json,
+            "signature": self.signature,
+        }
+
+    @property
+    def challenge(self) -> bytes:
+        """The challenge the browser says it signed (checked again by the signature)."""
+        try:
+            return bytes(
+                parse_client_data_json(base64url_to_bytes(self.client_data_json)).challenge
+            )
+        except (WebAuthnException, ValueError, KeyError, TypeError):
+            raise PasskeyNotVerified("the passkey's client data is not readable") from None
+
+    def _credential(self) -> dict[str, Any]:
+        return {
+            "id": self.credential_id,
+            "rawId": self.credential_id,
+            "type": "public-key",
+            "response": {
+                "authenticatorData": self.authenticator_data,
+                "clientDataJSON": self.client_data_json,
+                "signature": self.signature,
+            },
+        }
+
+
+def registration_options(
+    *, rp_id: str, owner_id: str, label: str, existing: list[str], challenge: bytes
+) -> str:
+    """The options for ``navigator.credentials.create`` (JSON text) over ``challenge``."""
+    options = generate_registration_options(
+        rp_id=rp_id,
+        challenge=challenge,
+        rp_name=RP_NAME,
+        user_name=label,
+        user_id=owner_id.encode(),
+        user_display_name=label,
+        timeout=TIMEOUT_MS,
+        authenticator_selection=AuthenticatorSelectionCriteria(
+            resident_key=ResidentKeyRequirement.PREFERRED,
+            user_verification=UserVerificationRequirement.REQUIRED,
+        ),
+        exclude_credentials=[PublicKeyCredentialDescriptor(id=_bytes(c)) for c in existing],
+    )
+    return options_to_json(options)
+
+
+def request_options(*, rp_id: str, challenge: bytes, credentials: list[str]) -> str:
+    """The options for ``navigator.credentials.get`` over one preview digest (JSON)."""
+    options = generate_authentication_options(
+        rp_id=rp_id,
+        challenge=challenge,
+        timeout=TIMEOUT_MS,
+        allow_credentials=[PublicKeyCredentialDescriptor(id=_bytes(c)) for c in credentials],
+        user_verification=UserVerificationRequirement.REQUIRED,
+    )
+    return options_to_json(options)
+
+
+def verify_registration(
+    credential: str, *, challenge: bytes, rp_id: str, origin: str
+) -> Registered:
+    """Raises: PasskeyNotVerified (with the reason), InvalidRequest (not a credential)."""
+    try:
+        verified = verify_registration_response(
+            credential=_credential_json(credential),
+            expected_challenge=challenge,
+            expected_rp_id=rp_id,
+            expected_origin=origin,
+            require_user_verification=True,
+        )
+    except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
+        raise PasskeyNotVerified(f"the passkey registration did not verify: {exc}") from None
+    return Registered(
+        id=bytes_to_base64url(verified.credential_id),
+        public_key=bytes_to_base64url(verified.credential_public_key),
+        sign_count=verified.sign_count,
+    )
+
+
+def assertion_parts(credential: str) -> AssertionParts:
+    """The four parts of an assertion as the browser sent it (``PublicKeyCredential``
+    JSON: id, response.authenticatorData, .clientDataJSON, .signature).
+
+    Raises:
+        InvalidRequest: it is not an assertion.
+    """
+    found = _credential_json(credential)
+    response = found.get("response")
+    parts = (
+        found.get("id"),
+        *(
+            response.get(k) if isinstance(response, dict) else None
+            for k in ("authenticatorData", "clientDataJSON", "signature")
+        ),
+    )
+    if not all(isinstance(p, str) and p for p in parts):
+        raise InvalidRequest("the passkey assertion lacks its id, data or signature")
+    return AssertionParts(*(str(p) for p in parts))
+
+
+def verify_assertion(
+    parts: AssertionParts,
+    *,
+    challenge: bytes,
+    rp_id: str,
+    origin: str,
+    public_key: str,
+    sign_count: int,
+) -> int:
+    """Check the signature over ``challenge`` with user verification; returns the new
+    sign count. Offline checks pass ``sign_count=0`` (the order is the chain's).
+
+    Raises:
+        PasskeyNotVerified: any check failed (the reason is in the message).
+    """
+    try:
+        verified = verify_authentication_response(
+            credential=parts._credential(),
+            expected_challenge=challenge,
+            expected_rp_id=rp_id,
+            expected_origin=origin,
+            credential_public_key=_bytes(public_key),
+            credential_current_sign_count=sign_count,
+            require_user_verification=True,
+        )
+    except (WebAuthnException, ValueError, KeyError, TypeError) as exc:
+        raise PasskeyNotVerified(f"the passkey approval did not verify: {exc}") from None
+    return int(verified.new_sign_count)
+
+
+def _credential_json(text: str) -> dict[str, Any]:
+    if len(text) > _MAX_CREDENTIAL_CHARS:
+        raise InvalidRequest("the passkey credential is too large")
+    try:
+        found = json.loads(text)
+    except ValueError:
+        raise InvalidRequest("the passkey credential is not JSON") from None
+    if not isinstance(found, dict):
+        raise InvalidRequest("the passkey credential is not a JSON object")
+    return found
+
+
+def _bytes(b64: str) -> bytes:
+    try:
+        return base64url_to_bytes(b64)
+    except ValueError:
+        raise InvalidRequest("not base64url") from None
+
+
+__all__ = [
+    "AssertionParts",
+    "Registered",
+    "assertion_parts",
+    "registration_options",
+    "request_options",
+    "verify_assertion",
+    "verify_registration",
+]

@@ -1,0 +1,103 @@
+"""The preview digest: what a passkey signs to approve one preview and nothing else.
+
+The **preview document** names the job and the operation, every request the confirm
+will send in order (method, URL, ``If-Match``, the SHA-256 of the body), when the
+preview expires (integer milliseconds since the epoch) and the SHA-256 of the preview
+token. Its **digest** is the SHA-256 of the document as canonical JSON (keys sorted,
+no spaces, ASCII only with ``\\uXXXX`` escapes); those 32 bytes are the WebAuthn
+challenge. The acceptance of a verified undo (SPEC §12) has its own document, digested
+the same way: the resource, its identity, the check and the undos it verified, and the
+acceptance it follows. docs/proof.md spells both out; pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+FORMAT = "undogate.preview/1"
+ACCEPTANCE_FORMAT = "undogate.undo_acceptance/1"
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    """One request a confirm will send, as the digest covers it."""
+
+    method: str
+    url: str
+    if_match: str | None
+    body: bytes
+
+
+def preview_document(
+    *,
+    job_id: str,
+    operation: str,
+    requests: Sequence[PlannedRequest],
+    expires_at: float,
+    token_hash: str,
+) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "job_id": job_id,
+        "operation": operation,
+        "requests": [
+            {
+                "method": r.method,
+                "url": r.url,
+                "if_match": r.if_match,
+                "body_sha256": hashlib.sha256(r.body).hexdigest(),
+            }
+            for r in requests
+        ],
+        "expires_at_ms": round(expires_at * 1000),
+        "token_sha256": token_hash,
+    }
+
+
+def acceptance_document(
+    *,
+    resource_id: str,
+    fingerprint: str,
+    check_id: int,
+    undos: Sequence[str],
+    after_acceptance: int | None,
+) -> dict[str, Any]:
+    """What a passkey signs to accept the undos one endpoint check verified.
+    ``after_acceptance`` (the id of the resource's latest acceptance event, or None)
+    makes each acceptance's challenge new, so an approval never accepts twice."""
+    return {
+        "format": ACCEPTANCE_FORMAT,
+        "resource_id": resource_id,
+        "fingerprint": fingerprint,
+        "check_id": check_id,
+        "undos": sorted(undos),
+        "after_acceptance": after_acceptance,
+    }
+
+
+def canonical(document: Any) -> bytes:
+    """The one encoding a digest is taken of."""
+    text = json.dumps(
+        document, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+    return text.encode("ascii")
+
+
+def preview_digest(document: Any) -> bytes:
+    """The 32 bytes a passkey signs (the WebAuthn challenge)."""
+    return hashlib.sha256(canonical(document)).digest()
+
+
+__all__ = [
+    "ACCEPTANCE_FORMAT",
+    "FORMAT",
+    "PlannedRequest",
+    "acceptance_document",
+    "canonical",
+    "preview_digest",
+    "preview_document",
+]

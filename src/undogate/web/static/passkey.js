@@ -1,0 +1,114 @@
+// The passkey step (SPEC §14, docs/proof.md): register a passkey on the passkeys page,
+// and sign the exact preview before its Confirm is sent. The options (challenge,
+// relying party, credentials) come rendered into the page; the browser's answer goes
+// back in the same form, as JSON text. The server checks everything: this script only
+// carries bytes between the form and the authenticator.
+(function () {
+  "use strict";
+
+  function toBytes(text) {
+    var b64 = text.replace(/-/g, "+").replace(/_/g, "/");
+    while (b64.length % 4) {
+      b64 += "=";
+    }
+    var raw = atob(b64);
+    var bytes = new Uint8Array(raw.length);
+    for (var i = 0; i < raw.length; i++) {
+      bytes[i] = raw.charCodeAt(i);
+    }
+    return bytes.buffer;
+  }
+
+  function toText(buffer) {
+    var bytes = new Uint8Array(buffer);
+    var raw = "";
+    for (var i = 0; i < bytes.length; i++) {
+      raw += String.fromCharCode(bytes[i]);
+    }
+    return btoa(raw).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+
+  function descriptors(list) {
+    return (list || []).map(function (c) {
+      return { type: c.type, id: toBytes(c.id), transports: c.transports };
+    });
+  }
+
+  function say(text) {
+    var el = document.getElementById("passkey-status");
+    if (el) {
+      el.textContent = text;
+      el.setAttribute("data-state", "refused");
+    }
+  }
+
+  function refused(err) {
+    say("The passkey did not answer (" + (err && err.name ? err.name : "error") +
+      "): nothing was sent. Try again, or preview again.");
+  }
+
+  var register = document.getElementById("passkey-register");
+  if (register) {
+    register.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var o = JSON.parse(register.getAttribute("data-options"));
+      var publicKey = {
+        challenge: toBytes(o.challenge),
+        rp: o.rp,
+        user: { id: toBytes(o.user.id), name: o.user.name, displayName: o.user.displayName },
+        pubKeyCredParams: o.pubKeyCredParams,
+        timeout: o.timeout,
+        attestation: o.attestation,
+        authenticatorSelection: o.authenticatorSelection,
+        excludeCredentials: descriptors(o.excludeCredentials)
+      };
+      navigator.credentials.create({ publicKey: publicKey }).then(function (cred) {
+        register.elements.credential.value = JSON.stringify({
+          id: cred.id,
+          rawId: toText(cred.rawId),
+          type: cred.type,
+          response: {
+            clientDataJSON: toText(cred.response.clientDataJSON),
+            attestationObject: toText(cred.response.attestationObject),
+            transports: cred.response.getTransports ? cred.response.getTransports() : []
+          },
+          clientExtensionResults: cred.getClientExtensionResults(),
+          authenticatorAttachment: cred.authenticatorAttachment
+        });
+        register.submit();
+      }, refused);
+    });
+  }
+
+  var field = document.querySelector("input[data-passkey-options]");
+  if (field && field.form) {
+    var form = field.form;
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var o = JSON.parse(field.getAttribute("data-passkey-options"));
+      var publicKey = {
+        challenge: toBytes(o.challenge),
+        rpId: o.rpId,
+        timeout: o.timeout,
+        allowCredentials: descriptors(o.allowCredentials),
+        userVerification: o.userVerification
+      };
+      say("Approve this exact preview with your passkey…");
+      navigator.credentials.get({ publicKey: publicKey }).then(function (cred) {
+        field.value = JSON.stringify({
+          id: cred.id,
+          rawId: toText(cred.rawId),
+          type: cred.type,
+          response: {
+            authenticatorData: toText(cred.response.authenticatorData),
+            clientDataJSON: toText(cred.response.clientDataJSON),
+            signature: toText(cred.response.signature),
+            userHandle: cred.response.userHandle ? toText(cred.response.userHandle) : null
+          },
+          clientExtensionResults: cred.getClientExtensionResults()
+        });
+        form.submit();
+      }, refused);
+    });
+  }
+})();

@@ -1,0 +1,121 @@
+"""The passkey step-up on the acceptance of a verified undo (SPEC §12 with §14): where
+the resource requires a passkey, the offer carries the challenge of exactly that
+acceptance (the resource, its identity, the check and the undos it verified, the
+acceptance it follows); accepting needs an assertion over it, every refusal records
+nothing, and ``ledger verify`` checks the approval again offline."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from undogate.config import Config
+from undogate.contract_server import ContractServer
+from undogate.engine import Gateway
+from undogate.errors import (
+    PasskeyNotVerified,
+    PasskeyReplayed,
+    PasskeyRequired,
+    PasskeyUnknown,
+    PasskeyWrongPreview,
+    UndogateError,
+)
+from undogate.ledger.chain_source import open_chain
+from undogate.proof.ledger_check import verify_ledger
+
+from .browser import served, web_world
+from .collections_world import contacts, record_passing_check
+from .conftest import OWNER, make_config
+from .soft_authenticator import unb64
+from .test_proof_passkeys import BOB, register
+
+
+@pytest.fixture
+def config(server: ContractServer, data_dir: Path) -> Config:
+    return make_config(
+        server,
+        data_dir,
+        contacts(server, require_passkey=True),
+        contacts(server, "open_contacts", path="/collections/open"),
+    )
+
+
+@pytest.fixture
+def gw(config: Config, open_gateway: Any) -> Gateway:
+    gateway: Gateway = open_gateway(config)
+    record_passing_check(gateway, config)
+    record_passing_check(gateway, config, "open_contacts")
+    return gateway
+
+
+def refused(gw: Gateway, assertion: str | None) -> UndogateError:
+    """Accept, expect a refusal, and check nothing was accepted or approved."""
+    with pytest.raises(UndogateError) as caught:
+        gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=assertion)
+    assert gw.undo_offer("contacts").accepted == frozenset()
+    assert gw.ledger.read(lambda tx: tx.latest_undo_acceptance("contacts")) is None
+    return caught.value
+
+
+def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
+    gw: Gateway, data_dir: Path
+) -> None:
+    key = register(gw, OWNER)
+    offer = gw.undo_offer("contacts")
+    assert offer.passkey_challenge is not None and offer.awaiting_acceptance
+    challenge = unb64(offer.passkey_challenge)
+
+    assert isinstance(refused(gw, None), PasskeyRequired)
+    assert isinstance(refused(gw, key.approve(challenge, verified=False)), PasskeyNotVerified)
+    other = key.approve(secrets.token_bytes(32))  # signed something else
+    assert isinstance(refused(gw, other), PasskeyWrongPreview)
+    stranger = register(gw, BOB).approve(challenge)  # another owner's passkey
+    assert isinstance(refused(gw, stranger), PasskeyUnknown)
+
+    approval = key.approve(challenge)
+    accepted = gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=approval)
+    assert accepted.accepted == accepted.verified == {"recreate", "undo_of_create"}
+    # The next acceptance follows this one: its challenge is new, and this one is spent.
+    assert accepted.passkey_challenge not in (None, offer.passkey_challenge)
+    with pytest.raises(PasskeyReplayed):
+        gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=approval)
+
+    with open_chain(str(data_dir)) as source:
+        verdict = verify_ledger(source)  # the approval is checked again, offline
+        approvals = [s for s in source.links() if s.row.operation == "passkey_approved"]
+    assert verdict.ok, verdict.reason
+    assert len(approvals) == 1 and approvals[0].row.job_id is None
+
+
+def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: Gateway) -> None:
+    assert gw.undo_offer("open_contacts").passkey_challenge is None
+    accepted = gw.accept_verified_undo(OWNER, "open_contacts")
+    assert accepted.accepted == accepted.verified
+
+
+def test_the_api_refuses_an_acceptance_without_the_passkey(
+    server: ContractServer, data_dir: Path, open_gateway: Any
+) -> None:
+    world = web_world(server, data_dir, open_gateway, require_passkey=True)
+    record_passing_check(world.gateway, world.gateway.config, "notes", ("undo_of_create",))
+    with served(world.app) as site:
+        url = f"{site.url}/api/v1/resources/notes"
+        auth = {"Authorization": f"Bearer {world.keys['alice']}"}
+        offer = httpx.get(f"{url}/undo-offer", headers=auth, timeout=30, trust_env=False)
+        assert offer.status_code == 200 and len(unb64(offer.json()["passkey_challenge"])) == 32
+        for body, code in (
+            (None, "passkey_required"),
+            ({"passkey_assertion": "text"}, "invalid_request"),
+            ({"passkey_assertion": {}}, "invalid_request"),
+        ):
+            done = httpx.post(
+                f"{url}/undo-acceptance", json=body, headers=auth, timeout=30, trust_env=False
+            )
+            assert done.status_code in (400, 403) and done.json()["error"]["code"] == code, (
+                done.text
+            )
+    assert world.gateway.undo_offer("notes").accepted == frozenset()
