@@ -9,7 +9,10 @@ directly with one httpx client, plus 16 durable commits on the same engine as th
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -18,6 +21,7 @@ from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import dumps, loads
 from undogate.ledger import open_store
+from undogate.ledger.sql_chain import ChainVerbs
 from undogate.net import RemoteHTTP
 
 from .common import (
@@ -43,6 +47,35 @@ def _seed(data: Path) -> None:
         )
     for name in DOCS:
         (data / name).write_text("# Notes\n\n" + "line of text\n" * 40)
+
+
+class ChainClock:
+    """Time a confirm spends in the hash chain's inserts (docs/proof.md): the chain lock,
+    the head read, each event's hash and the insert itself (which an event costs without
+    the chain too, so this is an upper bound on the chain's own cost). The bench wraps
+    the one chained insert; nothing else is changed."""
+
+    def __init__(self) -> None:
+        self.spent = 0.0
+        self.events = 0
+
+    @contextmanager
+    def installed(self) -> Iterator[ChainClock]:
+        original = ChainVerbs._insert_chained
+
+        def timed(tx: Any, rows: Sequence[Any]) -> None:
+            started = time.perf_counter()
+            try:
+                original(tx, list(rows))
+            finally:
+                self.spent += time.perf_counter() - started
+                self.events += len(rows)
+
+        ChainVerbs._insert_chained = timed  # type: ignore[method-assign]
+        try:
+            yield self
+        finally:
+            ChainVerbs._insert_chained = original  # type: ignore[method-assign]
 
 
 def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Stat]:
@@ -97,6 +130,9 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
         client = httpx.Client(trust_env=False)
         measured: list[float] = []
         floor: list[float] = []
+        chain: list[float] = []
+        chain_events: list[float] = []
+        clock = ChainClock()
         try:
             for trial in range(trials + 1):
                 value = f"s{trial + 1}"
@@ -112,14 +148,18 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
                 job = gw.prepare(AGENT, "bench-agent", PrepareRequest("bench", tuple(changes))).job
                 token = gw.preview(OWNER, job.id, Operation.APPLY).token
                 assert token
-                started = time.perf_counter()
-                result = gw.confirm(OWNER, job.id, token)
-                elapsed = time.perf_counter() - started
+                clock.spent, clock.events = 0.0, 0
+                with clock.installed():
+                    started = time.perf_counter()
+                    result = gw.confirm(OWNER, job.id, token)
+                    elapsed = time.perf_counter() - started
                 assert result.job.state.value == "applied", result.job.state
                 floor_elapsed = _floor(client, floor_db, base, f"f{trial}")
                 if trial:  # the first pair warms connections and caches
                     measured.append(elapsed)
                     floor.append(floor_elapsed)
+                    chain.append(clock.spent)
+                    chain_events.append(clock.events)
         finally:
             client.close()
             floor_db.close()
@@ -129,6 +169,9 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
         "confirm": Stat.of(measured),
         "floor": Stat.of(floor),
         "ratio": paired_ratio(measured, floor),
+        "chain": Stat.of(chain),
+        "chain_share": Stat.of([c / m for c, m in zip(chain, measured, strict=True)]),
+        "chain_events": Stat.of(chain_events),
     }
 
 
