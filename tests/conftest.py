@@ -616,3 +616,19 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium per test module (Debian's, through Playwright). Modules
+    that use it skip themselves when ``browser.chromium_missing()`` says why."""
+    from playwright.sync_api import sync_playwright
+
+    from .browser import CHROMIUM, CHROMIUM_ARGS
+
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

@@ -30,6 +30,7 @@ from .browser import (
     RECORD,
     ServedApp,
     WebWorld,
+    chromium_missing,
     prepare_body,
     prepare_via_api,
     save_shot,
@@ -38,10 +39,9 @@ from .browser import (
 )
 from .collections_world import record_passing_check
 from .conftest import cli
-from .test_web_browser import TIMEOUT_MS, browser, chromium_missing
+from .test_web_browser import TIMEOUT_MS
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
-__all__ = ["browser"]  # the module's Chromium, shared with the review UI's tests
 
 # The same serialization as web/static/passkey.js, without the submit: the test keeps
 # the assertion to hand it to another form (a replay, another preview).

@@ -22,8 +22,6 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 
 from .browser import (
-    CHROMIUM,
-    CHROMIUM_ARGS,
     DOCUMENT,
     RECORD,
     ServedApp,
@@ -51,16 +49,6 @@ document.addEventListener('securitypolicyviolation', (e) => {
 """
 NASTY = "<script>alert('s')</script> <img src=x onerror=alert('i')> javascript:alert('j')"
 TIMEOUT_MS = 15_000
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture

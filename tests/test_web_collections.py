@@ -21,7 +21,7 @@ from undogate.engine import Gateway
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.web import web_routes
 
-from .browser import CHROMIUM, CHROMIUM_ARGS, ServedApp, chromium_missing, save_shot, served
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .collections_world import CONTACTS, contacts, seed
 from .conftest import make_config
 from .kintoserver import PASSWORD, USER, kinto_server
@@ -32,16 +32,6 @@ _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
 sync_api = pytest.importorskip("playwright.sync_api")
 COPY = "/collections/contacts-copy"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_api.sync_playwright() as pw:
-        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture

@@ -19,12 +19,16 @@ from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.web import web_routes
 
-from . import test_web_browser
-from .browser import DOCUMENT, RECORD, ServedApp, chromium_missing, save_shot, served
+from .browser import (
+    DOCUMENT,
+    RECORD,
+    ServedApp,
+    chromium_missing,
+    save_shot,
+    served,
+)
 from .conftest import resource
 from .test_web_browser import open_page
-
-browser = test_web_browser.browser  # one headless Chromium per module, as there
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")

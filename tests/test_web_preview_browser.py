@@ -17,8 +17,15 @@ import pytest
 
 from undogate.contract_server import ContractServer
 
-from .browser import ServedApp, WebWorld, chromium_missing, prepare_body, save_shot, served
-from .test_web_browser import browser, open_page, prepare, sign_in  # noqa: F401 - fixture
+from .browser import (
+    ServedApp,
+    WebWorld,
+    chromium_missing,
+    prepare_body,
+    save_shot,
+    served,
+)
+from .test_web_browser import open_page, prepare, sign_in
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -86,7 +93,7 @@ def assert_fits(page: Any) -> None:
 
 
 def test_the_preview_shows_the_exact_requests_and_fits_a_phone(
-    browser: Any,  # noqa: F811 - the module's Chromium, from test_web_browser
+    browser: Any,
     world: WebWorld,
     site: ServedApp,
 ) -> None:
