@@ -307,6 +307,33 @@ def test_a_connection_killed_mid_write_is_a_ledger_error_and_keeps_nothing(url: 
         store.close()
 
 
+def test_pooled_connections_the_database_ended_are_replaced_before_a_transaction(
+    url: str,
+) -> None:
+    """The pool hands out connections unchecked (no round trip before each
+    transaction): one the database ended while it sat idle fails at its BEGIN, before
+    anything of the transaction was sent, and the transaction runs on a fresh one."""
+    store = PostgresStore.open(url)
+    try:
+        insert(store, job("job_1"))
+        with store.raw() as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'undogate' AND state = 'idle'"
+            ).fetchall()
+            assert ended and all(row[0] for row in ended)
+            admin.execute("SELECT pg_sleep(0.1)")  # until they are gone
+        store.write(lambda tx: event(tx, "job_1", "after"))
+        assert [e.operation for e in store.events("job_1")] == ["after"]
+        assert store.load_job("job_1") is not None
+        with store.raw() as conn:
+            assert conn.info.backend_pid != pid
+    finally:
+        store.close()
+
+
 def test_a_stopped_database_is_a_ledger_error_then_the_store_recovers() -> None:
     cluster = start_cluster()  # its own: this test stops it
     try:

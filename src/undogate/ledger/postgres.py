@@ -10,6 +10,9 @@ psycopg 3 connections.
   ``FOR UPDATE`` before the limits are checked (``UPDATE ... value + n`` keeps them
   exact).
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
+- The pool hands out connections without a liveness round trip; one found dead at its
+  ``BEGIN`` is replaced there (``_begun``), the only point where a retry cannot apply
+  anything twice.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
   renewed by a heartbeat; the writes it starts name it, and recovery settles only the
@@ -88,6 +91,8 @@ class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVe
         self.lease_id = lease_id
         self.for_update = " FOR UPDATE" if writing else ""
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
+        #: the advisory locks this transaction holds (a second ask is no round trip)
+        self._held: set[str] = set()
 
     def _clock(self) -> float:
         row = self.connection.execute(
@@ -98,7 +103,9 @@ class PostgresTransaction(JobVerbs, AdminVerbs, LeaseVerbs, SessionVerbs, UndoVe
     def _lock(self, *names: str) -> None:
         if self.writing:
             for name in names:
-                self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
+                if name not in self._held:
+                    self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
+                    self._held.add(name)
 
     def _lock_job(self, job_id: str) -> None:
         if self.writing:
@@ -164,7 +171,8 @@ class PostgresStore(ReadShortcuts):
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=_configure,
-            check=ConnectionPool.check_connection,
+            # No check on checkout (a round trip before every transaction): _begun
+            # replaces a connection found dead at its BEGIN instead.
             timeout=wait_s,
             open=False,
             name="undogate-ledger",
@@ -239,17 +247,13 @@ class PostgresStore(ReadShortcuts):
     ) -> Iterator[PostgresTransaction]:
         if self._closed:
             raise LedgerError("the ledger is closed")
-        try:
-            raw = self._pool.getconn()
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise failure(doing, exc) from None
+        raw = self._begun(begin.encode(), doing)
         outer = getattr(self._local, "tx", None)
         try:
             lease_id = self.lease.id if self.lease is not None else None
             tx = PostgresTransaction(raw, writing=writing, lease_id=lease_id)
             self._local.tx = tx
             try:
-                raw.execute(begin.encode())
                 yield tx
                 raw.execute(b"COMMIT")
             except BaseException as exc:
@@ -260,6 +264,35 @@ class PostgresStore(ReadShortcuts):
         finally:
             self._local.tx = outer
             self._pool.putconn(raw)
+
+    def _begun(self, begin: bytes, doing: str) -> psycopg.Connection[Any]:
+        """A pooled connection inside a new transaction.
+
+        The pool hands out connections unchecked. One found dead at its BEGIN (the
+        database restarted, or ended the session) has run nothing of this transaction,
+        so the BEGIN alone is tried once more on a fresh connection, after the pool has
+        dropped every other dead one (a restart kills them all). Nothing later is ever
+        retried: a statement may have taken effect, and a failed COMMIT leaves the
+        outcome unknown (``failure`` says so).
+        """
+        retried = False
+        while True:
+            try:
+                raw: psycopg.Connection[Any] = self._pool.getconn()
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise failure(doing, exc) from None
+            try:
+                raw.execute(begin)
+                return raw
+            except BaseException as exc:
+                self._pool.putconn(raw)  # a broken connection is discarded, not pooled
+                if not isinstance(exc, psycopg.Error):
+                    raise
+                if retried or not raw.closed:
+                    raise failure(doing, exc) from None
+                retried = True
+                log.info("a pooled ledger connection was dead; trying a fresh one")
+                self._pool.check()
 
     # -- for checks and tests ----------------------------------------------------------
 

@@ -60,12 +60,15 @@ class JobVerbs(EngineHooks):
         row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return int(row[0]) if row else 0
 
-    def _bump(self, key: str, by: int) -> None:
-        self.connection.execute(
+    def _bump(self, key: str, by: int) -> int:
+        """Add ``by`` to a counter; its new value (one statement: one round trip)."""
+        row = self.connection.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT)",
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT) "
+            "RETURNING value",
             (key, str(by), by),
-        )
+        ).fetchone()
+        return int(row[0])
 
     def usage(self) -> LedgerUsage:
         counts = dict(
@@ -300,21 +303,20 @@ class JobVerbs(EngineHooks):
 
     def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
         """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
-        outlives a config change). Two indexed reads: changes_live and actions_in_flight."""
-        c = self.connection
-        # Writes in flight first: an outcome that commits between the two reads moves a
-        # change from the first to the second, never out of both.
-        flying = c.execute(
+        outlives a config change), writes in flight first. Two indexed reads
+        (actions_in_flight and changes_live) in one statement: one round trip, and one
+        snapshot even under READ COMMITTED, so an outcome that commits meanwhile cannot
+        move a change out of both halves."""
+        rows = self.connection.execute(
             "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1, "
             "ch.target "
             "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
-            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
-            (resource_id, exclude_job),
-        ).fetchall()
-        held = c.execute(
+            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ? "
+            "UNION ALL "
             "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0, target FROM changes "
-            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
-            (resource_id, exclude_job),
+            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ? "
+            "ORDER BY 7 DESC",
+            (resource_id, exclude_job, resource_id, exclude_job),
         ).fetchall()
         return [
             OpenChange(
@@ -327,7 +329,7 @@ class JobVerbs(EngineHooks):
                 in_flight=bool(r[6]),
                 target=r[7],
             )
-            for r in (*flying, *held)
+            for r in rows
         ]
 
     # -- actions ---------------------------------------------------------------------
@@ -484,10 +486,7 @@ class JobVerbs(EngineHooks):
         return seq
 
     def next_seq(self) -> int:
-        c = self.connection
-        self._bump("op_seq", 1)
-        row = c.execute("SELECT value FROM meta WHERE key = 'op_seq'").fetchone()
-        return int(row[0])
+        return self._bump("op_seq", 1)
 
 
 def _fields_from_json(fields_json: str) -> tuple[str, ...]:
