@@ -169,6 +169,7 @@ def test_of_two_stores_racing_one_idempotency_key_one_job_is_made(
                 return f"replay of {earlier.id}"
             job_id = f"job_{next(made)}"
             tx.insert_job(job(job_id, key="same-key"), "digest", 10)
+            tx.count_job(10)
             time.sleep(0.05)  # the other prepare arrives while this one is uncommitted
             return job_id
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from undogate.jobs import ABSENT, UNRESOLVED_STATES, ChangeState, JobState
-from undogate.ledger import EarlierJob, Reader, Store, Transaction
+from undogate.ledger import EarlierJob, LedgerUsage, Reader, Store, Transaction
 
 from .conftest import AGENT, OWNER, change, insert, job
 
@@ -23,6 +23,17 @@ def test_a_job_comes_back_as_it_was_recorded(store: Store) -> None:
     assert store.counter("job_count") == 1
     assert store.read(lambda tx: tx.usage()).jobs == 1
     assert store.read(lambda tx: tx.usage()).payload_bytes == 123
+
+
+def test_counting_a_job_returns_the_counters_as_they_now_stand(store: Store) -> None:
+    insert(store, job("job_1"), payload=100)
+
+    def second(tx: Transaction) -> LedgerUsage:
+        tx.insert_job(job("job_2"), "digest", 25)
+        return tx.count_job(25)
+
+    assert store.write(second) == LedgerUsage(jobs=2, payload_bytes=125)
+    assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=2, payload_bytes=125)
 
 
 def test_jobs_are_listed_newest_first_per_owner_and_agent(store: Store) -> None:

@@ -7,8 +7,10 @@ psycopg 3 connections.
   the commit: ``pg_advisory_xact_lock(hashtext(name))`` on the idempotency key, the
   owner's quota and each resource (``lock_resources``); the job's row ``FOR UPDATE``
   before a preview is claimed or a write loads the job; the ledger-wide counter rows
-  ``FOR UPDATE`` before the limits are checked (``UPDATE ... value + n`` keeps them
-  exact).
+  by the update that adds a job to them (``value + n``, exact), whose new values the
+  limits are checked against. A prepare writes its rows first and takes the owner's
+  lock and the counter rows last, so they are held for a count, an update and the
+  commit.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - The pool hands out connections without a liveness round trip; one found dead at its
   ``BEGIN`` is replaced there (``_begun``), the only point where a retry cannot apply

@@ -185,8 +185,17 @@ class JobVerbs(EngineHooks):
         )
         for ch in job.changes:
             c.execute(_INSERT_CHANGE, (job.id, *_change_row(ch)))
-        self._bump("job_count", 1)
-        self._bump("payload_bytes", payload)
+
+    def count_job(self, payload: int) -> LedgerUsage:
+        rows = self.connection.execute(
+            "INSERT INTO meta(key, value) VALUES ('job_count', '1'), ('payload_bytes', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = "
+            "CAST(CAST(meta.value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT) "
+            "RETURNING key, value",
+            (str(payload),),
+        ).fetchall()
+        counts = {str(key): int(value) for key, value in rows}
+        return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])
 
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection

@@ -210,7 +210,13 @@ class Transaction(Reader, Protocol):
     # -- jobs ----------------------------------------------------------------------------
 
     def insert_job(self, job: Job, request_digest: str, payload: int) -> None:
-        """Record a prepared job and its changes; counts it and its payload bytes."""
+        """Record a prepared job and its changes (``count_job`` counts them)."""
+        ...
+
+    def count_job(self, payload: int) -> LedgerUsage:
+        """Add one job of ``payload`` bytes to the ledger-wide counters, in one statement
+        that holds their rows to the commit; the counters as they now stand. Call it
+        last: a write that waits for those rows holds nothing another write needs."""
         ...
 
     def set_job_state(

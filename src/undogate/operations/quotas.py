@@ -88,15 +88,21 @@ class PrepareQuotas:
         self.limits = limits
         self.rate = PrepareRate(limits.max_prepares_per_minute, limits.prepare_burst, clock)
 
-    def check_unresolved(self, tx: Reader, owner_id: str, agent_id: str) -> None:
+    def check_unresolved(
+        self, tx: Reader, owner_id: str, agent_id: str, *, inserted: int = 0
+    ) -> None:
         """Refuse a new job when the agent's or the owner's unresolved jobs fill a quota.
-        Call it inside the write that inserts the job, so nothing can slip in between.
+        Call it inside the write that inserts the job, so nothing can slip in between:
+        after the insert (``inserted``: the jobs of this agent that write already
+        inserted, which count but are the ones being admitted), so the owner's lock the
+        count takes is held only from the count to the commit.
 
         Raises:
             QuotaExceeded: naming the quota (``limit``) and its size (``maximum``).
         """
         per_agent = self.limits.max_unresolved_jobs_per_agent
-        if tx.count_unresolved(owner_id, agent_id, stop_at=per_agent) >= per_agent:
+        held = tx.count_unresolved(owner_id, agent_id, stop_at=per_agent + inserted)
+        if held - inserted >= per_agent:
             raise QuotaExceeded(
                 f"agent {agent_id!r} already holds {per_agent} unresolved jobs, its quota; "
                 "nothing was prepared. A person has to review its jobs (apply or reject "
@@ -105,7 +111,8 @@ class PrepareQuotas:
                 maximum=per_agent,
             )
         per_owner = self.limits.max_unresolved_jobs_per_owner
-        if tx.count_unresolved(owner_id, None, stop_at=per_owner) >= per_owner:
+        held = tx.count_unresolved(owner_id, None, stop_at=per_owner + inserted)
+        if held - inserted >= per_owner:
             raise QuotaExceeded(
                 f"the owner's agents together already hold {per_owner} unresolved jobs, the "
                 "owner's quota; nothing was prepared. A person has to review jobs (apply or "
