@@ -296,7 +296,7 @@ def test_a_connection_killed_mid_write_is_a_ledger_error_and_keeps_nothing(url: 
             with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'undogate' AND state = 'idle in transaction'"
+                    "WHERE application_name = 'undogate' AND xact_start IS NOT NULL"
                 )
             event(tx, "job_1", "after")
 

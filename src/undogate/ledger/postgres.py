@@ -12,6 +12,9 @@ psycopg 3 connections.
   lock and the counter rows last, so they are held for a count, an update and the
   commit.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
+- Inside a transaction the statements are pipelined: one whose result is not read (an
+  insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
+  so a round trip is paid per answer the verbs wait for, not per statement.
 - The pool hands out connections without a liveness round trip; one found dead at its
   ``BEGIN`` is replaced there (``_begun``), the only point where a retry cannot apply
   anything twice.
@@ -256,8 +259,12 @@ class PostgresStore(ReadShortcuts):
             tx = PostgresTransaction(raw, writing=writing, lease_id=lease_id)
             self._local.tx = tx
             try:
-                yield tx
-                raw.execute(b"COMMIT")
+                # Pipelined: a statement whose result nobody reads (an insert, a lock)
+                # goes out with the next one that is read, or with the COMMIT; the
+                # server still runs them in order, and an error fails the transaction.
+                with raw.pipeline():
+                    yield tx
+                    raw.execute(b"COMMIT")
             except BaseException as exc:
                 _roll_back(raw)
                 if isinstance(exc, psycopg.Error):
