@@ -15,9 +15,10 @@ psycopg 3 connections.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
   so a round trip is paid per answer the verbs wait for, not per statement.
-- The pool hands out connections without a liveness round trip; one found dead at its
-  ``BEGIN`` is replaced there (``_begun``), the only point where a retry cannot apply
-  anything twice.
+- The pool hands out connections without a liveness round trip; one the server wrote
+  to while it sat idle begins alone, and found dead there is replaced
+  (``_checked_out``): before anything of the transaction was sent, the only point
+  where a retry cannot apply anything twice.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
   renewed by a heartbeat; the writes it starts name it, and recovery settles only the
@@ -30,6 +31,7 @@ psycopg 3 connections.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -176,8 +178,8 @@ class PostgresStore(ReadShortcuts):
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=_configure,
-            # No check on checkout (a round trip before every transaction): _begun
-            # replaces a connection found dead at its BEGIN instead.
+            # No check on checkout (a round trip before every transaction):
+            # _checked_out replaces a connection found dead at its BEGIN instead.
             timeout=wait_s,
             open=False,
             name="undogate-ledger",
@@ -252,7 +254,7 @@ class PostgresStore(ReadShortcuts):
     ) -> Iterator[PostgresTransaction]:
         if self._closed:
             raise LedgerError("the ledger is closed")
-        raw = self._begun(begin.encode(), doing)
+        raw, begun = self._checked_out(begin.encode(), doing)
         outer = getattr(self._local, "tx", None)
         try:
             lease_id = self.lease.id if self.lease is not None else None
@@ -263,6 +265,8 @@ class PostgresStore(ReadShortcuts):
                 # goes out with the next one that is read, or with the COMMIT; the
                 # server still runs them in order, and an error fails the transaction.
                 with raw.pipeline():
+                    if not begun:
+                        raw.execute(begin.encode())
                     yield tx
                     raw.execute(b"COMMIT")
             except BaseException as exc:
@@ -274,15 +278,18 @@ class PostgresStore(ReadShortcuts):
             self._local.tx = outer
             self._pool.putconn(raw)
 
-    def _begun(self, begin: bytes, doing: str) -> psycopg.Connection[Any]:
-        """A pooled connection inside a new transaction.
+    def _checked_out(self, begin: bytes, doing: str) -> tuple[psycopg.Connection[Any], bool]:
+        """A pooled connection, and whether its transaction has begun.
 
-        The pool hands out connections unchecked. One found dead at its BEGIN (the
-        database restarted, or ended the session) has run nothing of this transaction,
-        so the BEGIN alone is tried once more on a fresh connection, after the pool has
-        dropped every other dead one (a restart kills them all). Nothing later is ever
-        retried: a statement may have taken effect, and a failed COMMIT leaves the
-        outcome unknown (``failure`` says so).
+        The pool hands out connections unchecked, and a BEGIN normally leaves with the
+        transaction's first statement. A connection the server wrote to while it sat
+        idle (what a database that ended the session or went down leaves: its last
+        words, then the end of the stream) gets its BEGIN alone instead: found dead
+        there, it has run nothing of this transaction, so the BEGIN is tried once more
+        on a fresh connection, after the pool has dropped every other dead one (a
+        restart kills them all). Nothing later is ever retried: a statement may have
+        taken effect, and a failed COMMIT leaves the outcome unknown (``failure`` says
+        so); a connection that died silently fails its transaction that way.
         """
         retried = False
         while True:
@@ -290,9 +297,11 @@ class PostgresStore(ReadShortcuts):
                 raw: psycopg.Connection[Any] = self._pool.getconn()
             except (PoolTimeout, psycopg.Error) as exc:
                 raise failure(doing, exc) from None
+            if not retried and not _spoke_while_idle(raw):
+                return raw, False
             try:
                 raw.execute(begin)
-                return raw
+                return raw, True
             except BaseException as exc:
                 self._pool.putconn(raw)  # a broken connection is discarded, not pooled
                 if not isinstance(exc, psycopg.Error):
@@ -317,6 +326,15 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     # role default that turned it off). application_name shows who holds a lock.
     conn.execute("SET synchronous_commit = on")
     conn.execute("SET application_name = 'undogate'")
+
+
+def _spoke_while_idle(raw: psycopg.Connection[Any]) -> bool:
+    """Whether the server sent anything (or closed the stream) since the last reply."""
+    try:
+        readable, _, _ = select.select([raw.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 def _roll_back(raw: psycopg.Connection[Any]) -> None:

@@ -13,6 +13,7 @@ IMMEDIATE`` already runs one write at a time.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -32,8 +33,8 @@ from ..jobs import (
     SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
-from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
-from .sql_base import EngineHooks
+from .records import EarlierJob, Event, JobSummary, OpenChange, StoredPreview
+from .sql_counters import CounterVerbs
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -50,37 +51,9 @@ _RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
 _FINISHED = ("undone", "rejected", "invalidated")
 
 
-class JobVerbs(EngineHooks):
+class JobVerbs(CounterVerbs):
     """Jobs, changes, actions, previews, events and counters, on one connection inside
     the transaction the store opened (see ``store.Transaction``)."""
-
-    # -- counters --------------------------------------------------------------------
-
-    def counter(self, key: str) -> int:
-        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row else 0
-
-    def _bump(self, key: str, by: int) -> int:
-        """Add ``by`` to a counter; its new value (one statement: one round trip)."""
-        row = self.connection.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT) "
-            "RETURNING value",
-            (key, str(by), by),
-        ).fetchone()
-        return int(row[0])
-
-    def usage(self) -> LedgerUsage:
-        counts = dict(
-            self.connection.execute(
-                "SELECT key, value FROM meta WHERE key IN (?, ?)" + self.for_update,  # noqa: S608
-                ("job_count", "payload_bytes"),
-            ).fetchall()
-        )
-        return LedgerUsage(
-            jobs=int(counts.get("job_count", 0)),
-            payload_bytes=int(counts.get("payload_bytes", 0)),
-        )
 
     def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
         self._lock(f"owner:{owner_id}")
@@ -185,17 +158,6 @@ class JobVerbs(EngineHooks):
         )
         for ch in job.changes:
             c.execute(_INSERT_CHANGE, (job.id, *_change_row(ch)))
-
-    def count_job(self, payload: int) -> LedgerUsage:
-        rows = self.connection.execute(
-            "INSERT INTO meta(key, value) VALUES ('job_count', '1'), ('payload_bytes', ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = "
-            "CAST(CAST(meta.value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT) "
-            "RETURNING key, value",
-            (str(payload),),
-        ).fetchall()
-        counts = {str(key): int(value) for key, value in rows}
-        return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])
 
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection
@@ -494,10 +456,10 @@ class JobVerbs(EngineHooks):
         )
         return seq
 
-    def next_seq(self) -> int:
-        return self._bump("op_seq", 1)
 
-
+# Cached: a resource's field list is stored with every change to it, so the overlap
+# checks of a confirm parse the same few lists once per earlier job on the resource.
+@functools.lru_cache(maxsize=1024)
 def _fields_from_json(fields_json: str) -> tuple[str, ...]:
     fields_value = loads_object('{"f":' + fields_json + "}")["f"]
     assert isinstance(fields_value, list)
