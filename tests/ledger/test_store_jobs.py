@@ -5,11 +5,12 @@ idempotency key, moved between states, and counted for the quotas.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
 from undogate.jobs import ABSENT, UNRESOLVED_STATES, ChangeState, JobState
-from undogate.ledger import EarlierJob, LedgerUsage, Reader, Store, Transaction
+from undogate.ledger import Admission, EarlierJob, LedgerUsage, Reader, Store, Transaction
 
 from .conftest import AGENT, OWNER, change, insert, job
 
@@ -113,6 +114,27 @@ def test_quotas_count_unresolved_jobs_no_further_than_asked(store: Store) -> Non
         2,
         len(states) - len(finished) + 1,  # applied is resolved, but not finished
     )
+
+
+def test_admitting_a_job_counts_it_with_its_agents_and_owners_unresolved_jobs(
+    store: Store,
+) -> None:
+    insert(store, job("job_1"), job("job_b", agent="agent-b"), job("job_x", owner="op_other"))
+    insert(store, job("job_done", state=JobState.UNDONE), payload=5)
+
+    def admit(job_id: str, stop_at: tuple[int, int]) -> Callable[[Transaction], Admission]:
+        def write(tx: Transaction) -> Admission:
+            tx.insert_job(job(job_id), "digest", 25)
+            return tx.admit_job(OWNER, AGENT, 25, stop_at=stop_at)
+
+        return write
+
+    assert store.write(admit("job_2", (100, 100))) == Admission(
+        agent_unresolved=2, owner_unresolved=3, usage=LedgerUsage(jobs=5, payload_bytes=60)
+    )
+    capped = store.write(admit("job_3", (2, 3)))  # counted no further than asked
+    assert (capped.agent_unresolved, capped.owner_unresolved) == (2, 3)
+    assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=6, payload_bytes=85)
 
 
 def test_a_change_learns_its_target_once_and_keeps_it(store: Store) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from .migrations import SCHEMA_VERSION
 from .opening import open_store
 from .records import (
+    Admission,
     EarlierJob,
     Event,
     InFlightAction,
@@ -47,6 +48,7 @@ __all__ = [
     "DB_NAME",
     "LOCK_NAME",
     "SCHEMA_VERSION",
+    "Admission",
     "EarlierJob",
     "Event",
     "InFlightAction",

@@ -6,7 +6,7 @@ a write that updates one does it last (``count_job``)."""
 from __future__ import annotations
 
 from .records import LedgerUsage
-from .sql_base import EngineHooks
+from .sql_base import Cursor, EngineHooks
 
 
 class CounterVerbs(EngineHooks):
@@ -39,15 +39,22 @@ class CounterVerbs(EngineHooks):
         )
 
     def count_job(self, payload: int) -> LedgerUsage:
-        rows = self.connection.execute(
+        return usage_after(self._add_job(payload))
+
+    def _add_job(self, payload: int) -> Cursor:
+        """The update of ``count_job``, sent; its rows not read yet."""
+        return self.connection.execute(
             "INSERT INTO meta(key, value) VALUES ('job_count', '1'), ('payload_bytes', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = "
             "CAST(CAST(meta.value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT) "
             "RETURNING key, value",
             (str(payload),),
-        ).fetchall()
-        counts = {str(key): int(value) for key, value in rows}
-        return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])
+        )
 
     def next_seq(self) -> int:
         return self._bump("op_seq", 1)
+
+
+def usage_after(added: Cursor) -> LedgerUsage:
+    counts = {str(key): int(value) for key, value in added.fetchall()}
+    return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])

@@ -33,8 +33,8 @@ from ..jobs import (
     SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
-from .records import EarlierJob, Event, JobSummary, OpenChange, StoredPreview
-from .sql_counters import CounterVerbs
+from .records import Admission, EarlierJob, Event, JobSummary, OpenChange, StoredPreview
+from .sql_counters import CounterVerbs, usage_after
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -45,6 +45,7 @@ _UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES
 _COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?) AS held"
 COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
+_COUNT_BOTH_SQL = f"SELECT ({COUNT_AGENT_SQL}), ({COUNT_OWNER_SQL})"
 # The states of a job a process is running (it names that process's lease).
 _RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
 # The states a job ends in (``jobs_unfinished`` holds every other one).
@@ -62,6 +63,19 @@ class JobVerbs(CounterVerbs):
         else:
             row = self.connection.execute(COUNT_AGENT_SQL, (owner_id, agent_id, stop_at)).fetchone()
         return int(row[0])
+
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        # Sent together, read together: on PostgreSQL (pipelined) one round trip under
+        # the owner's lock, which every prepare of that owner waits for.
+        self._lock(f"owner:{owner_id}")
+        counted = self.connection.execute(
+            _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
+        )
+        added = self._add_job(payload)
+        agent_unresolved, owner_unresolved = counted.fetchone()
+        return Admission(int(agent_unresolved), int(owner_unresolved), usage_after(added))
 
     def count_unfinished(self, owner_id: str) -> int:
         row = self.connection.execute(

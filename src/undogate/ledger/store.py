@@ -40,6 +40,7 @@ from typing import Literal, Protocol, TypeVar
 from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operation
 from ..jsonvalue import JsonObject
 from .records import (
+    Admission,
     EarlierJob,
     Event,
     InFlightAction,
@@ -211,6 +212,16 @@ class Transaction(Reader, Protocol):
 
     def insert_job(self, job: Job, request_digest: str, payload: int) -> None:
         """Record a prepared job and its changes (``count_job`` counts them)."""
+        ...
+
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        """Count a job just inserted (``count_job``) and, under its owner's lock, the
+        agent's and the owner's unresolved jobs, that one included (no further than
+        ``stop_at``: agent, owner), all in one round trip; the caller refuses what
+        they exceed (rolling it all back). Held from here to the commit, so call it
+        last."""
         ...
 
     def count_job(self, payload: int) -> LedgerUsage:

@@ -133,10 +133,18 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             to_state=JobState.PREPARED.value,
             detail={"changes": [change_diff(ch) for ch in changes]},
         )
-        gw.quotas.check_unresolved(tx, actor.owner_id, agent_id, inserted=1)
-        now_used = tx.count_job(payload)
-        before = LedgerUsage(now_used.jobs - 1, now_used.payload_bytes - payload)
-        _check_capacity(gw, before, payload)
+        # Counted with the job (its own row included, so one more than each quota),
+        # and refused by what was there before it; a refusal rolls it all back.
+        stop_at = (
+            limits.max_unresolved_jobs_per_agent + 1,
+            limits.max_unresolved_jobs_per_owner + 1,
+        )
+        admitted = tx.admit_job(actor.owner_id, agent_id, payload, stop_at=stop_at)
+        gw.quotas.refuse_over(
+            agent_id, admitted.agent_unresolved - 1, admitted.owner_unresolved - 1
+        )
+        after = admitted.usage
+        _check_capacity(gw, LedgerUsage(after.jobs - 1, after.payload_bytes - payload), payload)
         return Prepared(job=job, replay=False)
 
     return gw.ledger.write(commit)
