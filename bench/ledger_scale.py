@@ -64,6 +64,7 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
                         changes=(change,),
                     )
                     tx.insert_job(job, "digest", 64)
+                    tx.count_job(64)
 
             ledger.write(insert)
     finally:

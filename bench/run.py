@@ -215,8 +215,8 @@ def main() -> int:
         "durable commits, which both sides pay; the rest is ours: a fresh TCP connection "
         "per write (a stale keep-alive socket must never turn a write into a false "
         "`uncertain`), the address check on every request, lossless JSON parsing and the "
-        "per-action events (on PostgreSQL, a round trip per statement where SQLite calls "
-        "a library).",
+        "per-action events (on PostgreSQL, a round trip per answer the ledger waits for, "
+        "where SQLite calls a library).",
         "",
         "## 2. Prepare throughput",
         "",

@@ -35,6 +35,7 @@ from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
 from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
+from .postgres import PostgresCluster
 
 PATH = "/records/customer-123"
 OTHER = Actor(id="other-agent", owner_id=AGENT.owner_id, kind="agent", access_path="test")
@@ -48,11 +49,14 @@ ROOMY = {
 }
 
 
-def quota_config(server: ContractServer, data_dir: Path, **limits: int) -> Config:
-    """account-assistant owns ``customer``; other-agent owns ``ticket``."""
+def quota_config(
+    server: ContractServer, data_dir: Path, ledger: str | None = None, **limits: int
+) -> Config:
+    """account-assistant owns ``customer``; other-agent owns ``ticket``; ``ledger``: a
+    PostgreSQL URL (else SQLite)."""
     return parse_config(
         {
-            "server": {"data_dir": str(data_dir)},
+            "server": {"data_dir": str(data_dir), **({"ledger": ledger} if ledger else {})},
             "limits": {**ROOMY, **limits},
             "resources": [
                 resource(server, "customer", PATH),
@@ -208,6 +212,53 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
     assert outcomes.count("prepared") == 4, outcomes
     assert outcomes.count(refusal.code) == threads - 4, outcomes
     assert unresolved(gw) == 4
+
+
+@pytest.mark.parametrize(
+    ("limits", "refusal", "prepared"),
+    [
+        ({"max_unresolved_jobs_per_agent": 4}, QuotaExceeded, 8),  # 4 for each agent
+        (
+            {"max_unresolved_jobs_per_agent": 4, "max_unresolved_jobs_per_owner": 4},
+            QuotaExceeded,
+            4,
+        ),
+        ({"max_jobs": 4}, LimitReached, 4),
+    ],
+    ids=["agent-quota", "owner-quota", "ledger-limit"],
+)
+def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    postgres_cluster: PostgresCluster,
+    limits: dict[str, int],
+    refusal: type[UndogateError],
+    prepared: int,
+) -> None:
+    """Two gateways, each with its own pool (what two processes hold), race 16 prepares
+    of one owner's two agents: the count runs after each job's rows are written and
+    before its commit, under the owner's lock, so exactly the quota is prepared."""
+    shared = quota_config(server, data_dir, postgres_cluster.fresh_database(), **limits)
+    gateways = [open_gateway(shared), open_gateway(shared)]
+    threads = 16
+    start = threading.Barrier(threads)
+
+    def one(i: int) -> str:
+        actor = AGENT if i % 4 < 2 else OTHER  # each agent on both gateways
+        start.wait(timeout=10)
+        try:
+            prepare(gateways[i % 2], actor, status=f"s{i}")
+        except UndogateError as exc:
+            return exc.code
+        return "prepared"
+
+    with ThreadPoolExecutor(threads) as pool:
+        outcomes = list(pool.map(one, range(threads)))
+    assert outcomes.count("prepared") == prepared, outcomes
+    assert outcomes.count(refusal.code) == threads - prepared, outcomes
+    assert unresolved(gateways[0]) + unresolved(gateways[1], OTHER) == prepared
+    assert gateways[1].ledger.read(lambda tx: tx.usage()).jobs == prepared
 
 
 def test_refusals_come_before_any_read_of_the_resource(

@@ -103,6 +103,7 @@ def insert(store: Store, *jobs: Job, payload: int = 10) -> None:
     def write(tx: Transaction) -> None:
         for j in jobs:
             tx.insert_job(j, f"digest-{j.id}", payload)
+            tx.count_job(payload)
 
     store.write(write)
 

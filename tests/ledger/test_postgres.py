@@ -169,6 +169,7 @@ def test_of_two_stores_racing_one_idempotency_key_one_job_is_made(
                 return f"replay of {earlier.id}"
             job_id = f"job_{next(made)}"
             tx.insert_job(job(job_id, key="same-key"), "digest", 10)
+            tx.count_job(10)
             time.sleep(0.05)  # the other prepare arrives while this one is uncommitted
             return job_id
 
@@ -295,7 +296,7 @@ def test_a_connection_killed_mid_write_is_a_ledger_error_and_keeps_nothing(url: 
             with psycopg.connect(url, autocommit=True) as admin:
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = 'undogate' AND state = 'idle in transaction'"
+                    "WHERE application_name = 'undogate' AND xact_start IS NOT NULL"
                 )
             event(tx, "job_1", "after")
 
@@ -303,6 +304,33 @@ def test_a_connection_killed_mid_write_is_a_ledger_error_and_keeps_nothing(url: 
             store.write(killed)
         assert "Traceback" not in caught.value.message
         assert [e.operation for e in store.events("job_1")] == []  # a fresh connection
+    finally:
+        store.close()
+
+
+def test_pooled_connections_the_database_ended_are_replaced_before_a_transaction(
+    url: str,
+) -> None:
+    """The pool hands out connections unchecked (no round trip before each
+    transaction): one the database ended while it sat idle fails at its BEGIN, before
+    anything of the transaction was sent, and the transaction runs on a fresh one."""
+    store = PostgresStore.open(url)
+    try:
+        insert(store, job("job_1"))
+        with store.raw() as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(url, autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = 'undogate' AND state = 'idle'"
+            ).fetchall()
+            assert ended and all(row[0] for row in ended)
+            admin.execute("SELECT pg_sleep(0.1)")  # until they are gone
+        store.write(lambda tx: event(tx, "job_1", "after"))
+        assert [e.operation for e in store.events("job_1")] == ["after"]
+        assert store.load_job("job_1") is not None
+        with store.raw() as conn:
+            assert conn.info.backend_pid != pid
     finally:
         store.close()
 

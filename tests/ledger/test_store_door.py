@@ -30,6 +30,7 @@ def test_a_failing_write_keeps_nothing_and_its_error_passes_through(store: Store
     def half(tx: Transaction) -> None:
         tx.insert_job(job("job_1"), "digest", 10)
         event(tx, "job_1", "prepare")
+        tx.count_job(10)
         raise Boom
 
     with pytest.raises(Boom):

@@ -5,11 +5,12 @@ idempotency key, moved between states, and counted for the quotas.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
 from undogate.jobs import ABSENT, UNRESOLVED_STATES, ChangeState, JobState
-from undogate.ledger import EarlierJob, Reader, Store, Transaction
+from undogate.ledger import Admission, EarlierJob, LedgerUsage, Reader, Store, Transaction
 
 from .conftest import AGENT, OWNER, change, insert, job
 
@@ -23,6 +24,17 @@ def test_a_job_comes_back_as_it_was_recorded(store: Store) -> None:
     assert store.counter("job_count") == 1
     assert store.read(lambda tx: tx.usage()).jobs == 1
     assert store.read(lambda tx: tx.usage()).payload_bytes == 123
+
+
+def test_counting_a_job_returns_the_counters_as_they_now_stand(store: Store) -> None:
+    insert(store, job("job_1"), payload=100)
+
+    def second(tx: Transaction) -> LedgerUsage:
+        tx.insert_job(job("job_2"), "digest", 25)
+        return tx.count_job(25)
+
+    assert store.write(second) == LedgerUsage(jobs=2, payload_bytes=125)
+    assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=2, payload_bytes=125)
 
 
 def test_jobs_are_listed_newest_first_per_owner_and_agent(store: Store) -> None:
@@ -102,6 +114,27 @@ def test_quotas_count_unresolved_jobs_no_further_than_asked(store: Store) -> Non
         2,
         len(states) - len(finished) + 1,  # applied is resolved, but not finished
     )
+
+
+def test_admitting_a_job_counts_it_with_its_agents_and_owners_unresolved_jobs(
+    store: Store,
+) -> None:
+    insert(store, job("job_1"), job("job_b", agent="agent-b"), job("job_x", owner="op_other"))
+    insert(store, job("job_done", state=JobState.UNDONE), payload=5)
+
+    def admit(job_id: str, stop_at: tuple[int, int]) -> Callable[[Transaction], Admission]:
+        def write(tx: Transaction) -> Admission:
+            tx.insert_job(job(job_id), "digest", 25)
+            return tx.admit_job(OWNER, AGENT, 25, stop_at=stop_at)
+
+        return write
+
+    assert store.write(admit("job_2", (100, 100))) == Admission(
+        agent_unresolved=2, owner_unresolved=3, usage=LedgerUsage(jobs=5, payload_bytes=60)
+    )
+    capped = store.write(admit("job_3", (2, 3)))  # counted no further than asked
+    assert (capped.agent_unresolved, capped.owner_unresolved) == (2, 3)
+    assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=6, payload_bytes=85)
 
 
 def test_a_change_learns_its_target_once_and_keeps_it(store: Store) -> None:

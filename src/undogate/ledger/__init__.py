@@ -26,6 +26,7 @@ from __future__ import annotations
 from .migrations import SCHEMA_VERSION
 from .opening import open_store
 from .records import (
+    Admission,
     EarlierJob,
     Event,
     ExportedJob,
@@ -55,6 +56,7 @@ __all__ = [
     "DB_NAME",
     "LOCK_NAME",
     "SCHEMA_VERSION",
+    "Admission",
     "EarlierJob",
     "Event",
     "ExportedJob",

@@ -7,9 +7,18 @@ psycopg 3 connections.
   the commit: ``pg_advisory_xact_lock(hashtext(name))`` on the idempotency key, the
   owner's quota and each resource (``lock_resources``); the job's row ``FOR UPDATE``
   before a preview is claimed or a write loads the job; the ledger-wide counter rows
-  ``FOR UPDATE`` before the limits are checked (``UPDATE ... value + n`` keeps them
-  exact).
+  by the update that adds a job to them (``value + n``, exact), whose new values the
+  limits are checked against. A prepare writes its rows first and takes the owner's
+  lock and the counter rows last, so they are held for a count, an update and the
+  commit.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
+- Inside a transaction the statements are pipelined: one whose result is not read (an
+  insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
+  so a round trip is paid per answer the verbs wait for, not per statement.
+- The pool hands out connections without a liveness round trip; one the server wrote
+  to while it sat idle begins alone, and found dead there is replaced
+  (``_checked_out``): before anything of the transaction was sent, the only point
+  where a retry cannot apply anything twice.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
   renewed by a heartbeat; the writes it starts name it, and recovery settles only the
@@ -22,6 +31,7 @@ psycopg 3 connections.
 from __future__ import annotations
 
 import logging
+import select
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -104,6 +114,8 @@ class PostgresTransaction(
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
         self.defer_chain = writing  # events are chained at the commit (sql_chain)
         self.pending = []
+        #: the advisory locks this transaction holds (a second ask is no round trip)
+        self._held: set[str] = set()
 
     def _clock(self) -> float:
         row = self.connection.execute(
@@ -114,7 +126,9 @@ class PostgresTransaction(
     def _lock(self, *names: str) -> None:
         if self.writing:
             for name in names:
-                self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
+                if name not in self._held:
+                    self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
+                    self._held.add(name)
 
     def _lock_job(self, job_id: str) -> None:
         if self.writing:
@@ -180,7 +194,8 @@ class PostgresStore(ReadShortcuts):
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
             configure=_configure,
-            check=ConnectionPool.check_connection,
+            # No check on checkout (a round trip before every transaction):
+            # _checked_out replaces a connection found dead at its BEGIN instead.
             timeout=wait_s,
             open=False,
             name="undogate-ledger",
@@ -255,20 +270,22 @@ class PostgresStore(ReadShortcuts):
     ) -> Iterator[PostgresTransaction]:
         if self._closed:
             raise LedgerError("the ledger is closed")
-        try:
-            raw = self._pool.getconn()
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise failure(doing, exc) from None
+        raw, begun = self._checked_out(begin.encode(), doing)
         outer = getattr(self._local, "tx", None)
         try:
             lease_id = self.lease.id if self.lease is not None else None
             tx = PostgresTransaction(raw, writing=writing, lease_id=lease_id)
             self._local.tx = tx
             try:
-                raw.execute(begin.encode())
-                yield tx
-                tx.flush_chain()
-                raw.execute(b"COMMIT")
+                # Pipelined: a statement whose result nobody reads (an insert, a lock)
+                # goes out with the next one that is read, or with the COMMIT; the
+                # server still runs them in order, and an error fails the transaction.
+                with raw.pipeline():
+                    if not begun:
+                        raw.execute(begin.encode())
+                    yield tx
+                    tx.flush_chain()
+                    raw.execute(b"COMMIT")
             except BaseException as exc:
                 _roll_back(raw)
                 if isinstance(exc, psycopg.Error):
@@ -277,6 +294,40 @@ class PostgresStore(ReadShortcuts):
         finally:
             self._local.tx = outer
             self._pool.putconn(raw)
+
+    def _checked_out(self, begin: bytes, doing: str) -> tuple[psycopg.Connection[Any], bool]:
+        """A pooled connection, and whether its transaction has begun.
+
+        The pool hands out connections unchecked, and a BEGIN normally leaves with the
+        transaction's first statement. A connection the server wrote to while it sat
+        idle (what a database that ended the session or went down leaves: its last
+        words, then the end of the stream) gets its BEGIN alone instead: found dead
+        there, it has run nothing of this transaction, so the BEGIN is tried once more
+        on a fresh connection, after the pool has dropped every other dead one (a
+        restart kills them all). Nothing later is ever retried: a statement may have
+        taken effect, and a failed COMMIT leaves the outcome unknown (``failure`` says
+        so); a connection that died silently fails its transaction that way.
+        """
+        retried = False
+        while True:
+            try:
+                raw: psycopg.Connection[Any] = self._pool.getconn()
+            except (PoolTimeout, psycopg.Error) as exc:
+                raise failure(doing, exc) from None
+            if not retried and not _spoke_while_idle(raw):
+                return raw, False
+            try:
+                raw.execute(begin)
+                return raw, True
+            except BaseException as exc:
+                self._pool.putconn(raw)  # a broken connection is discarded, not pooled
+                if not isinstance(exc, psycopg.Error):
+                    raise
+                if retried or not raw.closed:
+                    raise failure(doing, exc) from None
+                retried = True
+                log.info("a pooled ledger connection was dead; trying a fresh one")
+                self._pool.check()
 
     # -- for checks and tests ----------------------------------------------------------
 
@@ -292,6 +343,15 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     # role default that turned it off). application_name shows who holds a lock.
     conn.execute("SET synchronous_commit = on")
     conn.execute("SET application_name = 'undogate'")
+
+
+def _spoke_while_idle(raw: psycopg.Connection[Any]) -> bool:
+    """Whether the server sent anything (or closed the stream) since the last reply."""
+    try:
+        readable, _, _ = select.select([raw.fileno()], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 def _roll_back(raw: psycopg.Connection[Any]) -> None:

@@ -96,6 +96,17 @@ class LedgerUsage:
     payload_bytes: int
 
 
+@dataclass(frozen=True)
+class Admission:
+    """What a new job is admitted against, counted with it (``Transaction.admit_job``):
+    the unresolved jobs of its agent and of its owner (each counted no further than
+    asked), and the ledger-wide counters after it."""
+
+    agent_unresolved: int
+    owner_unresolved: int
+    usage: LedgerUsage
+
+
 class UnfinishedJob(NamedTuple):
     """A job that is neither undone, rejected nor invalidated, and the state it is in."""
 

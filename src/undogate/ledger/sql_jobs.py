@@ -13,6 +13,7 @@ IMMEDIATE`` already runs one write at a time.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -32,8 +33,9 @@ from ..jobs import (
     SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
-from .records import EarlierJob, Event, JobSummary, LedgerUsage, OpenChange, StoredPreview
+from .records import Admission, EarlierJob, Event, JobSummary, OpenChange, StoredPreview
 from .sql_chain import ChainVerbs, new_row
+from .sql_counters import CounterVerbs, usage_after
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -44,40 +46,16 @@ _UNRESOLVED = "state IN (" + ", ".join(f"'{s.value}'" for s in UNRESOLVED_STATES
 _COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIMIT ?) AS held"
 COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
+_COUNT_BOTH_SQL = f"SELECT ({COUNT_AGENT_SQL}), ({COUNT_OWNER_SQL})"
 # The states of a job a process is running (it names that process's lease).
 _RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
 # The states a job ends in (``jobs_unfinished`` holds every other one).
 _FINISHED = ("undone", "rejected", "invalidated")
 
 
-class JobVerbs(ChainVerbs):
+class JobVerbs(ChainVerbs, CounterVerbs):
     """Jobs, changes, actions, previews, events and counters, on one connection inside
     the transaction the store opened (see ``store.Transaction``)."""
-
-    # -- counters --------------------------------------------------------------------
-
-    def counter(self, key: str) -> int:
-        row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return int(row[0]) if row else 0
-
-    def _bump(self, key: str, by: int) -> None:
-        self.connection.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT)",
-            (key, str(by), by),
-        )
-
-    def usage(self) -> LedgerUsage:
-        counts = dict(
-            self.connection.execute(
-                "SELECT key, value FROM meta WHERE key IN (?, ?)" + self.for_update,  # noqa: S608
-                ("job_count", "payload_bytes"),
-            ).fetchall()
-        )
-        return LedgerUsage(
-            jobs=int(counts.get("job_count", 0)),
-            payload_bytes=int(counts.get("payload_bytes", 0)),
-        )
 
     def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
         self._lock(f"owner:{owner_id}")
@@ -86,6 +64,19 @@ class JobVerbs(ChainVerbs):
         else:
             row = self.connection.execute(COUNT_AGENT_SQL, (owner_id, agent_id, stop_at)).fetchone()
         return int(row[0])
+
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        # Sent together, read together: on PostgreSQL (pipelined) one round trip under
+        # the owner's lock, which every prepare of that owner waits for.
+        self._lock(f"owner:{owner_id}")
+        counted = self.connection.execute(
+            _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
+        )
+        added = self._add_job(payload)
+        agent_unresolved, owner_unresolved = counted.fetchone()
+        return Admission(int(agent_unresolved), int(owner_unresolved), usage_after(added))
 
     def count_unfinished(self, owner_id: str) -> int:
         row = self.connection.execute(
@@ -178,8 +169,6 @@ class JobVerbs(ChainVerbs):
         )
         for ch in job.changes:
             c.execute(_INSERT_CHANGE, (job.id, *_change_row(ch)))
-        self._bump("job_count", 1)
-        self._bump("payload_bytes", payload)
 
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection
@@ -296,21 +285,20 @@ class JobVerbs(ChainVerbs):
 
     def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
         """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
-        outlives a config change). Two indexed reads: changes_live and actions_in_flight."""
-        c = self.connection
-        # Writes in flight first: an outcome that commits between the two reads moves a
-        # change from the first to the second, never out of both.
-        flying = c.execute(
+        outlives a config change), writes in flight first. Two indexed reads
+        (actions_in_flight and changes_live) in one statement: one round trip, and one
+        snapshot even under READ COMMITTED, so an outcome that commits meanwhile cannot
+        move a change out of both halves."""
+        rows = self.connection.execute(
             "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1, "
             "ch.target "
             "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
-            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ?",
-            (resource_id, exclude_job),
-        ).fetchall()
-        held = c.execute(
+            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ? "
+            "UNION ALL "
             "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0, target FROM changes "
-            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ?",
-            (resource_id, exclude_job),
+            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ? "
+            "ORDER BY 7 DESC",
+            (resource_id, exclude_job, resource_id, exclude_job),
         ).fetchall()
         return [
             OpenChange(
@@ -323,7 +311,7 @@ class JobVerbs(ChainVerbs):
                 in_flight=bool(r[6]),
                 target=r[7],
             )
-            for r in (*flying, *held)
+            for r in rows
         ]
 
     # -- actions ---------------------------------------------------------------------
@@ -479,13 +467,10 @@ class JobVerbs(ChainVerbs):
         )
         return seq
 
-    def next_seq(self) -> int:
-        c = self.connection
-        self._bump("op_seq", 1)
-        row = c.execute("SELECT value FROM meta WHERE key = 'op_seq'").fetchone()
-        return int(row[0])
 
-
+# Cached: a resource's field list is stored with every change to it, so the overlap
+# checks of a confirm parse the same few lists once per earlier job on the resource.
+@functools.lru_cache(maxsize=1024)
 def _fields_from_json(fields_json: str) -> tuple[str, ...]:
     fields_value = loads_object('{"f":' + fields_json + "}")["f"]
     assert isinstance(fields_value, list)

@@ -59,9 +59,10 @@ class LeaseVerbs(EngineHooks):
         }
 
     def holds_job(self, job_id: str) -> bool:
-        self._lock_job(job_id)
+        # The check locks the row it finds (``for_update``): one round trip. Under READ
+        # COMMITTED a row another write holds is checked again once that write commits.
         row = self.connection.execute(
-            _HOLDS_JOB,
+            _HOLDS_JOB + self.for_update,
             (job_id, self.lease_id),
         ).fetchone()
         return row is not None

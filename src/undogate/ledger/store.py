@@ -42,6 +42,7 @@ from typing import Literal, Protocol, TypeVar
 from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operation
 from ..jsonvalue import JsonObject
 from .records import (
+    Admission,
     EarlierJob,
     Event,
     ExportedJob,
@@ -51,7 +52,6 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
-    OutboxMessage,
     StoredCheck,
     StoredCredential,
     StoredPasskey,
@@ -61,11 +61,12 @@ from .records import (
     UndoAcceptance,
     UnfinishedJob,
 )
+from .store_outbox import OutboxReader, OutboxWriter
 
 T = TypeVar("T")
 
 
-class Reader(Protocol):
+class Reader(OutboxReader, Protocol):
     """What a read may ask, inside one consistent snapshot."""
 
     # -- jobs ----------------------------------------------------------------------------
@@ -234,22 +235,8 @@ class Reader(Protocol):
         """The latest ``undo_accepted`` event of ``resource_id``, if any."""
         ...
 
-    # -- the webhook outbox (ledger/sql_outbox.py) ---------------------------------------
 
-    def due_webhooks(self, now: float, limit: int) -> list[OutboxMessage]:
-        """Pending messages whose next attempt is due by ``now``, the longest waiting
-        first."""
-        ...
-
-    def webhook_messages(
-        self, owner_id: str, *, status: str | None = None, limit: int = 100
-    ) -> list[OutboxMessage]:
-        """The messages about ``owner_id``'s jobs (only ``status`` ones when given),
-        newest first."""
-        ...
-
-
-class Transaction(Reader, Protocol):
+class Transaction(Reader, OutboxWriter, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
 
     # -- locks -----------------------------------------------------------------------------
@@ -263,7 +250,23 @@ class Transaction(Reader, Protocol):
     # -- jobs ----------------------------------------------------------------------------
 
     def insert_job(self, job: Job, request_digest: str, payload: int) -> None:
-        """Record a prepared job and its changes; counts it and its payload bytes."""
+        """Record a prepared job and its changes (``count_job`` counts them)."""
+        ...
+
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        """Count a job just inserted (``count_job``) and, under its owner's lock, the
+        agent's and the owner's unresolved jobs, that one included (no further than
+        ``stop_at``: agent, owner), all in one round trip; the caller refuses what
+        they exceed (rolling it all back). Held from here to the commit, so call it
+        last."""
+        ...
+
+    def count_job(self, payload: int) -> LedgerUsage:
+        """Add one job of ``payload`` bytes to the ledger-wide counters, in one statement
+        that holds their rows to the commit; the counters as they now stand. Call it
+        last: a write that waits for those rows holds nothing another write needs."""
         ...
 
     def set_job_state(
@@ -441,43 +444,6 @@ class Transaction(Reader, Protocol):
 
     def hold_web_preview(self, held: StoredWebPreview, *, keep: int) -> None:
         """Hold a preview in its session, keeping only the session's newest ``keep``."""
-        ...
-
-    # -- the webhook outbox ---------------------------------------------------------------
-
-    def add_webhook(
-        self,
-        *,
-        message_id: str,
-        endpoint: str,
-        event: str,
-        job_id: str,
-        agent_id: str,
-        payload: str,
-    ) -> None:
-        """Add one message for one endpoint, due now; call it in the write whose state
-        change it announces, so it exists exactly when that change does."""
-        ...
-
-    def claim_webhook(self, message_id: str, *, now: float, until: float) -> bool:
-        """Hold a due pending message until ``until`` for one delivery attempt; False
-        when it is no longer due (another process claimed it, or it was settled)."""
-        ...
-
-    def record_webhook_attempt(
-        self,
-        message_id: str,
-        *,
-        claimed_until: float,
-        status: Literal["pending", "delivered", "failed"],
-        next_attempt_at: float,
-        response_status: int | None,
-        error: str | None,
-    ) -> bool:
-        """Count one attempt and its outcome (``error``: a sentence with no secret), if
-        the claim that made it (``claimed_until``, as ``claim_webhook`` set it) still
-        holds; False when it ran out and another claim took the message over (that
-        attempt records its own outcome)."""
         ...
 
     # -- passkeys ---------------------------------------------------------------------------

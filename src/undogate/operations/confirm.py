@@ -86,7 +86,10 @@ def confirm_preview(
         assertion = step_up.refuse_replay(gw, passkey_assertion)
     job = gw.get_job(actor.owner_id, job_id)
     token_hash = sha256_hex(preview_token)
-    stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
+    # One read for both (on PostgreSQL each read is a transaction of its own).
+    stored, attempts = gw.ledger.read(
+        lambda tx: (tx.load_preview(token_hash), tx.confirm_attempts(job.id))
+    )
     if stored is None or stored.job_id != job.id:
         raise NotFound("unknown preview token for this job; preview again", job=job.id)
     if stored.consumed_at is not None:
@@ -107,7 +110,7 @@ def confirm_preview(
     # refused even then.
     _check_reversibility(gw, operation, targets, acknowledge_irreversible or dry_run)
     if not dry_run:
-        _check_attempts(gw, job.id)
+        _check_attempts(gw, job.id, attempts)
     try:
         return _confirm_checked(gw, actor, job, stored, targets, dry_run, reauthorize, assertion)
     except UndogateError:
@@ -230,10 +233,9 @@ def _check_reversibility(
             )
 
 
-def _check_attempts(gw: Context, job_id: str) -> None:
+def _check_attempts(gw: Context, job_id: str, attempts: int) -> None:
     limit = gw.config.limits.max_confirm_attempts
-
-    if gw.ledger.read(lambda tx: tx.confirm_attempts(job_id)) >= limit:
+    if attempts >= limit:
         raise LimitReached(
             f"this job reached its limit of {limit} confirmation attempts",
             limit="max_confirm_attempts",

@@ -27,7 +27,7 @@ from ..jobs import (
     PrepareRequest,
 )
 from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
-from ..ledger import EarlierJob, Reader, Transaction
+from ..ledger import EarlierJob, LedgerUsage, Reader, Transaction
 from .context import Context
 from .dispatch import change_diff
 
@@ -120,8 +120,9 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             earlier = tx.find_idempotent(actor.owner_id, agent_id, request.idempotency_key)
             if earlier is not None:
                 return _replay(gw, earlier, digest)
-        gw.quotas.check_unresolved(tx, actor.owner_id, agent_id)
-        _check_capacity_in(gw, tx, payload)
+        # The rows first, the shared counts last: the owner's quota lock and the
+        # ledger's counter rows are held from the count to the commit, not while the
+        # job is written (every prepare of one owner waits for that lock).
         tx.insert_job(job, digest, payload)
         gw.notifier.job_moved(tx, job, JobState.PREPARED, previous=None)
         tx.add_event(
@@ -133,6 +134,18 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             to_state=JobState.PREPARED.value,
             detail={"changes": [change_diff(ch) for ch in changes]},
         )
+        # Counted with the job (its own row included, so one more than each quota),
+        # and refused by what was there before it; a refusal rolls it all back.
+        stop_at = (
+            limits.max_unresolved_jobs_per_agent + 1,
+            limits.max_unresolved_jobs_per_owner + 1,
+        )
+        admitted = tx.admit_job(actor.owner_id, agent_id, payload, stop_at=stop_at)
+        gw.quotas.refuse_over(
+            agent_id, admitted.agent_unresolved - 1, admitted.owner_unresolved - 1
+        )
+        after = admitted.usage
+        _check_capacity(gw, LedgerUsage(after.jobs - 1, after.payload_bytes - payload), payload)
         return Prepared(job=job, replay=False)
 
     return gw.ledger.write(commit)
@@ -175,15 +188,15 @@ def _admit(gw: Context, owner_id: str, agent_id: str) -> None:
 
     def admissible(tx: Reader) -> None:
         gw.quotas.check_unresolved(tx, owner_id, agent_id)
-        _check_capacity_in(gw, tx, 0)
+        _check_capacity(gw, tx.usage(), 0)
 
     gw.ledger.read(admissible)
     gw.quotas.rate.take(owner_id, agent_id)
 
 
-def _check_capacity_in(gw: Context, tx: Reader, payload: int) -> None:
+def _check_capacity(gw: Context, usage: LedgerUsage, payload: int) -> None:
+    """Refuse a job of ``payload`` bytes that the ledger, as ``usage`` says, has no room for."""
     limits = gw.config.limits
-    usage = tx.usage()
     if usage.jobs >= limits.max_jobs:
         raise LimitReached(
             f"the ledger holds {limits.max_jobs} jobs, its limit; no new job can be "

@@ -89,14 +89,29 @@ class PrepareQuotas:
         self.rate = PrepareRate(limits.max_prepares_per_minute, limits.prepare_burst, clock)
 
     def check_unresolved(self, tx: Reader, owner_id: str, agent_id: str) -> None:
-        """Refuse a new job when the agent's or the owner's unresolved jobs fill a quota.
-        Call it inside the write that inserts the job, so nothing can slip in between.
+        """Refuse a new job when the agent's or the owner's unresolved jobs fill a quota,
+        as of what ``tx`` reads (a pre-check: the binding one is ``refuse_over`` on the
+        counts ``Transaction.admit_job`` takes in the write that inserts the job).
+
+        Raises:
+            QuotaExceeded: naming the quota (``limit``) and its size (``maximum``).
+        """
+        limits = self.limits
+        self.refuse_over(
+            agent_id,
+            tx.count_unresolved(owner_id, agent_id, stop_at=limits.max_unresolved_jobs_per_agent),
+            tx.count_unresolved(owner_id, None, stop_at=limits.max_unresolved_jobs_per_owner),
+        )
+
+    def refuse_over(self, agent_id: str, agent_held: int, owner_held: int) -> None:
+        """Refuse a new job when the agent already holds its quota of unresolved jobs,
+        or the owner's agents together hold theirs (counts without the new job).
 
         Raises:
             QuotaExceeded: naming the quota (``limit``) and its size (``maximum``).
         """
         per_agent = self.limits.max_unresolved_jobs_per_agent
-        if tx.count_unresolved(owner_id, agent_id, stop_at=per_agent) >= per_agent:
+        if agent_held >= per_agent:
             raise QuotaExceeded(
                 f"agent {agent_id!r} already holds {per_agent} unresolved jobs, its quota; "
                 "nothing was prepared. A person has to review its jobs (apply or reject "
@@ -105,7 +120,7 @@ class PrepareQuotas:
                 maximum=per_agent,
             )
         per_owner = self.limits.max_unresolved_jobs_per_owner
-        if tx.count_unresolved(owner_id, None, stop_at=per_owner) >= per_owner:
+        if owner_held >= per_owner:
             raise QuotaExceeded(
                 f"the owner's agents together already hold {per_owner} unresolved jobs, the "
                 "owner's quota; nothing was prepared. A person has to review jobs (apply or "
