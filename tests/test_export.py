@@ -1,7 +1,7 @@
 """``undogate export`` (SPEC §15's audit export): events as JSON Lines and jobs as CSV,
 through the API while a server owns the ledger and directly when none does; the same
-content either way, a reviewer's reason in it, never a key; a resource's values only
-where the ledger's own events hold them (the prepare event's detail), never in jobs.csv."""
+content either way, a reviewer's reason in it, never a key, and never a resource's value
+(the export spans owners; the events that record values give only the fields' names)."""
 
 from __future__ import annotations
 
@@ -32,9 +32,31 @@ def _read(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     return events, jobs
 
 
+def _apply_then_undo(served: dict[str, Any], job: str) -> None:
+    """Through the API as the job's owner: the ledger then holds the values in its
+    prepare, apply_done and undo_done events."""
+    auth = {"Authorization": f"Bearer {served['operator']}"}
+    for operation, state in (("apply", "applied"), ("undo", "undone")):
+        preview = httpx.post(
+            f"{served['url']}/api/v1/jobs/{job}/previews",
+            json={"operation": operation},
+            headers=auth,
+            timeout=30,
+        )
+        assert preview.status_code == 200, preview.text
+        done = httpx.post(
+            f"{served['url']}/api/v1/jobs/{job}/confirm",
+            json={"preview_token": preview.json()["preview_token"]},
+            headers=auth,
+            timeout=30,
+        )
+        assert done.status_code == 200 and done.json()["job"]["state"] == state, done.text
+
+
 def test_export_through_the_api_and_directly_says_the_same(
     served: dict[str, Any], tmp_path: Path
 ) -> None:
+    _apply_then_undo(served, prepare(served, BODY))
     job = prepare(served, BODY)
     rejected = httpx.post(
         f"{served['url']}/api/v1/jobs/{job}/reject",
@@ -54,17 +76,17 @@ def test_export_through_the_api_and_directly_says_the_same(
     reject = next(e for e in events if e["operation"] == "reject")
     assert reject["job_id"] == job and reject["detail"] == {"reason": '=HYPERLINK("x") not now'}
     assert reject["at"].endswith("+00:00") and reject["from_state"] == "prepared"
-    assert [j["id"] for j in jobs] == [job] and jobs[0]["state"] == "rejected"
-    assert jobs[0]["agent_id"] == "account-assistant" and jobs[0]["changes"] == "1"
+    assert [j["id"] for j in jobs][-1] == job and jobs[-1]["state"] == "rejected"
+    assert jobs[-1]["agent_id"] == "account-assistant" and jobs[-1]["changes"] == "1"
     csv_text = (tmp_path / "a" / "jobs.csv").read_text()
     written = (tmp_path / "a" / "events.jsonl").read_text() + csv_text
     for secret in (served["operator"], served["agent"], "ugm_test-master-key", "Bearer"):
         assert str(secret)[:20] not in written
-    prepared = next(e for e in events if e["operation"] == "prepare")
-    assert "vip-9f3e" in json.dumps(prepared["detail"])  # as the ledger's event holds it
-    others = [e for e in events if e is not prepared]
-    assert "vip-9f3e" not in json.dumps(others) + csv_text
-    assert jobs[0]["summary"] == "'=1+1 promote"  # a spreadsheet shows it, never runs it
+    recorded = [e for e in events if e["operation"] in ("prepare", "apply_done", "undo_done")]
+    assert len(recorded) == 4  # two prepares, the apply and the undo record values
+    assert all("status" in json.dumps(e["detail"]) for e in recorded)  # the field's name
+    assert "vip-9f3e" not in written and '"lead"' not in written  # never a value
+    assert jobs[-1]["summary"] == "'=1+1 promote"  # a spreadsheet shows it, never runs it
     again = _export("1h", tmp_path / "a", config, env)
     assert again.returncode == 2 and "exists: export into a new or empty folder" in again.stderr
     plain = cli("keys", "create-operator", "--config", config, env=env).stdout.splitlines()[0]

@@ -1,12 +1,15 @@
 """The audit export (``undogate export``): the ledger's events since a time as JSON
 Lines, and its jobs as CSV, for an auditor's own tools.
 
-What is in it, and nothing more: each event exactly as the ledger holds it (id, time,
-job, actor, access path, operation, target, the states it moved between, and its
-detail: a reviewer's reason, codes, versions, counts; a ``prepare`` event's detail holds
-the before- and after-values of the fields it changes, as the ledger recorded them), and
-per job its id, owner, agent, state, number of changes, times, the agent's summary and
-caller-supplied label (no value). Never a key or a token: no event holds one.
+What is in it, and nothing more: each event as the ledger holds it (id, time, job,
+actor, access path, operation, target, the states it moved between, and its detail: a
+reviewer's reason, codes, versions, counts, the names of the fields a change touched and
+a document's sizes) with every field's before- and after-value left out, and per job its
+id, owner, agent, state, number of changes, times, the agent's summary and
+caller-supplied label. Never a value: the export spans every owner and is read with the
+master key or ``keys:admin``, which SPEC §8 keeps from any job's values (a job's owner
+reads them through the API, or the ledger itself). Never a key or a token: no event
+holds one.
 
 Both the ledger (no server running) and the API (``/api/v1/admin/events`` and
 ``/api/v1/admin/jobs``, for an operator key with keys:admin or the master key) give the
@@ -56,8 +59,23 @@ def event_json(e: Event) -> JsonObject:
         "target": e.target,
         "from_state": e.from_state,
         "to_state": e.to_state,
-        "detail": e.detail,
+        "detail": _without_values(e.detail),
     }
+
+
+def _without_values(detail: JsonValue) -> JsonValue:
+    """``detail`` with each changed field's before/after values left out, its name kept
+    (an event's diff maps a field's name to its two sides, at any depth of the detail)."""
+    if isinstance(detail, dict):
+        return {
+            key: sorted(value)
+            if key == "fields" and isinstance(value, dict)
+            else _without_values(value)
+            for key, value in detail.items()
+        }
+    if isinstance(detail, list):
+        return [_without_values(v) for v in detail]
+    return detail
 
 
 def job_json(j: ExportedJob) -> JsonObject:
