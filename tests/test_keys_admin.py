@@ -200,3 +200,34 @@ def test_contract_server_prints_its_routes_and_init_example_works_against_them(
                 timeout=30,
             )
             assert prepared.status_code == 201, prepared.text
+
+
+def test_an_admin_key_holds_every_scope_and_agent_or_is_not_made(api_world: Any) -> None:
+    """keys:admin can make any key, so a narrower admin key would only look narrower."""
+    master = {"Authorization": f"Bearer {api_world.keys['master']}"}
+    every = ["agents:read", "agents:write", "keys:admin"]
+    with TestClient(api_world.app) as client:
+        for narrower in (
+            {"scopes": ["keys:admin"]},
+            {"scopes": ["agents:read", "keys:admin"]},
+            {"scopes": every, "agents": ["account-assistant"]},
+        ):
+            refused = client.post(
+                "/api/v1/admin/keys", json={"kind": "operator", **narrower}, headers=master
+            )
+            assert refused.status_code == 400, (narrower, refused.text)
+            assert "holds every scope and every agent" in refused.json()["error"]["message"]
+        made = client.post(
+            "/api/v1/admin/keys",
+            json={"kind": "operator", "scopes": every, "label": "second admin"},
+            headers=master,
+        )
+        assert made.status_code == 201, made.text
+    created = [
+        e
+        for e in api_world.gateway.ledger.read(lambda tx: tx.events_since(0.0, 0, 1000))
+        if e.operation == "credential_create_operator"
+    ][-1]
+    assert created.detail is not None
+    assert created.detail["label"] == "second admin" and created.detail["agents"] is None
+    assert created.detail["scopes"] == every

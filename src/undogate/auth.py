@@ -287,11 +287,20 @@ class Keyring:
         """A new operator key: a new owner.
 
         Raises:
-            InvalidRequest: unknown scope, empty scopes, bad label or unknown agent.
+            InvalidRequest: unknown scope, empty scopes, bad label or unknown agent; a
+                key with keys:admin limited to some agents or scopes.
         """
         label = _check_label(label)
         if not scopes or any(s not in ALL_SCOPES for s in scopes):
             raise InvalidRequest(f"scopes must be a non-empty subset of {', '.join(ALL_SCOPES)}")
+        if ADMIN in scopes and (agents is not None or set(scopes) != set(ALL_SCOPES)):
+            # keys:admin mints any key for any owner: a narrower admin key would only
+            # look narrower, so the ledger never holds one.
+            raise InvalidRequest(
+                f"a key with {ADMIN} can make any key, so it holds every scope and every "
+                "agent: make it without --agent and --read-only, or a narrower key "
+                "without --admin"
+            )
         if agents is not None:
             for agent in agents:
                 self._check_agent(agent)
@@ -362,7 +371,13 @@ class Keyring:
                 access_path="admin",
                 operation=f"credential_create_{kind}",
                 target=cred_id,
-                detail={"owner": owner_id, "agent": agent_id, "scopes": list(scopes)},
+                detail={
+                    "owner": owner_id,
+                    "agent": agent_id,
+                    "scopes": list(scopes),
+                    "agents": list(agents) if agents is not None else None,
+                    "label": label,
+                },
             )
 
         self.ledger.write(commit)
