@@ -67,12 +67,13 @@ def _without_values(detail: JsonValue) -> JsonValue:
     """``detail`` with each changed field's before/after values left out, its name kept
     (an event's diff maps a field's name to its two sides, at any depth of the detail)."""
     if isinstance(detail, dict):
-        return {
-            key: sorted(value)
-            if key == "fields" and isinstance(value, dict)
-            else _without_values(value)
-            for key, value in detail.items()
-        }
+        out: JsonObject = {}
+        for key, value in detail.items():
+            if key == "fields" and isinstance(value, dict):
+                out[key] = [str(name) for name in sorted(value)]
+            else:
+                out[key] = _without_values(value)
+        return out
     if isinstance(detail, list):
         return [_without_values(v) for v in detail]
     return detail
