@@ -45,6 +45,7 @@ BAD_QUERIES = (
     ("?since=yesterday", "since"),
     ("?id=job%25", "id"),
     ("?limit=101", "limit"),
+    ("?limit=%C2%B2", "limit"),  # a digit to str.isdigit, not to int()
 )
 
 
@@ -83,6 +84,15 @@ def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_worl
             answer = _get(client, w.keys["owner"], bad)
             assert answer.status_code == 400, bad
             assert answer.json()["error"]["details"]["field"] == field
+
+
+def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: Any) -> None:
+    master = {"Authorization": f"Bearer {api_world.keys['master']}"}
+    with TestClient(api_world.app) as client:
+        for after in ("%C2%B2", "x1"):
+            answer = client.get(f"/api/v1/admin/events?since=1h&after={after}", headers=master)
+            assert answer.status_code == 400, answer.text
+            assert answer.json()["error"]["code"] == "invalid_request"
 
 
 @pytest.fixture

@@ -550,7 +550,7 @@ class Service:
         self.require_admin(principal)
         ledger = self.gateway.ledger
         if what == "events":
-            if after is not None and not after.isdigit():
+            if after is not None and not (after.isascii() and after.isdigit()):
                 raise InvalidRequest("after is the id of the last event of the page before")
             return await _in_thread(events_page, ledger, since, int(after or 0))
         return await _in_thread(jobs_page, ledger, since, after)

@@ -150,7 +150,7 @@ def parse_filter(params: Mapping[str, list[str]], now: float) -> InboxFilter:
     limit_text = one("limit")
     limit = PAGE
     if limit_text is not None:
-        if not limit_text.isdigit() or not 1 <= int(limit_text) <= PAGE:
+        if not (limit_text.isascii() and limit_text.isdigit()) or not 1 <= int(limit_text) <= PAGE:
             raise InvalidRequest(f"limit must be 1 to {PAGE}", field="limit")
         limit = int(limit_text)
     since, until = one("since"), one("until")

@@ -130,7 +130,7 @@ def _absent(side: JsonValue) -> bool:
 def _change_number(value: JsonValue) -> str:
     """A change's index as a reviewer counts them (from 1)."""
     text = value.text if isinstance(value, JsonNumber) else str(value)
-    return str(int(text) + 1) if text.isdigit() else text
+    return str(int(text) + 1) if text.isascii() and text.isdigit() else text
 
 
 def _text(value: JsonValue) -> str:
