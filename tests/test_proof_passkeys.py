@@ -256,6 +256,11 @@ def test_a_receipt_carries_the_approval_and_its_passkey(
     assert len(bundle["passkeys"]) == 1
     checked = cli("verify-receipt", str(receipt))
     assert checked.returncode == 0, checked.stdout
+    registration = next(iter(bundle["passkeys"].values()))
+    with open_chain(str(db)) as source:  # the hash printed is the ledger's own row
+        in_ledger = {link.hash for link in source.links(from_id=0, to_id=registration["id"])}
+    assert registration["hash"] in in_ledger
+    assert f"registered by the row whose hash is {registration['hash']}" in checked.stdout
 
     def fails(change: Any) -> str:
         copy = json.loads(json.dumps(bundle))

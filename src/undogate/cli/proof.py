@@ -122,3 +122,9 @@ def verify_receipt(receipt: Path) -> None:
         "  (it proves these events are linked as shown; that the last hash is in your "
         "ledger's chain, `undogate ledger verify` or an anchored head hash shows)"
     )
+    for passkey_id, registered in verdict.registrations:
+        click.echo(
+            f"  passkey {passkey_id}: registered by the row whose hash is {registered} "
+            "(the receipt carries that row but cannot vouch for it: look the hash up in "
+            "your ledger too)"
+        )

@@ -53,6 +53,9 @@ class ReceiptVerdict:
     first_prev: str
     last_hash: str
     problems: tuple[str, ...]
+    #: (passkey id, hash of its registration row): the receipt carries those rows but
+    #: outside its chained stretch, so only the ledger (or an anchor) can vouch for them.
+    registrations: tuple[tuple[str, str], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -157,7 +160,12 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
         prev = str(stored.hash)
     if not problems:
         problems.extend(check_assertions(own, passkeys))
-    return ReceiptVerdict(job_id, len(own), first_prev, prev, tuple(problems))
+    registrations = tuple(
+        (str(name), str(entry.get("hash")))
+        for name, entry in sorted(passkeys.items())
+        if isinstance(entry, dict)
+    )
+    return ReceiptVerdict(job_id, len(own), first_prev, prev, tuple(problems), registrations)
 
 
 @dataclass(frozen=True)
