@@ -84,7 +84,7 @@ class Hooked:
         return self.gw.confirm(OWNER, job_id, preview.token).job.state
 
     def messages(self, status: str | None = None) -> list[OutboxMessage]:
-        return self.gw.webhook_messages(OWNER.owner_id, status)
+        return self.gw.webhook_messages(OWNER.owner_id, ("account-assistant",), status)
 
     def deliver_until(self, done: Callable[[list[OutboxMessage]], bool]) -> list[OutboxMessage]:
         def step() -> bool:

@@ -56,10 +56,12 @@ class Gateway(Context):
     def list_jobs(self, owner_id: str, agent_id: str) -> list[JobSummary]:
         return self.ledger.list_jobs(owner_id, agent_id)
 
-    def webhook_messages(self, owner_id: str, status: str | None) -> list[OutboxMessage]:
-        """The newest 100 webhook messages about the owner's jobs (``status`` ones only,
-        when given)."""
-        return self.ledger.read(lambda r: r.webhook_messages(owner_id, status=status))
+    def webhook_messages(
+        self, owner_id: str, agents: tuple[str, ...], status: str | None
+    ) -> list[OutboxMessage]:
+        """The newest 100 webhook messages about the owner's jobs of ``agents``
+        (``status`` ones only, when given)."""
+        return self.ledger.read(lambda r: r.webhook_messages(owner_id, agents, status=status))
 
     def events(self, owner_id: str, job_id: str) -> list[Event]:
         self.get_job(owner_id, job_id)

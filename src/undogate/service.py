@@ -269,8 +269,8 @@ class Service:
                 f"unknown webhook status {status!r}; known: {', '.join(WEBHOOK_STATUSES)}",
                 status=status,
             )
-        found = await _in_thread(self.gateway.webhook_messages, principal.owner_id, status)
-        return [m for m in found if principal.sees_agent(m.agent_id)]
+        agents = tuple(self.visible_agents(principal))
+        return await _in_thread(self.gateway.webhook_messages, principal.owner_id, agents, status)
 
     async def job(self, principal: Principal, job_id: str) -> Job:
         """The job, if this key may see it: its owner's, of an agent it sees.

@@ -14,7 +14,9 @@ import pytest
 from undogate.jobs import JobState
 from undogate.ledger import Store, Transaction
 
-from .conftest import OWNER, insert, job
+from .conftest import AGENT, OWNER, insert, job
+
+SEEN = (AGENT,)
 
 
 def add(tx: Transaction, message_id: str, job_id: str = "job_1", agent: str = "agent-a") -> None:
@@ -38,7 +40,7 @@ def test_a_message_commits_with_the_state_change_or_not_at_all(store: Store) -> 
 
     with pytest.raises(RuntimeError):
         store.write(reject_then_fail)
-    assert store.read(lambda r: r.webhook_messages(OWNER)) == []
+    assert store.read(lambda r: r.webhook_messages(OWNER, SEEN)) == []
     assert store.read(lambda r: r.due_webhooks(time.time() + 1, 10)) == []
     loaded = store.load_job("job_1")
     assert loaded is not None and loaded.state is JobState.PREPARED
@@ -124,16 +126,26 @@ def test_attempts_are_counted_and_settled_messages_stay_visible(store: Store) ->
     )
     now = time.time() + 1
     assert [m.id for m in store.read(lambda r: r.due_webhooks(now, 10))] == ["msg_other"]
-    mine = store.read(lambda r: r.webhook_messages(OWNER))
+    mine = store.read(lambda r: r.webhook_messages(OWNER, SEEN))
     assert [m.id for m in mine] == ["msg_2", "msg_1"]  # newest first; never another owner's
     first = mine[1]
     assert (first.status, first.attempts, first.last_response_status) == ("pending", 1, 503)
     assert first.last_error == "the receiver answered HTTP 503"
     assert first.next_attempt_at == pytest.approx(later)
-    failed = store.read(lambda r: r.webhook_messages(OWNER, status="failed"))
+    failed = store.read(lambda r: r.webhook_messages(OWNER, SEEN, status="failed"))
     assert [m.id for m in failed] == ["msg_2"]
-    assert store.read(lambda r: r.webhook_messages(OWNER, status="delivered")) == []
-    assert [m.id for m in store.read(lambda r: r.webhook_messages(OWNER, limit=1))] == ["msg_2"]
+    assert store.read(lambda r: r.webhook_messages(OWNER, SEEN, status="delivered")) == []
+    assert [m.id for m in store.read(lambda r: r.webhook_messages(OWNER, SEEN, limit=1))] == [
+        "msg_2"
+    ]
+    # The agents a key sees filter in the query, before the limit.
+    store.write(lambda tx: add(tx, "msg_b", agent="agent-b"))
+    assert [m.id for m in store.read(lambda r: r.webhook_messages(OWNER, SEEN, limit=1))] == [
+        "msg_2"
+    ]
+    both = store.read(lambda r: r.webhook_messages(OWNER, (AGENT, "agent-b"), limit=1))
+    assert [m.id for m in both] == ["msg_b"]
+    assert store.read(lambda r: r.webhook_messages(OWNER, ())) == []
 
 
 def test_an_attempt_that_outlived_its_claim_records_nothing(store: Store) -> None:
@@ -158,7 +170,7 @@ def test_an_attempt_that_outlived_its_claim_records_nothing(store: Store) -> Non
 
     assert outcome(taken_over, "delivered")
     assert not outcome(stale, "failed")
-    [message] = store.read(lambda r: r.webhook_messages(OWNER))
+    [message] = store.read(lambda r: r.webhook_messages(OWNER, SEEN))
     assert (message.status, message.attempts, message.last_response_status) == (
         "delivered",
         1,

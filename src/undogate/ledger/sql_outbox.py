@@ -91,10 +91,20 @@ class OutboxVerbs(EngineHooks):
         return bool(rows)
 
     def webhook_messages(
-        self, owner_id: str, *, status: str | None = None, limit: int = 100
+        self,
+        owner_id: str,
+        agents: tuple[str, ...],
+        *,
+        status: str | None = None,
+        limit: int = 100,
     ) -> list[OutboxMessage]:
-        where = "j.owner_id = ?" + (" AND o.status = ?" if status else "")
-        params: tuple[Any, ...] = (owner_id, status, limit) if status else (owner_id, limit)
+        if not agents:
+            return []
+        marks = ", ".join("?" for _ in agents)
+        where = f"j.owner_id = ? AND o.agent_id IN ({marks})" + (
+            " AND o.status = ?" if status else ""
+        )
+        params: tuple[Any, ...] = (owner_id, *agents, *((status,) if status else ()), limit)
         columns = ", ".join(f"o.{c.strip()}" for c in _COLUMNS.split(","))
         rows = self.connection.execute(
             f"SELECT {columns} FROM webhook_outbox o JOIN jobs j ON j.id = o.job_id "  # noqa: S608

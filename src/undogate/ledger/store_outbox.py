@@ -20,10 +20,16 @@ class OutboxReader(Protocol):
         ...
 
     def webhook_messages(
-        self, owner_id: str, *, status: str | None = None, limit: int = 100
+        self,
+        owner_id: str,
+        agents: tuple[str, ...],
+        *,
+        status: str | None = None,
+        limit: int = 100,
     ) -> list[OutboxMessage]:
-        """The messages about ``owner_id``'s jobs (only ``status`` ones when given),
-        newest first."""
+        """The messages about ``owner_id``'s jobs of ``agents`` (only ``status`` ones
+        when given), newest first: the filter is in the query, so a key that sees some
+        agents gets their newest ``limit``, not what is left of everyone's."""
         ...
 
 
