@@ -123,6 +123,19 @@ def test_a_deleted_row_is_named_by_the_row_after_it(history: tuple[Path, str]) -
     assert f"event {ids[3]}: its prev_hash does not match" in out
 
 
+def test_rows_deleted_from_the_end_are_named_by_the_last_id_issued(
+    history: tuple[Path, str],
+) -> None:
+    """No row after them names their hash; SQLite's AUTOINCREMENT counter still says
+    which ids it issued (an attacker who also rewinds it is past this check)."""
+    db, _ = history
+    ids = event_ids(db)
+    attack(db, ("DELETE FROM events WHERE id >= ?", (ids[-2],)))
+    code, out = verify(db)
+    assert code == 1
+    assert f"event {ids[-1]}: the ledger issued event ids up to {ids[-1]}" in out
+
+
 def test_two_reordered_rows_are_named(history: tuple[Path, str]) -> None:
     db, _ = history
     a, b = event_ids(db)[1:3]

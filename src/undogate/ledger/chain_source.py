@@ -24,6 +24,11 @@ class ChainSource:
 
     location: str
     execute: Execute
+    #: the highest event id the ledger ever issued, where it keeps one exactly: SQLite's
+    #: AUTOINCREMENT counter moves only with the insert's own transaction, so a smaller
+    #: last row means rows at the end were deleted. None on PostgreSQL, whose sequence
+    #: also moves for inserts that rolled back.
+    issued: int | None = None
 
     def links(self, *, from_id: int = 0, to_id: int | None = None) -> Iterator[StoredLink]:
         """The event rows in id order, as stored."""
@@ -68,7 +73,8 @@ def open_chain(location: str) -> Iterator[ChainSource]:
             except sqlite3.Error as exc:
                 raise LedgerError(f"cannot read the events of {db}: {exc}") from None
 
-        yield ChainSource(str(db), execute)
+        found = execute("SELECT seq FROM sqlite_sequence WHERE name = 'events'", ()).fetchone()
+        yield ChainSource(str(db), execute, int(found[0]) if found is not None else 0)
     finally:
         conn.close()
 

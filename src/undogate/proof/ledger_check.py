@@ -45,8 +45,21 @@ def check_links(links: Iterable[StoredLink], *, start: str = GENESIS) -> ChainVe
 
 def verify_ledger(source: ChainSource) -> ChainVerdict:
     """The whole chain of one ledger snapshot: every link and every passkey approval,
-    in one walk."""
-    return check_links(source.links())
+    in one walk; then, where the ledger counts the ids it issued, that its last rows
+    are all there."""
+    verdict = check_links(source.links())
+    issued = source.issued
+    if verdict.ok and issued and next(source.links(from_id=issued), None) is None:
+        return ChainVerdict(
+            rows=verdict.rows,
+            head=verdict.head,
+            bad_row=issued,
+            reason=(
+                f"the ledger issued event ids up to {issued}, and its last rows are gone: "
+                "rows at the end of the chain were deleted"
+            ),
+        )
+    return verdict
 
 
 def link_problem(stored: StoredLink, expected_prev: str) -> str:
