@@ -337,7 +337,11 @@ def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
 @_CONFIG
 @click.option("--label", default="operator", show_default=True)
 @click.option("--read-only", is_flag=True, help="Only agents:read (no confirming).")
-@click.option("--admin", is_flag=True, help="Also keys:admin (administer keys over the API).")
+@click.option(
+    "--admin",
+    is_flag=True,
+    help="Also keys:admin (administer keys over the API); not with --read-only or --agent.",
+)
 @click.option("--agent", "agents", multiple=True, help="Limit the key to these agents.")
 def keys_create_operator(
     config_path: Path, label: str, read_only: bool, admin: bool, agents: tuple[str, ...]
