@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from .adapters import adapter_for, kind_names
 from .errors import ConfigError
-from .net import host_spelling_problem, is_loopback_literal
+from .net import configured_url_problems
 from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
@@ -129,46 +129,23 @@ class Config:
 
 
 def url_problems(resource: Resource) -> list[str]:
-    """The static URL rules of SPEC §2 (no DNS): scheme, user-info, query, fragment,
-    dot segments."""
+    """The static URL rules of SPEC §2 (no DNS): those of every configured URL
+    (``net.configured_url_problems``), then no query, and one object named by a path
+    without dot segments."""
     url = resource.url
-    problems: list[str] = []
-    if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
-        return ["must not contain spaces or control characters"]
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # an unclosed "[" of an IPv6 host
-        return ["is not a valid URL"]
-    scheme = parts.scheme.lower()
-    if scheme not in ("https", "http"):
-        problems.append(f"scheme must be https (got {parts.scheme or 'none'!r})")
-    if "@" in parts.netloc:
-        problems.append("must not contain user-info (put credentials in token_env)")
+    problems = configured_url_problems(
+        url,
+        allow_loopback_http=resource.allow_loopback_http,
+        userinfo="put credentials in token_env",
+    )
+    if problems[:1] in (["must not contain spaces or control characters"], ["is not a valid URL"]):
+        return problems
+    path = urlsplit(url).path
     if "?" in url:
         problems.append("must not contain a query string")
-    if "#" in url:
-        problems.append("must not contain a fragment")
-    host = parts.hostname or ""
-    if not host:
-        problems.append("must name a host")
-    elif problem := host_spelling_problem(host):
-        problems.append(problem)
-    try:
-        parts.port  # noqa: B018 - validates the port
-    except ValueError:
-        problems.append("has an invalid port")
-    if scheme == "http":
-        if not resource.allow_loopback_http:
-            problems.append("http is allowed only with allow_loopback_http to a loopback address")
-        elif not is_loopback_literal(host):
-            problems.append(
-                "allow_loopback_http needs a literal loopback address such as 127.0.0.1"
-            )
-    if scheme == "https" and resource.allow_loopback_http:
-        problems.append("allow_loopback_http applies only to http:// loopback URLs")
-    if not parts.path or parts.path == "/":
+    if not path or path == "/":
         problems.append("must name one object (a path), not a whole site")
-    if segment := dot_segment(parts.path):
+    if segment := dot_segment(path):
         problems.append(
             f"must not contain the dot segment {segment!r}: servers resolve it to another "
             "path, and the gateway requests exactly what is written (write the path without "

@@ -33,6 +33,7 @@ from .policy import (
     PinnedTarget,
     address_verdict,
     check_url,
+    configured_url_problems,
     host_spelling_problem,
     is_loopback_literal,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "TransportFailure",
     "address_verdict",
     "check_url",
+    "configured_url_problems",
     "host_spelling_problem",
     "is_loopback_literal",
     "system_resolver",

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -305,6 +306,46 @@ def host_spelling_problem(host: str) -> str | None:
     except BlockedAddress as exc:
         return exc.message
     return None
+
+
+def configured_url_problems(url: str, *, allow_loopback_http: bool, userinfo: str) -> list[str]:
+    """Why a URL from the config (a resource's or a webhook endpoint's) is refused before
+    anything is sent, no DNS: its spelling, scheme, user-info (``userinfo`` says where
+    the credential goes instead), fragment, host, port and the loopback-over-http rule.
+    Callers add their own rules; at send time ``check_url`` judges the addresses."""
+    if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
+        return ["must not contain spaces or control characters"]
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # an unclosed "[" of an IPv6 host
+        return ["is not a valid URL"]
+    problems: list[str] = []
+    scheme = parts.scheme.lower()
+    if scheme not in ("https", "http"):
+        problems.append(f"scheme must be https (got {parts.scheme or 'none'!r})")
+    if "@" in parts.netloc:
+        problems.append(f"must not contain user-info ({userinfo})")
+    if "#" in url:
+        problems.append("must not contain a fragment")
+    host = parts.hostname or ""
+    if not host:
+        problems.append("must name a host")
+    elif problem := host_spelling_problem(host):
+        problems.append(problem)
+    try:
+        parts.port  # noqa: B018 - validates the port
+    except ValueError:
+        problems.append("has an invalid port")
+    if scheme == "http":
+        if not allow_loopback_http:
+            problems.append("http is allowed only with allow_loopback_http to a loopback address")
+        elif not is_loopback_literal(host):
+            problems.append(
+                "allow_loopback_http needs a literal loopback address such as 127.0.0.1"
+            )
+    if scheme == "https" and allow_loopback_http:
+        problems.append("allow_loopback_http applies only to http:// loopback URLs")
+    return problems
 
 
 def check_url(

@@ -17,11 +17,9 @@ webhooks:
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from pydantic import Field, model_validator
 
-from ..net import host_spelling_problem, is_loopback_literal
+from ..net import configured_url_problems
 from ..resources import ID_PATTERN, StrictModel
 
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -99,37 +97,11 @@ def webhook_problems(settings: WebhookSettings) -> list[tuple[str, str]]:
 
 def _url_problems(endpoint: WebhookEndpoint) -> list[str]:
     # The messages never repeat the URL: it may carry a secret path.
-    url = endpoint.url
-    if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
-        return ["must not contain spaces or control characters"]
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - validates the port
-    except ValueError:
-        return ["is not a valid URL (or has an invalid port)"]
-    problems: list[str] = []
-    scheme = parts.scheme.lower()
-    host = parts.hostname or ""
-    if scheme not in ("https", "http"):
-        problems.append(f"scheme must be https (got {parts.scheme or 'none'!r})")
-    if "@" in parts.netloc:
-        problems.append("must not contain user-info (the signature authenticates the sender)")
-    if "#" in url:
-        problems.append("must not contain a fragment")
-    if not host:
-        problems.append("must name a host")
-    elif problem := host_spelling_problem(host):
-        problems.append(problem)
-    if scheme == "http":
-        if not endpoint.allow_loopback_http:
-            problems.append("http is allowed only with allow_loopback_http to a loopback address")
-        elif not is_loopback_literal(host):
-            problems.append(
-                "allow_loopback_http needs a literal loopback address such as 127.0.0.1"
-            )
-    if scheme == "https" and endpoint.allow_loopback_http:
-        problems.append("allow_loopback_http applies only to http:// loopback URLs")
-    return problems
+    return configured_url_problems(
+        endpoint.url,
+        allow_loopback_http=endpoint.allow_loopback_http,
+        userinfo="the signature authenticates the sender",
+    )
 
 
 __all__ = ["EVENTS", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]
