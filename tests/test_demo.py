@@ -28,6 +28,9 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
     assert "restored byte-for-byte" in result.stdout
     assert "the created contact is gone" in result.stdout
     assert "agent sees tools ['list_resources', 'prepare_changes']" in result.stdout
+    # Never a line break inside a value, at the 80 columns of a pipe (issue 17, item 5).
+    assert result.stdout.count("123456789012345678901234567891") == 3  # planned, after, undo
+    assert '"balance":123456789012345678901234567890,"ratio"' in result.stdout
     ledger_dir = work / "ledger"
     db = ledger_dir / DB_NAME
     assert stat.S_IMODE(db.stat().st_mode) == 0o600

@@ -33,10 +33,10 @@ from .contract_server import ContractServer
 from .diffs import unified_diff
 from .engine import Gateway
 from .jobs import Actor, Job, Operation, Preview
-from .jsonvalue import dumps
 from .ledger import Ledger
 from .net import RemoteHTTP
 from .operations.endpoint_check import check_endpoint
+from .terminal_values import render_rows
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
 
@@ -136,12 +136,9 @@ async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any
 
 
 def _show_preview(console: Console, preview: Preview) -> None:
-    """Each change as its preview view shows it: a line diff, or rows in a table."""
-    table = Table(title=f"Preview: {preview.operation.value}", show_lines=True)
-    table.add_column("resource")
-    table.add_column("field")
-    table.add_column("current (exact JSON)", overflow="fold")
-    table.add_column("planned (exact JSON)", overflow="fold")
+    """Each change as its preview view shows it: a line diff, or its fields' rows (as the
+    reviewer's CLI shows them: a table when it fits, never a value broken mid-number)."""
+    console.print(f"[bold]Preview: {preview.operation.value}[/]")
     changes = receipts.preview_view(preview, None, time.time())["changes"]
     assert isinstance(changes, list)
     for change in changes:
@@ -160,15 +157,8 @@ def _show_preview(console: Console, preview: Preview) -> None:
             continue
         rows = change.get("rows") or []
         assert isinstance(rows, list)
-        for row in rows:
-            assert isinstance(row, dict)
-            table.add_row(
-                resource,
-                str(row["field"]),
-                dumps(row["current"]) if row["current_present"] else "(absent)",
-                dumps(row["planned"]) if row["planned_present"] else "(absent)",
-            )
-    console.print(table)
+        console.print(f"[bold]{resource}[/] (exact JSON, current → planned):")
+        render_rows(console, rows, "current", "planned")
 
 
 def _show_receipt(console: Console, job: Job) -> None:
@@ -216,7 +206,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         notes_start = server.raw_bytes(notes_path)
         contacts_start = server.collection_records(contacts_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
-        console.print(f"start:  {start.decode()}")
+        console.print(f"start:  {start.decode()}", soft_wrap=True)
         ledger = Ledger.open(config.server.data_dir)
         http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
         try:
@@ -251,7 +241,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             assert preview.token is not None, preview.blockers
             applied = gateway.confirm(reviewer, job_id, preview.token).job
             _show_receipt(console, applied)
-            console.print(f"after:  {server.raw_bytes(record_path).decode()}")
+            console.print(f"after:  {server.raw_bytes(record_path).decode()}", soft_wrap=True)
             console.print(f"notes:  {server.raw_bytes(notes_path).decode()!r}")
             created = server.collection_records(contacts_path)
             console.print(f"contacts: {sorted(created)} (one new record)")
@@ -264,7 +254,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             http.close()
             ledger.close()
         end = server.raw_bytes(record_path)
-        console.print(f"end:    {end.decode()}")
+        console.print(f"end:    {end.decode()}", soft_wrap=True)
         restored = (
             end == start
             and server.raw_bytes(notes_path) == notes_start

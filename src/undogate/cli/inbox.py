@@ -15,7 +15,8 @@ from rich.text import Text
 from ..client import ApiClient
 from ..jsonvalue import JsonNumber, JsonValue
 from ..operations.inbox import MAX_BULK, VIEW_WORDS
-from .review import inert, s
+from ..terminal_values import inert
+from .review import s
 
 Ask = Callable[[str], str]
 COUNT_WORDS = (

@@ -18,29 +18,17 @@ from rich.table import Table
 from rich.text import Text
 
 from ..client import ApiClient, ApiError
-from ..invisibles import visible
-from ..jsonvalue import JsonNumber, JsonValue, dumps
+from ..jsonvalue import JsonNumber, JsonValue
+from ..terminal_values import inert, render_rows
 
 Ask = Callable[[str], str]
 SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
 _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 
 
-def inert(text: str) -> Text:
-    """One line of text as the reviewer must see it: every invisible, blank-looking or
-    control character (newline too; tab aside) shown as ``⟨U+XXXX⟩``, never obeyed."""
-    return Text(visible(text, keep_newlines=False))
-
-
 def s(value: Any) -> str:
     """A scalar from a lossless JSON answer as plain text (numbers as their exact text)."""
     return value.text if isinstance(value, JsonNumber) else str(value)
-
-
-def value_text(value: JsonValue, present: bool = True) -> Text:
-    if not present:
-        return Text("(absent)", style="dim italic")
-    return inert(dumps(value))
 
 
 def _obj(value: JsonValue) -> dict[str, Any]:
@@ -59,34 +47,6 @@ def _caller_supplied(label: str, value: JsonValue) -> Text | None:
     out.append_text(inert(str(value.get("value"))))
     out.append("  (caller-supplied, not verified)", style="yellow")
     return out
-
-
-def render_rows(console: Console, rows: list[Any], left: str, right: str) -> None:
-    cells = [
-        (
-            inert(str(r["field"]) + ("" if r.get("changes") else "  (unchanged)")),
-            value_text(r.get(left), bool(r.get(f"{left}_present"))),
-            value_text(r.get(right), bool(r.get(f"{right}_present"))),
-        )
-        for r in rows
-    ]
-    widths = [
-        max([len(h), *(c[i].cell_len for c in cells)]) for i, h in enumerate(("field", left, right))
-    ]
-    if sum(widths) + 10 <= console.width:
-        table = Table(show_header=True, header_style="bold")
-        for column in ("field", left, right):
-            table.add_column(column, no_wrap=True)
-        for row in cells:
-            table.add_row(*row)
-        console.print(table)
-        return
-    # Too wide for a table: one value a line, never broken mid-number or mid-word
-    # (the terminal may wrap a long line; undogate inserts no line break in a value).
-    for field, before, after in cells:
-        console.print(field, style="bold", soft_wrap=True)
-        for name, value in ((left, before), (right, after)):
-            console.print(Text(f"  {name}: ").append_text(value), soft_wrap=True)
 
 
 def render_diff(console: Console, lines: list[Any]) -> None:

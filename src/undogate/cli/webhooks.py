@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..client import ApiClient
-from .review import inert, s
+from ..terminal_values import inert
+from .review import s
 
 
 def _when(value: Any) -> str:
