@@ -6,6 +6,7 @@ served path (a restart, the CLI, the log) is in tests/test_webhooks_served.py.""
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -287,6 +288,40 @@ def test_a_receiver_that_is_down_gets_the_message_when_it_comes_back(
     [got] = receiver.received
     assert got.headers["webhook-id"] == waiting.id  # the same message, retried
     assert receiver.events() == ["job.prepared"]
+
+
+def test_a_receiver_that_never_answers_holds_up_a_pass_once_not_per_message(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    receiver: Receiver,
+) -> None:
+    """It accepts the connection and says nothing: its first message waits out the time
+    limit, its others stay due for the next pass, and the healthy receiver gets all of
+    its messages in this one."""
+    with socket.create_server(("127.0.0.1", 0), backlog=16) as silent:  # never accept()ed
+        config = webhook_config(server, data_dir, receiver.url, timeout_s=0.3)
+        config["webhooks"]["endpoints"].insert(
+            0,
+            {
+                "id": "silent",
+                "url": f"http://127.0.0.1:{silent.getsockname()[1]}/hook",
+                "secret_env": SECRET_ENV,
+                "allow_loopback_http": True,
+            },
+        )
+        h = Hooked(open_gateway(parse_config(config)), receiver.secret)
+        try:
+            for _ in range(3):
+                h.prepare()
+            assert h.delivery.deliver_due() == 4  # one to the silent receiver, three to ops
+        finally:
+            h.http.close()
+    silent_ones = [m for m in h.messages() if m.endpoint == "silent"]
+    assert sorted(m.attempts for m in silent_ones) == [0, 0, 1]
+    assert all(m.status == "pending" for m in silent_ones)
+    assert [m.status for m in h.messages() if m.endpoint == "ops"] == ["delivered"] * 3
+    assert len(receiver.wait_for(3)) == 3
 
 
 def test_a_receiver_that_keeps_failing_is_given_up_on_visibly(

@@ -48,6 +48,9 @@ class Attempt:
     delivered: bool
     response_status: int | None = None
     error: str | None = None
+    #: no answer came (down, refused, timed out): the pass skips the receiver's other
+    #: messages, so one dead receiver costs a pass one time limit, not one per message
+    unreachable: bool = False
 
 
 def webhook_warnings(settings: WebhookSettings, environ: Mapping[str, str]) -> list[str]:
@@ -118,29 +121,39 @@ class WebhookDelivery:
                 )
 
     def deliver_due(self) -> int:
-        """Attempt every message due now; returns how many were attempted."""
+        """Attempt every message due now, but after a receiver gave no answer none of
+        its others this pass (they stay due for the next); returns how many were
+        attempted."""
         now = self.clock()
         due = self.ledger.read(lambda r: r.due_webhooks(now, BATCH))
         attempted = 0
+        unreachable: set[str] = set()
         for message in due:
             if self._stopping.is_set():
                 break
-            attempted += self._deliver(message)
+            if message.endpoint in unreachable:
+                continue
+            attempt = self._deliver(message)
+            if attempt is not None:
+                attempted += 1
+                if attempt.unreachable:
+                    unreachable.add(message.endpoint)
         return attempted
 
-    def _deliver(self, message: OutboxMessage) -> int:
+    def _deliver(self, message: OutboxMessage) -> Attempt | None:
+        """One attempt, or None when another process holds the message."""
         now = self.clock()
         until = now + self.settings.timeout_s + CLAIM_MARGIN_S
         if not self.ledger.write(lambda tx: tx.claim_webhook(message.id, now=now, until=until)):
-            return 0
+            return None
         endpoint = self._endpoints.get(message.endpoint)
         if endpoint is None:
             attempt = Attempt(False, error="its endpoint is no longer in the config")
             self._record(message, attempt, until, give_up=True)
-            return 1
+            return attempt
         attempt = self._send(endpoint, message)
         self._record(message, attempt, until, give_up=False)
-        return 1
+        return attempt
 
     def _send(self, endpoint: WebhookEndpoint, message: OutboxMessage) -> Attempt:
         problem = _secret_problem(endpoint, self.environ)
@@ -174,7 +187,7 @@ class WebhookDelivery:
         except BlockedAddress as exc:
             return Attempt(False, error=f"refused by the network policy: {exc.message}")
         except TransportFailure as exc:
-            return Attempt(False, error=f"not delivered: {exc.reason}")
+            return Attempt(False, error=f"not delivered: {exc.reason}", unreachable=True)
         if 200 <= response.status < 300:
             return Attempt(True, response_status=response.status)
         return Attempt(
