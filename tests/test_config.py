@@ -234,6 +234,32 @@ def test_an_ordinary_url_keeps_its_fingerprint() -> None:
     assert customer.fingerprint == expected
 
 
+def test_a_literal_address_the_policy_refuses_is_refused_at_load() -> None:
+    """The same verdict the send would give (SPEC §7), before the first request."""
+    problems = url_problems_of(
+        "https://169.254.169.254/latest/meta-data",
+        "https://10.0.0.5/records/r1",
+        "https://[::ffff:127.0.0.1]/records/r1",
+        "https://0.0.0.0/records/r1",
+    )
+    assert sorted(problems) == [f"resources[{i}].url" for i in range(4)]
+    assert all("refused by the network policy" in p[0] for p in problems.values())
+    opened = parse_config(
+        {
+            "agents": [{"id": "a"}],
+            "resources": [
+                {
+                    **_RECORD,
+                    "id": "r0",
+                    "url": "https://10.0.0.5/records/r1",
+                    "allow_private_host": True,
+                }
+            ],
+        }
+    )
+    assert opened.resources[0].allow_private_host  # opened for it: private is allowed
+
+
 def test_a_url_that_does_not_parse_is_a_problem_not_a_traceback() -> None:
     problems = url_problems_of("https://[::1/records/r1")
     assert problems == {"resources[0].url": ["is not a valid URL"]}

@@ -19,7 +19,7 @@ from pydantic_core import PydanticCustomError
 
 from .adapters import adapter_for, kind_names
 from .errors import ConfigError
-from .net import configured_url_problems
+from .net import NetworkFlags, configured_url_problems
 from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
@@ -133,11 +133,11 @@ def url_problems(resource: Resource) -> list[str]:
     (``net.configured_url_problems``), then no query, and one object named by a path
     without dot segments."""
     url = resource.url
-    problems = configured_url_problems(
-        url,
+    flags = NetworkFlags(
+        allow_private_host=resource.allow_private_host,
         allow_loopback_http=resource.allow_loopback_http,
-        userinfo="put credentials in token_env",
     )
+    problems = configured_url_problems(url, flags, userinfo="put credentials in token_env")
     if problems[:1] in (["must not contain spaces or control characters"], ["is not a valid URL"]):
         return problems
     path = urlsplit(url).path

@@ -308,11 +308,13 @@ def host_spelling_problem(host: str) -> str | None:
     return None
 
 
-def configured_url_problems(url: str, *, allow_loopback_http: bool, userinfo: str) -> list[str]:
+def configured_url_problems(url: str, flags: NetworkFlags, *, userinfo: str) -> list[str]:
     """Why a URL from the config (a resource's or a webhook endpoint's) is refused before
     anything is sent, no DNS: its spelling, scheme, user-info (``userinfo`` says where
-    the credential goes instead), fragment, host, port and the loopback-over-http rule.
-    Callers add their own rules; at send time ``check_url`` judges the addresses."""
+    the credential goes instead), fragment, host, port, the loopback-over-http rule, and
+    a literal address the policy refuses under ``flags`` (169.254.169.254, 10.0.0.5
+    without allow_private_host...). Callers add their own rules; at send time
+    ``check_url`` judges every address a name resolves to."""
     if any(c.isspace() or ord(c) < 0x21 or ord(c) == 0x7F for c in url):
         return ["must not contain spaces or control characters"]
     try:
@@ -337,14 +339,19 @@ def configured_url_problems(url: str, *, allow_loopback_http: bool, userinfo: st
     except ValueError:
         problems.append("has an invalid port")
     if scheme == "http":
-        if not allow_loopback_http:
+        if not flags.allow_loopback_http:
             problems.append("http is allowed only with allow_loopback_http to a loopback address")
         elif not is_loopback_literal(host):
             problems.append(
                 "allow_loopback_http needs a literal loopback address such as 127.0.0.1"
             )
-    if scheme == "https" and allow_loopback_http:
+    if scheme == "https" and flags.allow_loopback_http:
         problems.append("allow_loopback_http applies only to http:// loopback URLs")
+    literal = _literal_host(host.lower()) if host and not problems else None
+    if literal is not None:
+        verdict = address_verdict(literal, flags, scheme=scheme, literal=True)
+        if not verdict.allowed:
+            problems.append(f"its address is refused by the network policy: {verdict.reason}")
     return problems
 
 

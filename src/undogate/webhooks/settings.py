@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from ..net import configured_url_problems
+from ..net import NetworkFlags, configured_url_problems
 from ..resources import ID_PATTERN, StrictModel
 
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
@@ -97,10 +97,12 @@ def webhook_problems(settings: WebhookSettings) -> list[tuple[str, str]]:
 
 def _url_problems(endpoint: WebhookEndpoint) -> list[str]:
     # The messages never repeat the URL: it may carry a secret path.
-    return configured_url_problems(
-        endpoint.url,
+    flags = NetworkFlags(
+        allow_private_host=endpoint.allow_private_host,
         allow_loopback_http=endpoint.allow_loopback_http,
-        userinfo="the signature authenticates the sender",
+    )
+    return configured_url_problems(
+        endpoint.url, flags, userinfo="the signature authenticates the sender"
     )
 
 
