@@ -47,15 +47,19 @@ class HeldPreview:
     requests_problem: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class Session:
-    """One request's view of a session. ``sid`` (the cookie value) lives only here."""
+    """One request's view of a session. ``sid`` (the cookie value) lives only here.
+
+    The notice read with it is private, and the class has slots, so a view cannot set
+    one on this object, where no other request would see it: a notice for the next page
+    goes through ``SessionStore.notify``, into the ledger."""
 
     sid: str
     credential_id: str
     created_at: float
     last_seen: float
-    notice: str | None = None
+    _notice: str | None = None
     # The operator who signed in: re-checked by the views on every request (only
     # operator keys sign in, and an operator's id is its owner id).
     principal: Principal = field(init=False)
@@ -73,7 +77,7 @@ class Session:
 
     def take_notice(self) -> str | None:
         """The notice this request read (the ledger's copy was cleared when it did)."""
-        notice, self.notice = self.notice, None
+        notice, self._notice = self._notice, None
         return notice
 
     def csrf_ok(self, presented: str | None) -> bool:
