@@ -196,7 +196,6 @@ def api_world(
 # -- a served gateway (issue 6): `undogate init`, `keys` and `serve` as real subprocesses --
 
 import os  # noqa: E402 - appended section (conftest is shared; additions go at the end)
-import signal  # noqa: E402
 import socket  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -309,6 +308,7 @@ from mcp.types import CallToolResult  # noqa: E402
 
 from undogate.cli.serve import open_service  # noqa: E402
 
+from .processes import stop  # noqa: E402
 from .raw_stdin import inject_raw  # noqa: E402
 
 RECORD = "/records/customer-123"
@@ -346,12 +346,7 @@ def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess
         _SERVE_LOGS[proc.pid] = _Drained(proc.stderr)
         yield url, proc
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
         drained = _SERVE_LOGS.pop(proc.pid, None)
         if drained:
             drained.thread.join(timeout=5)

@@ -15,7 +15,6 @@ import contextlib
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -35,6 +34,7 @@ from undogate.ledger import Ledger
 from undogate.net import RemoteHTTP, RemoteResponse
 
 from .conftest import AGENT, OWNER
+from .processes import stop
 
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 APACHE_USER = "www-data"
@@ -243,14 +243,8 @@ def apache_server(file_etag: str | None = None, extra: str = "") -> Iterator[Dav
             mode += f" + {extra}"
         yield DavServer("apache", mode, f"http://127.0.0.1:{port}", docs)
     finally:
-        if proc is not None and proc.poll() is None:
-            # SIGTERM to the parent (our child) stops its workers; wait, bounded.
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if proc is not None:
+            stop(proc, grace_s=10)  # SIGTERM to the parent (our child) stops its workers
         if proc is not None and proc.stderr is not None:
             proc.stderr.close()
         shutil.rmtree(base, ignore_errors=True)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from typing import Any
 import httpx
 
 from .davservers import free_port
+from .processes import stop
 
 KINTO_REQUIREMENT = "kinto==26.5.*"
 VENV = Path(__file__).resolve().parents[1] / ".venv-kinto"
@@ -137,13 +137,7 @@ def kinto_server(folder: Path) -> Iterator[KintoServer]:
         _wait_ready(base, proc, log)
         yield KintoServer(base)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop(proc, grace_s=10)
 
 
 def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:

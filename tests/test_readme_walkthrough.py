@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import free_port, wait_healthy
+from .processes import stop
 from .test_cli_review import Terminal
 
 README = Path(__file__).parent.parent / "README.md"
@@ -46,12 +46,7 @@ def background() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for proc in reversed(started):
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop(proc)
         for stream in (proc.stdout, proc.stderr):
             if stream:
                 stream.close()
