@@ -73,6 +73,8 @@ class CollectionCell(Cell):
                     test_copy_fingerprint="sha256:copy",
                     passed=True,
                     evidence=dumps(evidence),
+                    actor="operator:tester",
+                    access_path="test",
                 )
             )
             ledger.write(

@@ -21,6 +21,7 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.errors import LimitReached, QuotaExceeded, RateLimited, UndogateError
 from undogate.jobs import (
+    TERMINAL_STATES,
     UNRESOLVED_STATES,
     Actor,
     ChangeRequest,
@@ -145,8 +146,12 @@ def test_every_state_counts_exactly_as_documented(
     assert set(UNRESOLVED_STATES) == set(JobState) - resolved
     gw = open_gateway(quota_config(server, data_dir, max_unresolved_jobs_per_agent=1))
     job_id = prepare(gw).job.id
-    for state in JobState:
-        gw.ledger.write(lambda tx, s=state: tx.set_job_state(job_id, s))  # type: ignore[misc]
+    finished = False
+    for state in sorted(JobState, key=lambda s: s in TERMINAL_STATES):
+        if finished:  # a finished job stays finished (the ledger refuses): take a new one
+            job_id = prepare(gw).job.id
+        gw.ledger.write(lambda tx, s=state, j=job_id: tx.set_job_state(j, s))  # type: ignore[misc]
+        finished = state in TERMINAL_STATES
         refused = True
         try:
             gw.ledger.read(lambda tx: gw.quotas.check_unresolved(tx, AGENT.owner_id, AGENT.id))

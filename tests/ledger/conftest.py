@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from undogate.chain.seals import change_seal
 from undogate.jobs import Change, Job, JobState, Operation, SideValue
-from undogate.jsonvalue import JsonNumber
+from undogate.jsonvalue import JsonNumber, JsonObject
 from undogate.ledger import Ledger, Store, Transaction
 from undogate.ledger.postgres import PostgresStore
 
@@ -108,8 +109,29 @@ def insert(store: Store, *jobs: Job, payload: int = 10) -> None:
     store.write(write)
 
 
-def event(tx: Transaction, job_id: str | None, operation: str, **extra: str) -> None:
-    tx.add_event(job_id=job_id, actor="test:me", access_path="test", operation=operation, **extra)
+def event(
+    tx: Transaction,
+    job_id: str | None,
+    operation: str,
+    *,
+    target: str | None = None,
+    to_state: str | None = None,
+    detail: JsonObject | None = None,
+) -> None:
+    tx.add_event(
+        job_id=job_id,
+        actor="test:me",
+        access_path="test",
+        operation=operation,
+        target=target,
+        to_state=to_state,
+        detail=detail,
+    )
+
+
+def seals_of(j: Job) -> JsonObject:
+    """A prepare event's detail: the seal of each of the job's changes (seals.py)."""
+    return {"seals": [change_seal(c) for c in j.changes]}
 
 
 def preview(tx: Transaction, token_hash: str, job_id: str = "job_1") -> None:

@@ -79,6 +79,8 @@ def test_the_database_refuses_to_change_or_delete_history(url: str) -> None:
                 test_copy_fingerprint="fp-copy",
                 passed=False,
                 evidence="{}",
+                actor="operator:tester",
+                access_path="test",
             )
 
         store.write(history)

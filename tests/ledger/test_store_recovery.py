@@ -51,6 +51,8 @@ def test_the_latest_endpoint_check_under_the_current_identity_counts(store: Stor
                 test_copy_fingerprint="fp-copy",
                 passed=passed,
                 evidence='{"steps": []}',
+                actor="operator:tester",
+                access_path="test",
             )
         )
 
@@ -75,6 +77,8 @@ def test_the_latest_check_and_undo_acceptance_of_a_resource(store: Store) -> Non
             test_copy_fingerprint="fp-copy",
             passed=True,
             evidence='{"steps": [], "undos": ["undo_of_create"]}',
+            actor="operator:tester",
+            access_path="test",
         )
     )
     check = store.read(lambda tx: tx.latest_check("contacts", "fp-1"))
