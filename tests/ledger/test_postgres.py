@@ -365,6 +365,32 @@ def test_a_stopped_database_is_a_ledger_error_then_the_store_recovers() -> None:
         cluster.stop()
 
 
+def test_the_first_request_after_the_database_returns_is_served() -> None:
+    """psycopg_pool retries a lost connection after 1, 2, 4, 8, 16, 32 s: a database
+    back 19 s after it went away was noticed only at the attempt about 31 s in, and
+    every request meanwhile waited for a connection and failed. The store's pool tries
+    about every second instead (``RECONNECT_S``)."""
+    cluster = start_cluster()  # its own: this test stops it
+    try:
+        store = PostgresStore.open(cluster.fresh_database(), wait_s=3.0)
+        try:
+            insert(store, job("job_1"))
+            cluster.pg_ctl("stop", "-m", "immediate")
+            went_away = time.monotonic()
+            with pytest.raises(LedgerError, match="unreachable"):
+                store.load_job("job_1")  # the pool finds its connection dead, and retries
+            time.sleep(max(0.0, went_away + 19 - time.monotonic()))  # the outage lasts
+            cluster.pg_ctl("start")
+            back = time.monotonic()
+            loaded = store.load_job("job_1")  # the first request: no retry loop here
+            assert loaded is not None
+            assert time.monotonic() - back < 3.0
+        finally:
+            store.close()
+    finally:
+        cluster.stop()
+
+
 def test_an_unreachable_database_is_refused_at_open_with_a_sentence() -> None:
     with pytest.raises(LedgerError, match="unreachable") as caught:
         PostgresStore.open("postgresql://nobody@127.0.0.1:1/none")
