@@ -36,6 +36,7 @@ from .policy import (
     configured_url_problems,
     host_spelling_problem,
     is_loopback_literal,
+    url_host,
 )
 from .resolve import Resolver, system_resolver
 
@@ -56,4 +57,5 @@ __all__ = [
     "host_spelling_problem",
     "is_loopback_literal",
     "system_resolver",
+    "url_host",
 ]
