@@ -103,10 +103,21 @@ class Gateway(Context):
         return resource_undo_offer(self, resource_id)
 
     def accept_verified_undo(
-        self, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+        self,
+        actor: Actor,
+        resource_id: str,
+        *,
+        passkey_assertion: str | None = None,
+        passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
         """See ``operations.undo_offer.accept_verified_undo``."""
-        return accept_verified_undo(self, actor, resource_id, passkey_assertion=passkey_assertion)
+        return accept_verified_undo(
+            self,
+            actor,
+            resource_id,
+            passkey_assertion=passkey_assertion,
+            passkey_expires_at_ms=passkey_expires_at_ms,
+        )
 
     def passkeys(self, owner_id: str) -> list[StoredPasskey]:
         """The owner's passkeys, revoked ones included."""

@@ -469,11 +469,14 @@ class Service:
         resource_id: str,
         *,
         passkey_assertion: str | None = None,
+        passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
         """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
-        passkey's approval where the resource requires one (SPEC §14).
+        passkey's approval where the resource requires one (SPEC §14), over the offer's
+        document until the expiry the offer showed.
 
-        Raises: Forbidden, NotFound, UndoNotVerified, PasskeyRequired, PasskeyRefused."""
+        Raises: Forbidden, NotFound, UndoNotVerified, InvalidRequest, PasskeyRequired,
+        PasskeyRefused."""
         self.require_writer(principal)
         self._visible_resource(principal, resource_id)
         return await _in_thread(
@@ -481,6 +484,7 @@ class Service:
             principal.actor(via),
             resource_id,
             passkey_assertion=passkey_assertion,
+            passkey_expires_at_ms=passkey_expires_at_ms,
         )
 
     # -- key administration (the master key, or an operator key with keys:admin) --------

@@ -19,6 +19,7 @@ from ..config import Resource
 from ..errors import (
     InvalidRequest,
     NotFound,
+    PasskeyApprovalExpired,
     PasskeyReplayed,
     PasskeyRequired,
     PasskeyRevoked,
@@ -33,6 +34,10 @@ from ..proof.assertions import APPROVED, REGISTERED, REVOKED
 from ..proof.preview_digest import PlannedRequest, preview_digest, preview_document
 from .context import Context
 
+#: How far ahead of this process's clock the clock of another process of a shared ledger
+#: (which may have made the page) may run.
+CLOCK_SKEW_MS = 5_000
+
 
 def required(gw: Context, targets: Iterable[Change]) -> bool:
     """Whether confirming these changes needs a passkey."""
@@ -44,6 +49,30 @@ def required(gw: Context, targets: Iterable[Change]) -> bool:
 def resource_required(gw: Context, resource: Resource) -> bool:
     """Whether accepting a verified undo of ``resource`` needs a passkey."""
     return gw.config.server.require_passkey or resource.require_passkey
+
+
+def approval_expiry(gw: Context) -> int:
+    """Until when (milliseconds since the epoch) an approval asked for now holds: as
+    long as a preview (``server.preview_ttl_s``)."""
+    return round((gw.clock() + gw.config.server.preview_ttl_s) * 1000)
+
+
+def refuse_expired(gw: Context, expires_at_ms: int | None) -> int:
+    """The expiry an approval's document carried (its page showed it), while it holds.
+
+    Raises: InvalidRequest (none given), PasskeyApprovalExpired (past, or later than any
+    page of this gateway gives).
+    """
+    if expires_at_ms is None:
+        raise InvalidRequest("a passkey approval needs the expiry its page or offer showed")
+    now_ms = gw.clock() * 1000
+    if expires_at_ms < now_ms:
+        raise PasskeyApprovalExpired(
+            "this passkey approval expired before it was sent; open the page again"
+        )
+    if expires_at_ms > approval_expiry(gw) + CLOCK_SKEW_MS:
+        raise PasskeyApprovalExpired("this passkey approval carries an expiry no page gives")
+    return expires_at_ms
 
 
 def challenge_text(document: dict[str, object]) -> str:

@@ -65,10 +65,12 @@ def acceptance_document(
     check_id: int,
     undos: Sequence[str],
     after_acceptance: int | None,
+    expires_at_ms: int,
 ) -> dict[str, Any]:
-    """What a passkey signs to accept the undos one endpoint check verified.
-    ``after_acceptance`` (the id of the resource's latest acceptance event, or None)
-    makes each acceptance's challenge new, so an approval never accepts twice."""
+    """What a passkey signs to accept the undos one endpoint check verified, until
+    ``expires_at_ms``. ``after_acceptance`` (the id of the resource's latest acceptance
+    event, or None) makes each acceptance's challenge new, so an approval never accepts
+    twice."""
     return {
         "format": ACCEPTANCE_FORMAT,
         "resource_id": resource_id,
@@ -76,6 +78,7 @@ def acceptance_document(
         "check_id": check_id,
         "undos": sorted(undos),
         "after_acceptance": after_acceptance,
+        "expires_at_ms": expires_at_ms,
     }
 
 

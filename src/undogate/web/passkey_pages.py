@@ -140,6 +140,13 @@ class PasskeyPages:
         )
 
 
+def form_expiry(form: Form) -> int | None:
+    """The ``passkey_expires_at_ms`` a form carries back from its page (None when there
+    is none, or it is not a number: the approval is then refused)."""
+    text = form.get("passkey_expires_at_ms", "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 16 else None
+
+
 def registration_challenge(session: Session, issued: str) -> bytes:
     """The challenge of a registration the passkeys page offered at ``issued``."""
     message = f"undogate passkey registration {issued}".encode()
@@ -150,4 +157,4 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-__all__ = ["ConfirmStep", "PasskeyPages", "web_origin"]
+__all__ = ["ConfirmStep", "PasskeyPages", "form_expiry", "web_origin"]
