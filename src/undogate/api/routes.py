@@ -266,6 +266,18 @@ async def admin_revoke_key(request: Request) -> Response:
 
 
 @endpoint
+async def admin_enrol_passkey(request: Request) -> Response:
+    """A one-time code that enrols an owner's first passkey: the master key only."""
+    principal = await authenticate(request)
+    body = await json_body(request, optional=True)
+    _only(body, ("owner", "replace"))
+    issued = await service(request).issue_passkey_enrolment(
+        principal, _str(body, "owner", max_len=64), replace=_bool(body, "replace")
+    )
+    return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
+
+
+@endpoint
 async def get_undo_offer(request: Request) -> Response:
     """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
     principal = await authenticate(request)
@@ -330,4 +342,5 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
+        Route("/api/v1/admin/passkey-enrolments", admin_enrol_passkey, methods=["POST"]),
     ]
