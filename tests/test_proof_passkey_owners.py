@@ -6,6 +6,7 @@ the same in real Chromium: tests/test_passkeys_browser.py."""
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Callable
 from contextlib import closing
@@ -40,6 +41,7 @@ from undogate.proof.ledger_check import verify_ledger
 
 from .conftest import OWNER, make_config, resource
 from .ledger.conftest import credential
+from .postgres import PostgresCluster
 from .soft_authenticator import SoftAuthenticator, unb64
 from .test_proof_passkeys import (
     BOB,
@@ -56,10 +58,18 @@ from .test_proof_passkeys import (
 )
 
 
-@pytest.fixture
-def gw(server: ContractServer, data_dir: Path, open_gateway: Any) -> Gateway:
-    config = make_config(server, data_dir, resource(server, "customer", PATH, require_passkey=True))
-    gateway: Gateway = open_gateway(config)
+@pytest.fixture(params=["sqlite", "postgres"])
+def gw(
+    request: pytest.FixtureRequest, server: ContractServer, data_dir: Path, open_gateway: Any
+) -> Gateway:
+    """A resource that requires the passkey, on each engine (PostgreSQL: a ledger that
+    running servers share, where the CLI enrols beside them)."""
+    shared: dict[str, str] = {}
+    if request.param == "postgres":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        shared["ledger"] = cluster.fresh_database()
+    passkey_resource = resource(server, "customer", PATH, require_passkey=True)
+    gateway: Gateway = open_gateway(make_config(server, data_dir, passkey_resource, **shared))
     return gateway
 
 
@@ -221,7 +231,7 @@ def test_a_lost_device_is_replaced_from_the_host_in_the_chain(
         confirm(gw, shown, lost.approve(unb64(str(shown.passkey_challenge))))
     assert server.attempt_count(PATH) == 0
     assert confirm(gw, shown, new.approve(unb64(str(shown.passkey_challenge))))
-    with open_chain(str(data_dir)) as source:
+    with open_chain(gw.config.server.ledger or str(data_dir)) as source:
         verdict = verify_ledger(source)  # every approval of an act, checked again offline
     assert verdict.ok, verdict.reason
 
@@ -240,7 +250,15 @@ def test_an_enrolment_code_is_for_a_live_operator_key_and_kept_as_its_hash(
         gw.issue_passkey_enrolment(HOST, "op_gone")
 
     code = enrolment_code(gw, OWNER.owner_id)
-    gw.ledger.close()
-    with closing(sqlite3.connect(data_dir / DB_NAME)) as conn:
-        dump = "\n".join(conn.iterdump())
-    assert code not in dump and code.replace("-", "") not in dump
+    typed = code.replace("-", "")
+    kept = gw.ledger.read(
+        lambda tx: tx.passkey_enrolment(hashlib.sha256(typed.encode()).hexdigest())
+    )
+    assert kept is not None and kept.owner_id == OWNER.owner_id and kept.used_at is None
+    events = repr(passkey_events(gw))
+    assert kept.code_sha256 in events and code not in events and typed not in events
+    if gw.config.server.ledger is None:  # and nowhere in the whole SQLite file
+        gw.ledger.close()
+        with closing(sqlite3.connect(data_dir / DB_NAME)) as conn:
+            dump = "\n".join(conn.iterdump())
+        assert code not in dump and typed not in dump
