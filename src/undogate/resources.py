@@ -28,7 +28,9 @@ KINDS_CONTEXT = "kinds"
 class StrictModel(BaseModel):
     """Unknown settings are refused; a validated value never changes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A ``pattern`` is anchored with ``$``: in pydantic-core's Rust engine that is the
+    # end of the text, while Python's ``re`` (``python-re``) lets ``"r1\n"`` through.
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="rust-regex")
 
 
 class Limits(StrictModel):

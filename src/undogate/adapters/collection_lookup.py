@@ -21,7 +21,7 @@ from .record_fields import check_json_media_type, parse_listing
 
 # A record id the gateway mints or accepts from an agent: one URL path segment that
 # every common store takes (Kinto: ``^[a-zA-Z0-9][a-zA-Z0-9_-]*$``).
-RECORD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+RECORD_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 def record_url(resource: Resource, record_id: str) -> str:
@@ -35,7 +35,7 @@ def record_resource(resource: Resource, record_id: str) -> Resource:
 
 def check_record_id(resource: Resource, record_id: str) -> None:
     """Raises: InvalidRequest: not an id the gateway sends."""
-    if not RECORD_ID_RE.match(record_id):
+    if not RECORD_ID_RE.fullmatch(record_id):
         raise InvalidRequest(
             "a record id is 1 to 128 letters, digits, '_' or '-', starting with a letter or digit",
             resource=resource.id,
@@ -55,7 +55,7 @@ def evidence_of(resource: Resource, values: Mapping[str, JsonValue]) -> dict[str
 def record_id_of(resource: Resource, record: JsonObject) -> str:
     """Raises: RemoteContractBreach: the record carries no usable id."""
     value = record.get(resource.id_field)
-    if not isinstance(value, str) or not RECORD_ID_RE.match(value):
+    if not isinstance(value, str) or not RECORD_ID_RE.fullmatch(value):
         raise RemoteContractBreach(
             f"a record of {resource.id} has no usable {resource.id_field!r}",
             resource=resource.id,

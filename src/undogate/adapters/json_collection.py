@@ -276,10 +276,14 @@ class JsonCollectionAdapter(Adapter):
             )
         matches = find_by_evidence(wire, resource, values, deadline)
         if len(matches) > 1:
-            candidates: list[JsonValue] = [
-                {"id": rid, "evidence": {**evidence_of(resource, record)}}
-                for rid, record in matches
-            ]
+            # Each candidate's id, and which of the agent's own evidence it matched: a
+            # record's other values (another identity field's) are not the agent's to see.
+            sent = evidence_of(resource, values)
+            candidates: list[JsonValue] = []
+            for rid, record in matches:
+                theirs = evidence_of(resource, record)
+                matched: JsonObject = {f: v for f, v in sent.items() if theirs.get(f) == v}
+                candidates.append({"id": rid, "evidence": matched})
             raise Ambiguous(
                 f"{len(matches)} records of {resource.id} match this identity evidence; "
                 "nothing was prepared. Name the record by id, or fix the duplicates first",
@@ -406,14 +410,14 @@ class JsonCollectionAdapter(Adapter):
             path = urlsplit(urljoin(resource.url, location)).path
             if path.startswith(collection):
                 rid = unquote(path[len(collection) :])
-                if RECORD_ID_RE.match(rid):
+                if RECORD_ID_RE.fullmatch(rid):
                     return rid
         try:
             record = resolve_record(loads(response.body), resource.record_pointer)
         except JsonError:
             return None
         given = record.get(resource.id_field)
-        return given if isinstance(given, str) and RECORD_ID_RE.match(given) else None
+        return given if isinstance(given, str) and RECORD_ID_RE.fullmatch(given) else None
 
     # -- other jobs ----------------------------------------------------------------------
 
