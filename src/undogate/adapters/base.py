@@ -145,7 +145,13 @@ class Wire(Protocol):
     ) -> Snapshot: ...
 
     def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
     ) -> RemoteResponse: ...
 
 
