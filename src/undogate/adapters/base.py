@@ -308,6 +308,12 @@ class Adapter(ABC):
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         """True when the resource currently shows ``side`` of the change."""
 
+    def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
+        """The parts of the resource that show neither side of ``change``, by name only
+        (never a value: whoever may see the job may see these); empty where the kind
+        names no parts, or where the resource does not exist."""
+        return ()
+
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         """SPEC §2's undo guard. Unless a kind is stricter: it shows the after side."""
         return self.shows(change, snapshot, Side.AFTER)
