@@ -116,6 +116,7 @@ class BlobServer:
 
     base_url: str  # ends with the account: http://127.0.0.1:<port>/<account>
     container: str
+    debug_log: Path  # Azurite's own account of what it did, telemetry included
     account: str = AZURE_ACCOUNT
     key: str = AZURE_KEY
 
@@ -218,6 +219,8 @@ def azurite_server(folder: Path) -> Iterator[BlobServer]:
         "--location",
         str(folder / "data"),
         "--silent",
+        "--debug",
+        str(folder / "azurite-debug.log"),
     ]
     env = {**os.environ, "AZURITE_ACCOUNTS": f"{AZURE_ACCOUNT}:{AZURE_KEY}"}
     proc = start(command, folder, log, env)
@@ -225,7 +228,7 @@ def azurite_server(folder: Path) -> Iterator[BlobServer]:
     try:
         # Unsigned, the account's root answers 403: listening, and refusing the unsigned.
         wait_http(f"{base}?comp=list", proc, log, READY_TIMEOUT_S, lambda r: r.status_code == 403)
-        server = BlobServer(base, f"container-{uuid.uuid4().hex[:8]}")
+        server = BlobServer(base, f"container-{uuid.uuid4().hex[:8]}", folder / "azurite-debug.log")
         made = server.request("PUT", f"/{server.container}?restype=container")
         if made.status_code != 201:
             raise RuntimeError(f"azurite: creating the container answered {made.status_code}")

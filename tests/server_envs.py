@@ -119,10 +119,15 @@ def _run(command: list[str], deadline: float) -> None:
     except subprocess.TimeoutExpired as exc:
         raise RuntimeError(
             f"{' '.join(command)} took longer than the {INSTALL_TIMEOUT_S}s install budget:\n"
-            f"{exc.stdout!s}\n{exc.stderr!s}"
+            f"{_text(exc.stdout)}\n{_text(exc.stderr)}"
         ) from exc
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+
+
+def _text(output: str | bytes | None) -> str:
+    """What a timed-out command printed (bytes even when text was asked for)."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
 
 
 @contextlib.contextmanager

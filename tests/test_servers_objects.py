@@ -43,6 +43,8 @@ def test_moto_refuses_a_wrong_secret_with_403_and_writes_nothing(moto_s3: S3Serv
 
 
 def test_moto_refuses_unsigned_requests(moto_s3: S3Server) -> None:
+    """Anonymous requests to a user's bucket are refused by its ACL even while moto's auth
+    is off; that signatures are checked is shown by the wrong secret above."""
     key = fresh()
     assert moto_s3.request("PUT", key, b"kept\n", TEXT).status_code == 200
     assert httpx.get(moto_s3.url(key), trust_env=False).status_code == 403
@@ -102,6 +104,12 @@ def test_moto_answers_if_match_on_a_missing_object_with_404_and_creates_nothing(
 
 def blob_path(azurite: BlobServer, name: str) -> str:
     return f"/{azurite.container}/{name}"
+
+
+def test_azurite_runs_with_its_telemetry_off(azurite: BlobServer) -> None:
+    log = azurite.debug_log.read_text()
+    assert "Don't need initialize Telemetry. enableTelemetry: false" in log
+    assert "Telemetry initialize successfully" not in log
 
 
 def test_azurite_requires_shared_key_and_writes_nothing_without_it(azurite: BlobServer) -> None:
