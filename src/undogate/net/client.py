@@ -30,7 +30,7 @@ import httpx
 
 from .. import __version__
 from ..errors import BlockedAddress
-from .errors import TransportFailure
+from .errors import ResponseTooLarge, TransportFailure
 from .policy import IPNetwork, NetworkFlags, PinnedTarget, check_url, parse_networks
 from .resolve import Resolver, system_resolver
 
@@ -374,7 +374,7 @@ class RemoteHTTP:
                 for chunk in response.iter_stream() if read_body else ():
                     body.extend(chunk)
                     if len(body) > max_body:
-                        raise TransportFailure("response body over the size limit", sent=True)
+                        raise ResponseTooLarge("response body over the size limit", sent=True)
                     if time.monotonic() > ends_at:
                         raise TransportFailure("timed out reading the response body", sent=True)
             except _HTTPCORE_ERRORS as exc:

@@ -241,9 +241,9 @@ def _judge(
 
 # -- URL spelling ----------------------------------------------------------------------
 
-_NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_CANONICAL_IPV4 = re.compile(rf"^{_OCTET}(?:\.{_OCTET}){{3}}$")
+_CANONICAL_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -277,8 +277,8 @@ def _literal_host(host: str) -> IPAddress | None:
     labels = host.split(".")
     if any(not label for label in labels):
         raise BlockedAddress(f"the host {host!r} has an empty label")
-    if _NUMERIC_LABEL.match(labels[-1]):
-        if not _CANONICAL_IPV4.match(host):
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):
+        if not _CANONICAL_IPV4.fullmatch(host):
             raise BlockedAddress(
                 f"the host {host!r} is numeric but not a canonical IPv4 address "
                 "(decimal, hex, octal and shortened forms are refused)"
