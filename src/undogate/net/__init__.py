@@ -39,6 +39,7 @@ from .policy import (
     configured_url_problems,
     host_spelling_problem,
     is_loopback_literal,
+    url_host,
 )
 from .resolve import Resolver, system_resolver
 
@@ -62,4 +63,5 @@ __all__ = [
     "is_loopback_literal",
     "parse_links",
     "system_resolver",
+    "url_host",
 ]

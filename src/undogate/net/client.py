@@ -318,10 +318,14 @@ class RemoteHTTP:
         deadline: float | None = None,
         fresh_connection: bool = False,
         max_body: int = 1024 * 1024,
+        read_body: bool = True,
     ) -> RemoteResponse:
         """Check, resolve once, connect to the checked address, and read a bounded body.
 
         The time allowed is ``min(request_timeout_s, deadline - now)``, resolution included.
+        ``read_body=False`` answers with the status and headers as soon as they arrive and
+        an empty body: whatever follows them is never read, so it can neither delay nor
+        fail the request (a webhook's receiver).
 
         Raises:
             BlockedAddress: the URL or an address of its host is refused (nothing sent).
@@ -365,9 +369,9 @@ class RemoteHTTP:
             except _HTTPCORE_ERRORS as exc:
                 raise _fate_unknown(exc) from None
             address = _peer_address(response, target)
+            body = bytearray()
             try:
-                body = bytearray()
-                for chunk in response.iter_stream():
+                for chunk in response.iter_stream() if read_body else ():
                     body.extend(chunk)
                     if len(body) > max_body:
                         raise ResponseTooLarge("response body over the size limit", sent=True)

@@ -355,6 +355,15 @@ def configured_url_problems(url: str, flags: NetworkFlags, *, userinfo: str) -> 
     return problems
 
 
+def url_host(url: str) -> str:
+    """The host of ``url`` as the policy and the client spell it in their messages
+    (ASCII, IDNA-encoded, lower case); "" when it is no URL."""
+    try:
+        return httpx.URL(url).raw_host.decode("ascii").lower()
+    except httpx.InvalidURL:
+        return ""
+
+
 def check_url(
     url: str | httpx.URL,
     flags: NetworkFlags,
@@ -381,7 +390,7 @@ def check_url(
         raise BlockedAddress("a URL must not carry user-info; use token_env")
     if parsed.fragment:
         raise BlockedAddress("a URL must not carry a fragment")
-    host = parsed.raw_host.decode("ascii").lower()
+    host = parsed.raw_host.decode("ascii").lower()  # as url_host spells it
     if not host:
         raise BlockedAddress("the URL names no host")
     literal_ip = _literal_host(host)
