@@ -1,6 +1,6 @@
 """The OpenAPI description of what operators and reviewers meet (SPEC §15): the inbox,
 bulk reject and ``job_status`` (``api/inbox.py``), the audit export (``api/export.py``),
-the webhook outbox's messages and a reject's reason, added to
+the webhook outbox's messages, a reject's reason and a passkey enrolment code, added to
 ``openapi.openapi_document``'s."""
 
 from __future__ import annotations
@@ -131,6 +131,20 @@ OPERATOR_SCHEMAS: S = {
         ["job_id", "state", "updated_at", "reason"],
         {"job_id": _STR, "state": _STATES, "updated_at": _NUM, "reason": _nullable("string")},
     ),
+    "PasskeyEnrolmentRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"owner": _STR, "replace": _BOOL},
+    },
+    "PasskeyEnrolment": _obj(
+        ["code", "owner_id", "expires_at", "revoked"],
+        {
+            "code": _STR,
+            "owner_id": _STR,
+            "expires_at": _NUM,
+            "revoked": {"type": "array", "items": _STR},
+        },
+    ),
 }
 
 OPERATOR_PATHS: S = {
@@ -185,6 +199,18 @@ OPERATOR_PATHS: S = {
                 {**_query("since", "30m, 12h, 7d ago, or ISO 8601"), "required": True},
                 _query("after", "the next_after of the page before"),
             ],
+        )
+    },
+    "/api/v1/admin/passkey-enrolments": {
+        "post": _op(
+            "a one-time code (15 minutes, once) that enrols the owner's first passkey on the "
+            "passkeys page; the master key only, never an operator key; replace revokes "
+            "the owner's live passkeys first (a lost device), else a live one is "
+            "enrolment_not_needed",
+            "PasskeyEnrolment",
+            status="201",
+            body="PasskeyEnrolmentRequest",
+            body_required=False,
         )
     },
     "/api/v1/admin/jobs": {

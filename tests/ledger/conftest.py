@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from undogate.chain.seals import change_seal
+from undogate.chain.seals import CREDENTIAL_CREATED, change_seal, credential_seal
 from undogate.jobs import Change, Job, JobState, Operation, SideValue
 from undogate.jsonvalue import JsonNumber, JsonObject
 from undogate.ledger import Ledger, Store, Transaction
@@ -156,6 +156,8 @@ def begin(tx: Transaction, job_id: str = "job_1", index: int = 0) -> int:
 
 
 def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str = "") -> None:
+    """A credential and the event that issues it, sealed, as the keyring records them
+    (a credential no event issued is never honoured, and ``ledger verify`` names it)."""
     tx.insert_credential(
         credential_id=cred_id,
         kind="operator" if kind == "operator" else "agent",
@@ -166,4 +168,13 @@ def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str
         label=f"label of {cred_id}",
         key_hash=f"hash-{cred_id}",
         created_at=time.time(),
+    )
+    row = tx.credential(cred_id)
+    assert row is not None
+    event(
+        tx,
+        None,
+        CREDENTIAL_CREATED + row.kind,
+        target=cred_id,
+        detail={"seal": credential_seal(row)},
     )

@@ -11,7 +11,6 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from undogate.chain.seals import credential_seal
 from undogate.cli import main
 from undogate.errors import InvalidRequest, LedgerInUse
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation
@@ -25,22 +24,7 @@ from undogate.proof.ledger_check import verify_ledger
 
 from ..postgres import PostgresCluster
 from .conftest import begin, change, credential, event, insert, job, preview, seals_of
-from .test_store_passkeys import passkey
-
-
-def issued(tx: Transaction, cred_id: str, kind: str = "operator", owner: str = "") -> None:
-    """A credential and the event that issues it, sealed, as the keyring writes them."""
-    credential(tx, cred_id, kind, owner)
-    row = tx.credential(cred_id)
-    assert row is not None
-    tx.add_event(
-        job_id=None,
-        actor="cli",
-        access_path="admin",
-        operation=f"credential_create_{row.kind}",
-        target=cred_id,
-        detail={"seal": credential_seal(row)},
-    )
+from .test_store_passkeys import enrolment, passkey
 
 
 def fill(store: Store) -> None:
@@ -74,8 +58,8 @@ def fill(store: Store) -> None:
             operation="note",
             detail={"z": JsonNumber("1"), "a": [JsonNumber("1.10"), "é"], "n": None},
         )
-        issued(tx, "op_1")
-        issued(tx, "at_1", "agent", owner="op_1")
+        credential(tx, "op_1")
+        credential(tx, "at_1", "agent", owner="op_1")
         tx.revoke_credential("at_1", at=time.time() + 0.123456789, reason="lost")
         event(tx, None, "credential_revoke", target="at_1")
         tx.replace_resource_identities({"customer": "fp-1", "ticket": "fp-t"})
@@ -93,6 +77,9 @@ def fill(store: Store) -> None:
         tx.record_passkey_use(challenge="c1", passkey_id="pk_1", job_id="job_1", sign_count=4)
         tx.insert_passkey(passkey("pk_2"))
         tx.revoke_passkey("pk_2")
+        tx.insert_passkey_enrolment(enrolment("sha-spent"))
+        tx.spend_passkey_enrolment("sha-spent", passkey_id="pk_1", at=time.time())
+        tx.insert_passkey_enrolment(enrolment("sha-live", owner="op_2"))
 
     store.write(history)
 

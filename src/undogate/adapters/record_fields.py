@@ -27,7 +27,7 @@ from .base import media_type_is
 PATCH_MEDIA_TYPE = "application/json-patch+json"
 JSON_MEDIA_TYPE = "application/json"
 JSON_MEDIA_TYPES = frozenset({JSON_MEDIA_TYPE})
-_FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
+_FIELD_RE = re.compile(r"[^\x00-\x1f]{1,128}")
 
 
 def field_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
@@ -40,7 +40,7 @@ def field_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
     if len(set(resource.fields)) != len(resource.fields):
         problems.append(("fields", "duplicate field names"))
     for j, name in enumerate(resource.fields):
-        if not _FIELD_RE.match(name):
+        if not _FIELD_RE.fullmatch(name):
             problems.append((f"fields[{j}]", "not a valid top-level field name"))
     if resource.record_pointer and not resource.record_pointer.startswith("/"):
         problems.append(("record_pointer", "must be empty or a JSON Pointer starting with '/'"))

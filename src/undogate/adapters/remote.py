@@ -138,13 +138,22 @@ class Remote:
         )
 
     def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
     ) -> RemoteResponse:
         """A request with no body (a GET or DELETE) to ``url``, under ``resource``'s
-        credentials and network flags; anything but a GET on a fresh connection.
+        credentials and network flags; anything but a GET on a fresh connection. Its
+        answer's body is read up to ``max_body`` bytes (a listing's bound; by default
+        four documents' worth).
 
         Raises:
-            TransportFailure, MissingToken, BlockedAddress.
+            TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
+            BlockedAddress.
         """
         headers = {"Accept": adapter_for(resource.kind).accept, **self.auth_headers(resource)}
         return self.http.send(
@@ -154,7 +163,7 @@ class Remote:
             flags=self.flags(resource),
             deadline=deadline,
             fresh_connection=method != "GET",
-            max_body=self.limits.max_document_bytes * 4,
+            max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
         )
 
 

@@ -335,7 +335,27 @@ _MIGRATIONS: list[Migration] = [
         f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
         for t in ("passkeys", "passkey_uses")
     ),
-    # 9: what the gateway acts on, held (migrations.py 15). An event id comes only from
+    # 9: one-time passkey enrolment codes, as hashes (migrations.py 15).
+    """
+    CREATE TABLE passkey_enrolments (
+        code_sha256 text PRIMARY KEY,
+        owner_id text NOT NULL,
+        created_at double precision NOT NULL,
+        expires_at double precision NOT NULL,
+        used_at double precision,
+        passkey_id text
+    );
+    CREATE TRIGGER passkey_enrolments_immutable BEFORE UPDATE OF
+        code_sha256, owner_id, created_at, expires_at ON passkey_enrolments FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('an enrolment code never changes');
+    CREATE TRIGGER passkey_enrolments_spent_once BEFORE UPDATE OF used_at, passkey_id
+        ON passkey_enrolments FOR EACH ROW WHEN (OLD.used_at IS NOT NULL)
+        EXECUTE FUNCTION undogate_refuse('an enrolment code is spent once');
+    CREATE TRIGGER passkey_enrolments_truncate_refused BEFORE TRUNCATE ON passkey_enrolments
+        FOR EACH STATEMENT EXECUTE FUNCTION undogate_refuse('enrolment codes are never deleted');
+    """
+    + _refuse("passkey_enrolments", "DELETE", "enrolment codes are never deleted"),
+    # 10: what the gateway acts on, held (migrations.py 16). An event id comes only from
     # the identity column (GENERATED ALWAYS: an explicit one is refused), is never zero
     # or below (NOT VALID: a ledger that already holds such a row still opens, and
     # ``ledger verify`` names it), and never falls below or between the ids issued.
@@ -388,6 +408,7 @@ TABLES = (
     "webhook_outbox",
     "passkeys",
     "passkey_uses",
+    "passkey_enrolments",
 )
 
 
