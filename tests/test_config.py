@@ -268,7 +268,7 @@ def test_a_url_that_does_not_parse_is_a_problem_not_a_traceback() -> None:
 
 def test_fingerprint_tracks_identity_not_token_value() -> None:
     def fp(**over: object) -> str:
-        res = {
+        res: dict[str, object] = {
             "id": "r",
             "agent_id": "a",
             "name": "n",

@@ -31,7 +31,10 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonValue
+from undogate.ledger import Ledger, Reader
+from undogate.ledger.postgres import PostgresTransaction
 from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
+from undogate.ledger.sqlite import SQLiteTransaction
 from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
@@ -93,13 +96,13 @@ def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
 
 
 def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
-    return int(
-        gw.ledger.read(
-            lambda tx: tx.connection.execute(
-                COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)
-            ).fetchone()[0]
+    def count(tx: Reader) -> int:
+        assert isinstance(tx, SQLiteTransaction | PostgresTransaction)  # the engine's SQL
+        return int(
+            tx.connection.execute(COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)).fetchone()[0]
         )
-    )
+
+    return gw.ledger.read(count)
 
 
 # -- quotas of unresolved jobs -----------------------------------------------------------
@@ -200,7 +203,7 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
     limits: dict[str, int],
     refusal: type[UndogateError],
 ) -> None:
-    gw = open_gateway(quota_config(server, data_dir, **limits))
+    gw = open_gateway(quota_config(server, data_dir, None, **limits))
     threads = 16
     start = threading.Barrier(threads)
 
@@ -395,6 +398,7 @@ def test_a_replay_is_neither_counted_nor_refused(
 
 
 def test_counting_reads_only_the_unresolved_index(gateway: Gateway) -> None:
+    assert isinstance(gateway.ledger, Ledger)
     with gateway.ledger.raw() as c:
         for sql, args in ((COUNT_AGENT_SQL, ("o", "a", 9)), (COUNT_OWNER_SQL, ("o", 9))):
             plan = " ".join(str(row[-1]) for row in c.execute("EXPLAIN QUERY PLAN " + sql, args))

@@ -5,6 +5,7 @@ server still owns."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -34,8 +35,12 @@ def fill(store: Store) -> None:
     insert(store, *jobs)
     for prepared in jobs:
         store.write(
-            lambda tx, j=prepared: event(
-                tx, j.id, "prepare", to_state="prepared", detail=seals_of(j)
+            partial(
+                event,
+                job_id=prepared.id,
+                operation="prepare",
+                to_state="prepared",
+                detail=seals_of(prepared),
             )
         )
     store.write(lambda tx: preview(tx, "hash-1"))
