@@ -145,7 +145,7 @@ def resource_view(resource: Resource) -> JsonObject:
         "id": resource.id,
         "name": resource.name,
         "kind": resource.kind,
-        "fields": list(resource.fields),
+        "fields": list(adapter_for(resource.kind).agent_fields(resource)),
     }
 
 

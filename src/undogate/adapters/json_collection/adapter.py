@@ -20,13 +20,14 @@ read-back gave; undoing a delete re-creates the same id from the pre-image with
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from ..errors import Ambiguous, Conflict, InvalidRequest, NotFound
-from ..jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
-from ..jsonvalue import (
+from ...errors import Ambiguous, Conflict, InvalidRequest, NotFound
+from ...jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
+from ...jsonvalue import (
     JsonError,
     JsonNumber,
     JsonObject,
@@ -36,33 +37,24 @@ from ..jsonvalue import (
     loads,
     resolve_record,
 )
-from ..net import RemoteResponse
-from ..resources import Limits, Resource
-from .base import (
+from ...net import RemoteResponse
+from ...resources import Limits, Resource
+from ..base import (
     RECREATE,
     REFUSAL_STATUSES,
     UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Plan,
-    ResourceKind,
+    Prober,
+    Reader,
     Side,
     Snapshot,
     Verdict,
-    Wire,
     absent_snapshot,
-    register,
 )
-from .collection_config import collection_problems
-from .collection_lookup import (
-    RECORD_ID_RE,
-    check_record_id,
-    evidence_of,
-    find_by_evidence,
-    record_resource,
-    record_url,
-)
-from .record_fields import (
+from ..checks.steps import CheckRun
+from ..records.fields import (
     JSON_MEDIA_TYPE,
     PATCH_MEDIA_TYPE,
     check_allowed,
@@ -73,7 +65,22 @@ from .record_fields import (
     patch_ops,
     plan_fields,
 )
-from .views import field_rows
+from ..records.members import REMOVE, SET, remove_of, set_of
+from ..records.settings import copy_shape_problem
+from ..registry import register
+from ..shapes import ChangeShape
+from ..views import field_rows
+from .lookup import (
+    RECORD_ID_RE,
+    check_record_id,
+    evidence_of,
+    find_by_evidence,
+    record_resource,
+    record_url,
+)
+from .members import CREATE, DELETE, ID, UPSERT, deletes, record_id_of, values_of
+from .probes import CollectionProbe, run_collection_check
+from .settings import CollectionSettings, collection_problems, collection_settings
 
 CREATED_STATUSES = frozenset({200, 201, 204})
 
@@ -110,14 +117,76 @@ def _server_fields(change: Change) -> list[str]:
 
 @register
 class JsonCollectionAdapter(Adapter):
-    kind = ResourceKind.JSON_COLLECTION
+    kind = "json_collection"
     noun = "record"
     accept = JSON_MEDIA_TYPE
+    summary = (
+        "a collection of JSON records at {collection}/{id}; a change updates a record's "
+        "allow-listed fields, creates a record, deletes one, or upserts one by identity "
+        "evidence"
+    )
+    agent_guide = (
+        "exactly one of: `id` + `set`/`remove` (update that record), `create` (field -> "
+        "value of a new record; `id` optional where the collection lets you choose it), "
+        "`id` + `delete: true`, or `upsert` (field -> value: updates the one record whose "
+        "identity evidence matches, creates one if none does; if several match, nothing "
+        "is prepared and you get `ambiguous` with the candidates' ids). A person is told "
+        "before confirming whether a create or delete can be undone."
+    )
+    settings_model = CollectionSettings
+    change_members = (ID, SET, REMOVE, CREATE, DELETE, UPSERT)
+    change_shapes = (
+        ChangeShape(
+            ("id", "set"),
+            "update the record id: set allow-listed fields (remove may come too)",
+            optional=("remove",),
+            example={"id": "ann", "set": {"status": "customer"}},
+        ),
+        ChangeShape(
+            ("id", "remove"),
+            "update the record id: remove allow-listed fields",
+            example={"id": "ann", "remove": ["owner"]},
+        ),
+        ChangeShape(
+            ("create",),
+            "create a record with these field values (id: the one asked for, create: put "
+            "only; otherwise the gateway or the server names it)",
+            optional=("id",),
+            example={"create": {"email": "ann@example.com", "name": "Ann"}},
+        ),
+        ChangeShape(
+            ("id", "delete"),
+            "delete the record id, keeping its whole pre-image",
+            example={"id": "ann", "delete": True},
+        ),
+        ChangeShape(
+            ("upsert",),
+            "0 records match the identity evidence: a create; 1: an update of it; 2 or "
+            "more: refused as ambiguous, nothing prepared",
+            example={"upsert": {"email": "ann@example.com", "status": "customer"}},
+        ),
+    )
 
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
         return collection_problems(resource, limits)
+
+    def test_copy_problem(self, copy: Resource, production: Resource) -> str | None:
+        return copy_shape_problem(copy, production)
+
+    def agent_fields(self, resource: Resource) -> tuple[str, ...]:
+        return collection_settings(resource).fields
+
+    def endpoint_check(
+        self,
+        wire: Prober,
+        copy: Resource,
+        production: Resource,
+        timeout_s: float,
+        keep: Callable[[bytes], Path | None],
+    ) -> CheckRun:
+        return run_collection_check(CollectionProbe(self, wire, copy, timeout_s), production)
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -126,23 +195,29 @@ class JsonCollectionAdapter(Adapter):
 
     def prepare(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         request: ChangeRequest,
         limits: Limits,
         deadline: float | None,
     ) -> tuple[Plan, Snapshot]:
-        if request.text is not None:
+        if "text" in request.members:
             raise InvalidRequest(
                 f"{resource.id} is a collection of JSON records: use set/remove, create, "
                 "delete or upsert, not text",
                 resource=resource.id,
             )
+        self.members(request)
+        create, upsert, record_id = (
+            values_of(request, CREATE.name),
+            values_of(request, UPSERT.name),
+            record_id_of(request),
+        )
         shapes = [
-            request.create is not None,
-            request.delete,
-            request.upsert is not None,
-            bool(request.set or request.remove),
+            create is not None,
+            deletes(request),
+            upsert is not None,
+            bool(set_of(request) or remove_of(request)),
         ]
         if sum(shapes) != 1:
             raise InvalidRequest(
@@ -150,23 +225,23 @@ class JsonCollectionAdapter(Adapter):
                 "with id, create, delete with id, or upsert",
                 resource=resource.id,
             )
-        if request.upsert is not None:
-            if request.record_id is not None:
+        if upsert is not None:
+            if record_id is not None:
                 raise InvalidRequest(
                     "an upsert finds its record by identity evidence, never by id",
                     resource=resource.id,
                 )
-            return self._upsert(wire, resource, request.upsert, limits, deadline)
-        if request.create is not None:
-            return self._create(wire, resource, request.create, request.record_id, limits, deadline)
-        if request.record_id is None:
+            return self._upsert(wire, resource, upsert, limits, deadline)
+        if create is not None:
+            return self._create(wire, resource, create, record_id, limits, deadline)
+        if record_id is None:
             raise InvalidRequest(
                 f"name the record of {resource.id} this change acts on (id)", resource=resource.id
             )
-        check_record_id(resource, request.record_id)
-        snap = self._read_existing(wire, resource, request.record_id, deadline)
-        if request.delete:
-            return self._delete_plan(resource, snap, request.record_id, limits), snap
+        check_record_id(resource, record_id)
+        snap = self._read_existing(wire, resource, record_id, deadline)
+        if deletes(request):
+            return self._delete_plan(resource, snap, record_id, limits), snap
         return self._update_plan(resource, snap, request, limits), snap
 
     def plan(
@@ -175,12 +250,12 @@ class JsonCollectionAdapter(Adapter):
         """Planned against one record read (``prepare`` reads what a change needs)."""
         if snapshot.target is None or not snapshot.exists:
             raise InvalidRequest(f"no record of {resource.id} to plan on", resource=resource.id)
-        if request.delete:
+        if deletes(request):
             return self._delete_plan(resource, snapshot, snapshot.target, limits)
         return self._update_plan(resource, snapshot, request, limits)
 
     def _read_existing(
-        self, wire: Wire, resource: Resource, record_id: str, deadline: float | None
+        self, wire: Reader, resource: Resource, record_id: str, deadline: float | None
     ) -> Snapshot:
         snap = wire.read(record_resource(resource, record_id), deadline, absent_ok=True)
         if not snap.exists:
@@ -193,22 +268,23 @@ class JsonCollectionAdapter(Adapter):
         self, resource: Resource, snap: Snapshot, request: ChangeRequest, limits: Limits
     ) -> Plan:
         touched, before, after = plan_fields(
-            resource, _current(snap), request.set or {}, request.remove, limits
+            resource, _current(snap), set_of(request), remove_of(request), limits
         )
         return Plan(touched, {"record": before}, {"record": after}, target=snap.target)
 
     def _delete_plan(
         self, resource: Resource, snap: Snapshot, record_id: str, limits: Limits
     ) -> Plan:
-        kept = list(resource.server_fields)
+        settings = collection_settings(resource)
+        kept = list(settings.server_fields)
         pre_image = _without(_current(snap), kept)
-        fields = tuple(f for f in resource.fields if f in pre_image)
+        fields = tuple(f for f in settings.fields if f in pre_image)
         before: JsonObject = {"record": pre_image, "server_fields": [*kept]}
         return Plan(fields, before, ABSENT, target=record_id)
 
     def _create(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         values: JsonObject,
         record_id: str | None,
@@ -224,7 +300,8 @@ class JsonCollectionAdapter(Adapter):
                 resource=resource.id,
             )
         fields = tuple(values)
-        if resource.create == "post":
+        settings = collection_settings(resource)
+        if settings.create == "post":
             if record_id is not None:
                 raise InvalidRequest(
                     f"{resource.id} creates with POST: the server chooses the id",
@@ -233,7 +310,7 @@ class JsonCollectionAdapter(Adapter):
             if not evidence_of(resource, values):
                 raise InvalidRequest(
                     f"a create in {resource.id} needs a value for an identity field "
-                    f"({', '.join(r.field for r in resource.identity)}): a lost answer to "
+                    f"({', '.join(r.field for r in settings.identity)}): a lost answer to "
                     "its POST is resolved by that evidence",
                     resource=resource.id,
                 )
@@ -255,13 +332,14 @@ class JsonCollectionAdapter(Adapter):
 
     def _upsert(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         values: JsonObject,
         limits: Limits,
         deadline: float | None,
     ) -> tuple[Plan, Snapshot]:
-        if not resource.identity:
+        identity = collection_settings(resource).identity
+        if not identity:
             raise InvalidRequest(
                 f"{resource.id} declares no identity evidence, so it takes no upsert",
                 resource=resource.id,
@@ -270,7 +348,7 @@ class JsonCollectionAdapter(Adapter):
         if not evidence_of(resource, values):
             raise InvalidRequest(
                 f"an upsert in {resource.id} needs a value for an identity field ("
-                + ", ".join(f"{r.field}: {r.evidence}" for r in resource.identity)
+                + ", ".join(f"{r.field}: {r.evidence}" for r in identity)
                 + ")",
                 resource=resource.id,
             )
@@ -289,11 +367,11 @@ class JsonCollectionAdapter(Adapter):
         if not matches:
             return self._create(wire, resource, values, None, limits, deadline)
         snap = self._read_existing(wire, resource, matches[0][0], deadline)
-        request = ChangeRequest(resource_id=resource.id, set=values)
+        request = ChangeRequest(resource.id, set=values)
         return self._update_plan(resource, snap, request, limits), snap
 
     def read_change(
-        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+        self, wire: Reader, resource: Resource, change: Change, deadline: float | None
     ) -> Snapshot:
         if change.target is not None:
             snap = wire.read(record_resource(resource, change.target), deadline, absent_ok=True)
@@ -365,7 +443,9 @@ class JsonCollectionAdapter(Adapter):
         if operation == "update":
             source = side_record(change.before if target is Side.AFTER else change.after)
             goal = side_record(change.after if target is Side.AFTER else change.before)
-            ops = patch_ops(resource.record_pointer, change.fields, source, goal)
+            ops = patch_ops(
+                collection_settings(resource).record_pointer, change.fields, source, goal
+            )
             tag = snapshot.etag.header
             headers = {"Content-Type": PATCH_MEDIA_TYPE, "If-Match": tag}
             return ConditionalWrite(
@@ -374,7 +454,8 @@ class JsonCollectionAdapter(Adapter):
         creating = (operation == "create") == (target is Side.AFTER)
         if creating:
             record = side_record(change.after if operation == "create" else change.before)
-            body = dumps(envelope(resource.record_pointer, record), sort_keys=False).encode()
+            pointer = collection_settings(resource).record_pointer
+            body = dumps(envelope(pointer, record), sort_keys=False).encode()
             if operation == "create" and change.target is None:
                 # create: post. Nothing can make a POST conditional: a lost answer is
                 # uncertain, and resolved by the create's evidence.
@@ -408,11 +489,12 @@ class JsonCollectionAdapter(Adapter):
                 rid = unquote(path[len(collection) :])
                 if RECORD_ID_RE.match(rid):
                     return rid
+        settings = collection_settings(resource)
         try:
-            record = resolve_record(loads(response.body), resource.record_pointer)
+            record = resolve_record(loads(response.body), settings.record_pointer)
         except JsonError:
             return None
-        given = record.get(resource.id_field)
+        given = record.get(settings.id_field)
         return given if isinstance(given, str) and RECORD_ID_RE.match(given) else None
 
     # -- other jobs ----------------------------------------------------------------------
