@@ -43,6 +43,7 @@ from .registry import (
     installed_kinds,
     kind_names,
     kind_problem,
+    member_takers,
 )
 from .remote import Remote
 from .shapes import (
@@ -104,6 +105,7 @@ __all__ = [
     "kind_names",
     "kind_problem",
     "media_type_is",
+    "member_takers",
     "names_member",
     "object_member",
     "string_member",

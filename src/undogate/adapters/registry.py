@@ -181,6 +181,17 @@ def change_member(name: str) -> ChangeMember | None:
     return change_members().get(name)
 
 
+def member_takers() -> dict[str, tuple[ChangeMember, tuple[str, ...]]]:
+    """Every member a change may carry, with the kinds that take it (what the request
+    schemas and the docs show)."""
+    found: dict[str, tuple[ChangeMember, tuple[str, ...]]] = {}
+    for adapter in adapters():
+        for member in adapter.change_members:
+            known, kinds = found.get(member.name, (member, ()))
+            found[member.name] = (known, (*kinds, adapter.kind))
+    return found
+
+
 def digest_defaults() -> dict[str, JsonValue]:
     """The members every prepare's idempotency digest holds even where absent (with
     what absent means): the first release's, so that its digests stay what they were."""
@@ -201,5 +212,6 @@ __all__ = [
     "installed_kinds",
     "kind_names",
     "kind_problem",
+    "member_takers",
     "register",
 ]
