@@ -627,3 +627,9 @@ def browser() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
+
+
+# The kit's pytest plugin (the ``undogate_kit`` fixture of the kinds' contract,
+# tests/test_kinds_contract.py and tests/test_kind_from_outside.py), loaded as a kind's
+# author loads it (docs/kinds.md).
+pytest_plugins = ["undogate.testing.plugin"]

@@ -10,6 +10,7 @@ values it trades in, ``KindSettings``, the change members and shapes, the endpoi
 check's steps and ``WholeResourceAdapter``, and the view helpers.
 """
 
+from ..etag import ETag
 from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ..resources import KindSettings, Limits, Resource
 from .base import (
@@ -73,6 +74,7 @@ __all__ = [
     "ChangeView",
     "CheckRun",
     "ConditionalWrite",
+    "ETag",
     "Evidence",
     "InstalledKind",
     "JsonCollectionAdapter",
