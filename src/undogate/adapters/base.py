@@ -21,7 +21,7 @@ on reversibility); and its endpoint check on a test copy (SPEC §11, ``checks``)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -141,8 +141,18 @@ class Reader(Protocol):
         """GET ``resource`` and check it against the remote contract (SPEC §6)."""
         ...
 
-    def get(self, resource: Resource, url: str, deadline: float | None) -> RemoteResponse:
-        """GET ``url`` (a listing, a query) under ``resource``'s credentials and flags."""
+    def fetch(
+        self,
+        resource: Resource,
+        url: str,
+        deadline: float | None,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemoteResponse:
+        """A read of ``url`` (a listing, a query, a ``PROPFIND``) under ``resource``'s
+        credentials and flags; a method that is not a read is refused."""
         ...
 
 

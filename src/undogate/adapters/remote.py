@@ -26,6 +26,9 @@ from .registry import adapter_for
 
 # What a read answers where nothing exists.
 ABSENT_STATUSES = frozenset({404, 410})
+# The methods a kind may send while a change is prepared, previewed or confirmed: the
+# ones that change nothing (RFC 9110 safe methods, and WebDAV's reads).
+READ_METHODS = frozenset({"GET", "HEAD", "PROPFIND", "REPORT"})
 
 
 @dataclass
@@ -147,14 +150,37 @@ class Remote:
             max_body=self.limits.max_document_bytes * 4,
         )
 
-    def get(self, resource: Resource, url: str, deadline: float | None) -> RemoteResponse:
-        """A GET of ``url`` (a listing, a query) under ``resource``'s credentials and
-        network flags.
+    def fetch(
+        self,
+        resource: Resource,
+        url: str,
+        deadline: float | None,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+    ) -> RemoteResponse:
+        """A read of ``url`` (a listing, a query, a WebDAV ``PROPFIND``) under
+        ``resource``'s credentials and network flags: only a method that changes
+        nothing (``READ_METHODS``).
 
         Raises:
-            TransportFailure, MissingToken, BlockedAddress.
+            TransportFailure, MissingToken, BlockedAddress. ValueError: not a read.
         """
-        return self.send_bare(resource, "GET", url, deadline)
+        if method not in READ_METHODS:
+            raise ValueError(f"{method} is not a read: a kind writes only what it plans")
+        sent = self._signed(
+            resource, method, url, {**self._accept(resource), **(headers or {})}, body
+        )
+        return self.http.send(
+            method,
+            url,
+            headers=sent,
+            content=body or None,
+            flags=self.flags(resource),
+            deadline=deadline,
+            max_body=self.limits.max_document_bytes * 4,
+        )
 
     def _accept(self, resource: Resource) -> dict[str, str]:
         return {"Accept": adapter_for(resource.kind).accept}

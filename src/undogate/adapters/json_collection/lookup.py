@@ -109,7 +109,7 @@ def list_records(
 
     Raises: as ``find_by_evidence``."""
     try:
-        response = wire.get(resource, url, deadline)
+        response = wire.fetch(resource, url, deadline)
     except TransportFailure as exc:
         raise RemoteUnavailable(
             f"could not list {resource.id}: {exc.reason}", resource=resource.id
