@@ -138,9 +138,10 @@ def test_it_runs_through_mcp_the_web_page_the_cli_and_check_endpoint(
 
         async def agent() -> None:
             headers = {"Authorization": f"Bearer {gateway.agent_key}"}
-            async with httpx2.AsyncClient(headers=headers, timeout=60) as http, Client(
-                streamable_http_client(f"{gateway.url}/mcp", http_client=http)
-            ) as mcp:
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=60) as http,
+                Client(streamable_http_client(f"{gateway.url}/mcp", http_client=http)) as mcp,
+            ):
                 tools = {t.name: t for t in (await mcp.list_tools()).tools}
                 assert "kind `keyvalue_entry`" in (tools["prepare_changes"].description or "")
                 inputs = tools["prepare_changes"].input_schema["$defs"]["ChangeInput"]
