@@ -45,7 +45,6 @@ class TestKeyValueEntryContract(KindContract):
     def kind_case(self, store: KeyValueStore) -> KindCase:
         store.set("greeting", "Hello")
         store.set("greeting-copy", "Hello")
-
         return KindCase(
             kind="keyvalue_entry",
             url=store.url("greeting"),

@@ -4,6 +4,7 @@ the registry, and a test fails when the docs drift from it."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,16 @@ def test_the_tool_descriptions_name_every_kind_served() -> None:
     for adapter in adapters():
         assert f"kind `{adapter.kind}`: {adapter.agent_guide}" in prepare_changes_description()
         assert f"kind `{adapter.kind}`: {adapter.summary}" in list_resources_description()
+
+
+EXCERPT = re.compile(r"<!-- excerpt: (?P<path>\S+) -->\n```[a-z]*\n(?P<code>.*?)```", re.DOTALL)
+
+
+def test_the_code_docs_kinds_walks_through_is_the_real_kinds() -> None:
+    """Every excerpt in docs/kinds.md is, verbatim, in the file it names."""
+    root = DOCS.parent
+    found = list(EXCERPT.finditer((DOCS / "kinds.md").read_text(encoding="utf-8")))
+    assert len(found) >= 7
+    for match in found:
+        source = (root / match.group("path")).read_text(encoding="utf-8")
+        assert match.group("code") in source, match.group("path")

@@ -73,10 +73,9 @@ class KeyValueEntry(WholeResourceAdapter):
             raise RemoteContractBreach(f"{resource.id} is not an entry", resource=resource.id)
         try:
             value = loads_object(body).get("value")
-        except JsonError:
-            raise RemoteContractBreach(
-                f"{resource.id} sent bad JSON", resource=resource.id
-            ) from None
+        except JsonError as exc:
+            why = f"{resource.id} sent bad JSON"
+            raise RemoteContractBreach(why, resource=resource.id) from exc
         if not isinstance(value, str):
             raise RemoteContractBreach(f"{resource.id} has no text value", resource=resource.id)
         return value
@@ -121,14 +120,8 @@ class KeyValueEntry(WholeResourceAdapter):
     # -- what every surface shows --------------------------------------------------------
 
     def event_diff(self, change: Change, toward: Side) -> JsonObject:
-        old, new = (
-            (change.before, change.after)
-            if toward is Side.AFTER
-            else (
-                change.after,
-                change.before,
-            )
-        )
+        before, after = change.before, change.after
+        old, new = (before, after) if toward is Side.AFTER else (after, before)
         return {"fields": {"value": {"before": _side(old), "after": _side(new)}}}
 
     def receipt_values(self, change: Change) -> JsonObject:
