@@ -218,7 +218,9 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
     listed = _with_broken("kinds")
     assert listed.returncode == 1
     assert "Traceback" not in listed.stdout + listed.stderr
-    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:]}
+    lines = listed.stdout.splitlines()[1:]
+    rows = {line.split()[0]: line for line in lines if "undogate-kind-broken" in line}
+    served = {line.split()[0]: line for line in lines if "undogate-kind-broken" not in line}
     assert rows["broken_thing"].split()[1:3] == ["undogate-kind-broken", "1.0"]
     assert (
         "NOT LOADED: importing undogate_kind_broken.failing:BrokenThing failed: RuntimeError: "
@@ -226,8 +228,10 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
     ) in rows["broken_thing"]
     assert "this kind needs a library that is not installed" in rows["broken_thing"]
     assert "NOT LOADED" in rows["clashing_thing"] and "member set differs" in rows["clashing_thing"]
-    for served in ("json_record", "json_collection", "webdav_text", "keyvalue_entry"):
-        assert "NOT LOADED" not in rows[served]
+    # A distribution cannot take a built-in kind's name: it is refused, the built-in stays.
+    assert "already provided by undogate" in rows["json_record"]
+    assert set(served) == {"json_record", "json_collection", "webdav_text", "keyvalue_entry"}
+    assert all(line.endswith(("built-in", "installed")) for line in served.values())
 
     def config(kind: str) -> Path:
         path = tmp_path / f"{kind}.yaml"
@@ -247,3 +251,30 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
     assert "unknown kind 'spreadsheet'; the installed kinds are json_collection" in unknown.stderr
     fine = _with_broken("check-config", "--config", str(config("json_record")))
     assert fine.returncode == 0, fine.stderr
+
+
+def test_a_gateway_serves_its_kinds_beside_one_that_fails_to_load_and_says_so(
+    store: KeyValueStore, tmp_path: Path
+) -> None:
+    store.set("greeting", "Hello")
+    path = os.pathsep.join(p for p in (str(KINDS / "broken"), os.environ.get("PYTHONPATH")) if p)
+    resource = {"id": "greeting", "name": "Greeting", "kind": "keyvalue_entry",
+                "url": store.url("greeting"), "token_env": "KV_TOKEN",
+                "conditional_writes": True, "allow_loopback_http": True}  # fmt: skip
+    gateway = ServedGateway(tmp_path, [resource], {"KV_TOKEN": TOKEN, "PYTHONPATH": path})
+    try:
+        gateway.start()
+        done = gateway.prepare({"resource": "greeting", "value": "Hi"})
+        assert done.status_code == 201, done.text
+    finally:
+        said = gateway.stop()
+    assert (
+        "warning: the kind broken_thing from undogate-kind-broken 1.0 could not be loaded "
+        "(importing undogate_kind_broken.failing:BrokenThing failed: RuntimeError: this kind "
+        "needs a library that is not installed); a resource of that kind is refused"
+    ) in said
+    assert (
+        "warning: the kind json_record from undogate-kind-broken 1.0 could not be loaded (the "
+        "kind json_record is already provided by undogate); another distribution serves it"
+    ) in said
+    assert "Traceback" not in said

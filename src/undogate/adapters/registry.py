@@ -45,6 +45,8 @@ class InstalledKind:
 
 _builtin: dict[str, InstalledKind] = {}
 _outside: dict[str, InstalledKind] | None = None
+# Entry points naming a kind another distribution (or undogate) already provides.
+_duplicates: list[InstalledKind] = []
 _lock = threading.Lock()
 _A = TypeVar("_A", bound=type[Adapter])
 
@@ -74,10 +76,10 @@ def _load_outside() -> dict[str, InstalledKind]:
     for point in sorted(entry_points(group=ENTRY_POINT_GROUP), key=_order):
         dist = point.dist
         name, version = (dist.name, dist.version) if dist is not None else ("(unknown)", "")
-        if point.name in _builtin or point.name in found:
-            taken = _builtin.get(point.name) or found[point.name]
+        taken = _builtin.get(point.name) or found.get(point.name)
+        if taken is not None:
             why = f"the kind {point.name} is already provided by {taken.distribution}"
-            found.setdefault(point.name, InstalledKind(point.name, name, version, False, None, why))
+            _duplicates.append(InstalledKind(point.name, name, version, False, None, why))
             continue
         adapter, problem = _load(point, members)
         found[point.name] = InstalledKind(point.name, name, version, False, adapter, problem)
@@ -126,12 +128,14 @@ def _members(kind: InstalledKind) -> tuple[ChangeMember, ...]:
 
 def installed_kinds() -> tuple[InstalledKind, ...]:
     """Every installed kind, the ones that could not be loaded included, by name."""
-    return tuple(sorted(_kinds().values(), key=lambda k: k.name))
+    found = [*_kinds().values(), *_duplicates]
+    return tuple(sorted(found, key=lambda k: (k.name, not k.builtin, k.distribution)))
 
 
 def adapters() -> tuple[Adapter, ...]:
     """Every kind this gateway serves, by name."""
-    return tuple(k.adapter for k in installed_kinds() if k.adapter is not None)
+    served = sorted(_kinds().values(), key=lambda k: k.name)
+    return tuple(k.adapter for k in served if k.adapter is not None)
 
 
 def kind_names() -> tuple[str, ...]:

@@ -14,7 +14,7 @@ import json
 import re
 from collections.abc import Sequence
 
-from ..adapters import Adapter, InstalledKind, adapter_for, installed_kinds
+from ..adapters import Adapter, InstalledKind, adapter_for, installed_kinds, kind_problem
 
 _BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[a-z-]+)(?P<kinds>(?: [a-z0-9_]+)*) -->\n)(?P<body>.*?)"
@@ -35,6 +35,21 @@ def kinds_table(kinds: Sequence[InstalledKind]) -> list[str]:
     return [
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])) + "  " + row[3]
         for row in rows
+    ]
+
+
+def kind_warnings() -> list[str]:
+    """One warning per installed kind that could not be loaded (``serve`` prints them)."""
+    return [
+        f"warning: the kind {k.name} from {k.distribution} {k.version} could not be loaded "
+        f"({k.problem}); "
+        + (
+            "another distribution serves it"
+            if kind_problem(k.name) is None
+            else "a resource of that kind is refused"
+        )
+        for k in installed_kinds()
+        if k.adapter is None
     ]
 
 
@@ -101,6 +116,7 @@ def refresh_docs(text: str) -> str:
 __all__ = [
     "TABLES",
     "builtin_adapters",
+    "kind_warnings",
     "kinds_summary",
     "kinds_table",
     "members_table",

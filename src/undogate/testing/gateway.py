@@ -93,10 +93,11 @@ class ServedGateway:
             time.sleep(0.05)  # poll interval of a bounded wait
         raise AssertionError("undogate serve did not become healthy")
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Stop serving (SIGTERM, a bounded wait, SIGKILL); what it wrote on stderr."""
         proc, self.proc = self.proc, None
         if proc is None:
-            return
+            return ""
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -104,8 +105,10 @@ class ServedGateway:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
-        if proc.stderr is not None:
-            proc.stderr.close()
+        if proc.stderr is None:
+            return ""
+        with proc.stderr:
+            return proc.stderr.read().decode("utf-8", errors="replace")
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
