@@ -34,4 +34,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-kinto .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-kinto .venv-radicale .venv-xandikos .venv-moto .npm-servers .pytest_cache .mypy_cache .ruff_cache

@@ -457,8 +457,11 @@ class UndoOffer:
     accepted: frozenset[str]  # what a reviewer accepted under the current identity
     accepted_at: float | None
     # The WebAuthn challenge of accepting it (base64url), where the resource requires
-    # the reviewer's passkey (SPEC §14); None where it does not or nothing is verified.
+    # the reviewer's passkey (SPEC §14), and until when it holds (milliseconds since
+    # the epoch; the acceptance sends it back); None where it does not or nothing is
+    # verified.
     passkey_challenge: str | None = None
+    passkey_expires_at_ms: int | None = None
 
     def offers(self, need: str) -> bool:
         return need in self.verified and need in self.accepted

@@ -31,6 +31,9 @@ from .digests import sha256_label
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _MAX_SHARE = 1_000_000_000
+# However many records of whatever size the limits allow, one listing is read into memory
+# whole: never more than this.
+MAX_LISTING_BYTES = 32 * 1024 * 1024
 # The validation context key under which ``config`` passes ``KindProblem``.
 KINDS_CONTEXT = "kinds"
 
@@ -38,7 +41,9 @@ KINDS_CONTEXT = "kinds"
 class StrictModel(BaseModel):
     """Unknown settings are refused; a validated value never changes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A ``pattern`` is anchored with ``$``: in pydantic-core's Rust engine that is the
+    # end of the text, while Python's ``re`` (``python-re``) lets ``"r1\n"`` through.
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="rust-regex")
 
 
 class Limits(StrictModel):
@@ -65,6 +70,12 @@ class Limits(StrictModel):
     # A collection listing (an upsert's lookup, the endpoint check's snapshot) holds at
     # most this many records; a longer one is refused, never truncated.
     max_collection_records: int = Field(1000, ge=1)
+
+    @property
+    def max_listing_bytes(self) -> int:
+        """The most a collection listing may weigh: room for ``max_collection_records``
+        records of up to ``max_document_bytes`` each, within ``MAX_LISTING_BYTES``."""
+        return min(self.max_collection_records * self.max_document_bytes, MAX_LISTING_BYTES)
 
 
 class KindSettings(StrictModel):
@@ -172,6 +183,7 @@ __all__ = [
     "COMMON_KEYS",
     "ID_PATTERN",
     "KINDS_CONTEXT",
+    "MAX_LISTING_BYTES",
     "KindProblem",
     "KindSettings",
     "Limits",

@@ -150,9 +150,11 @@ class Reader(Protocol):
         method: str = "GET",
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        max_body: int | None = None,
     ) -> RemoteResponse:
         """A read of ``url`` (a listing, a query, a ``PROPFIND``) under ``resource``'s
-        credentials and flags; a method that is not a read is refused."""
+        credentials and flags, its answer read up to ``max_body`` bytes (by default four
+        documents' worth); a method that is not a read is refused."""
         ...
 
 
@@ -165,7 +167,13 @@ class Prober(Reader, Protocol):
     ) -> RemoteResponse: ...
 
     def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
     ) -> RemoteResponse: ...
 
 
@@ -343,6 +351,12 @@ class Adapter(ABC):
     @abstractmethod
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         """True when the resource currently shows ``side`` of the change."""
+
+    def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
+        """The parts of the resource that show neither side of ``change``, by name only
+        (never a value: whoever may see the job may see these); empty where the kind
+        names no parts, or where the resource does not exist."""
+        return ()
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         """SPEC §2's undo guard. Unless a kind is stricter: it shows the after side."""

@@ -131,13 +131,22 @@ class Remote:
         )
 
     def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
     ) -> RemoteResponse:
         """A request with no body (a GET or DELETE) to ``url``, under ``resource``'s
-        credentials and network flags; anything but a GET on a fresh connection.
+        credentials and network flags; anything but a GET on a fresh connection. Its
+        answer's body is read up to ``max_body`` bytes (a listing's bound; by default
+        four documents' worth).
 
         Raises:
-            TransportFailure, MissingToken, BlockedAddress.
+            TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
+            BlockedAddress.
         """
         headers = self._signed(resource, method, url, self._accept(resource))
         return self.http.send(
@@ -147,7 +156,7 @@ class Remote:
             flags=self.flags(resource),
             deadline=deadline,
             fresh_connection=method != "GET",
-            max_body=self.limits.max_document_bytes * 4,
+            max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
         )
 
     def fetch(
@@ -159,13 +168,16 @@ class Remote:
         method: str = "GET",
         headers: Mapping[str, str] | None = None,
         body: bytes = b"",
+        max_body: int | None = None,
     ) -> RemoteResponse:
         """A read of ``url`` (a listing, a query, a WebDAV ``PROPFIND``) under
         ``resource``'s credentials and network flags: only a method that changes
-        nothing (``READ_METHODS``).
+        nothing (``READ_METHODS``). Its answer's body is read up to ``max_body`` bytes
+        (a listing's bound; by default four documents' worth).
 
         Raises:
-            TransportFailure, MissingToken, BlockedAddress. ValueError: not a read.
+            TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
+            BlockedAddress. ValueError: not a read.
         """
         if method not in READ_METHODS:
             raise ValueError(f"{method} is not a read: a kind writes only what it plans")
@@ -179,7 +191,7 @@ class Remote:
             content=body or None,
             flags=self.flags(resource),
             deadline=deadline,
-            max_body=self.limits.max_document_bytes * 4,
+            max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
         )
 
     def _accept(self, resource: Resource) -> dict[str, str]:

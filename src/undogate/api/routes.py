@@ -15,7 +15,7 @@ from .. import views
 from ..auth import READ, WRITE
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Operation
-from ..jsonvalue import JsonObject, dumps
+from ..jsonvalue import JsonNumber, JsonObject, dumps
 from ..operations import endpoint_check
 from ..service import Principal, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
@@ -266,6 +266,18 @@ async def admin_revoke_key(request: Request) -> Response:
 
 
 @endpoint
+async def admin_enrol_passkey(request: Request) -> Response:
+    """A one-time code that enrols an owner's first passkey: the master key only."""
+    principal = await authenticate(request)
+    body = await json_body(request, optional=True)
+    _only(body, ("owner", "replace"))
+    issued = await service(request).issue_passkey_enrolment(
+        principal, _str(body, "owner", max_len=64), replace=_bool(body, "replace")
+    )
+    return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
+
+
+@endpoint
 async def get_undo_offer(request: Request) -> Response:
     """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
     principal = await authenticate(request)
@@ -280,12 +292,13 @@ async def accept_undo(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
     body = await json_body(request, optional=True)
-    _only(body, ("passkey_assertion",))
+    _only(body, ("passkey_assertion", "passkey_expires_at_ms"))
     offer = await service(request).accept_verified_undo(
         principal,
         "api",
         request.path_params["resource_id"],
         passkey_assertion=_assertion(body),
+        passkey_expires_at_ms=_expiry(body),
     )
     return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
 
@@ -296,6 +309,16 @@ def _assertion(body: JsonObject) -> str | None:
     if assertion is not None and not isinstance(assertion, dict):
         raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
     return None if assertion is None else dumps(assertion)
+
+
+def _expiry(body: JsonObject) -> int | None:
+    """The optional ``passkey_expires_at_ms`` the offer showed (milliseconds)."""
+    found = body.get("passkey_expires_at_ms")
+    if found is None:
+        return None
+    if not isinstance(found, JsonNumber) or not (found.text.isdigit() and len(found.text) < 16):
+        raise InvalidRequest("passkey_expires_at_ms must be the integer the offer showed")
+    return int(found.text)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -319,4 +342,5 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
+        Route("/api/v1/admin/passkey-enrolments", admin_enrol_passkey, methods=["POST"]),
     ]

@@ -132,6 +132,9 @@ def undo_offer_view(offer: UndoOffer) -> JsonObject:
         "accepted_at": number(offer.accepted_at) if offer.accepted_at is not None else None,
         "awaiting_acceptance": [*sorted(offer.awaiting_acceptance)],
         "passkey_challenge": offer.passkey_challenge,
+        "passkey_expires_at_ms": (
+            number(offer.passkey_expires_at_ms) if offer.passkey_expires_at_ms is not None else None
+        ),
     }
 
 

@@ -144,13 +144,7 @@ class WebUI:
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),
-            Route("/passkeys", self._get(self.passkey_pages.page), methods=["GET"]),
-            Route("/passkeys", self._post(self.passkey_pages.register), methods=["POST"]),
-            Route(
-                "/passkeys/{passkey_id}/revoke",
-                self._post(self.passkey_pages.revoke),
-                methods=["POST"],
-            ),
+            *self.passkey_pages.routes(self._get, self._post),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 

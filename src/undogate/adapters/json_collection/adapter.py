@@ -5,9 +5,14 @@ names it for a ``POST`` create). Its two sides are ``{"record": {...}}`` objects
 ``ABSENT`` where the record does not exist, so the operation is read off the sides:
 
 - an update (both sides): the touched allow-listed fields, as ``json_record`` patches them;
-- a create (before absent): the fields the record is created with. A ``POST`` create's
+- a create (before absent): the fields the record is created with, and the members the
+  server adds that are never compared (``server_fields``, ``id_field``): a record
+  "shows" a create only when it holds exactly those fields, so a record someone else
+  made with the same values and more is never taken for the job's. A ``POST`` create's
   after side also holds ``preexisting``: the ids of the records that already matched its
-  identity evidence, so a lost answer can be resolved by finding the one new record;
+  identity evidence, so a lost answer can be resolved by finding the one new record; so
+  does an upsert that became a ``PUT`` create (none matched), so that a record matching
+  it that appears before the create is sent refuses it instead of making a duplicate;
 - a delete (after absent): the whole record as it was (its pre-image), without the
   ``server_fields`` the server rewrites on every write.
 
@@ -58,6 +63,7 @@ from ..records.fields import (
     JSON_MEDIA_TYPE,
     PATCH_MEDIA_TYPE,
     check_allowed,
+    differing_fields,
     envelope,
     fields_diff,
     fields_show,
@@ -111,8 +117,24 @@ def _without(record: JsonObject, names: Sequence[str]) -> JsonObject:
 
 
 def _server_fields(change: Change) -> list[str]:
-    kept = change.before.get("server_fields") if change.before is not ABSENT else None
-    return [f for f in kept if isinstance(f, str)] if isinstance(kept, list) else []
+    """The members of a whole record (a delete's pre-image, a create's record) that are
+    never compared: those the server rewrites, and the id it gives a record it creates."""
+    side = change.before if change.before is not ABSENT else change.after
+    if side is ABSENT:
+        return []
+    kept = side.get("server_fields")
+    names = [f for f in kept if isinstance(f, str)] if isinstance(kept, list) else []
+    id_field = side.get("id_field")
+    if isinstance(id_field, str) and id_field not in side_record(side):
+        names.append(id_field)
+    return names
+
+
+def _preexisting(change: Change) -> set[str] | None:
+    """The records that matched a create's evidence when it was prepared (None: a create
+    that was not looked up)."""
+    kept = change.after.get("preexisting") if change.after is not ABSENT else None
+    return {r for r in kept if isinstance(r, str)} if isinstance(kept, list) else None
 
 
 @register
@@ -233,7 +255,7 @@ class JsonCollectionAdapter(Adapter):
                 )
             return self._upsert(wire, resource, upsert, limits, deadline)
         if create is not None:
-            return self._create(wire, resource, create, record_id, limits, deadline)
+            return self._create(wire, resource, create, record_id, limits, deadline, None)
         if record_id is None:
             raise InvalidRequest(
                 f"name the record of {resource.id} this change acts on (id)", resource=resource.id
@@ -290,7 +312,10 @@ class JsonCollectionAdapter(Adapter):
         record_id: str | None,
         limits: Limits,
         deadline: float | None,
+        looked_up: list[str] | None,
     ) -> tuple[Plan, Snapshot]:
+        """``looked_up``: the records an upsert found matching (none, or it would not be a
+        create); ``None`` for a create the agent asked for."""
         if not values:
             raise InvalidRequest(f"a create in {resource.id} sets no field", resource=resource.id)
         check_allowed(resource, list(values))
@@ -301,6 +326,11 @@ class JsonCollectionAdapter(Adapter):
             )
         fields = tuple(values)
         settings = collection_settings(resource)
+        after: JsonObject = {
+            "record": values,
+            "server_fields": [*settings.server_fields],
+            "id_field": settings.id_field,
+        }
         if settings.create == "post":
             if record_id is not None:
                 raise InvalidRequest(
@@ -315,7 +345,7 @@ class JsonCollectionAdapter(Adapter):
                     resource=resource.id,
                 )
             earlier = find_by_evidence(wire, resource, values, deadline)
-            after: JsonObject = {"record": values, "preexisting": [rid for rid, _ in earlier]}
+            after["preexisting"] = [rid for rid, _ in earlier]
             return Plan(fields, ABSENT, after), absent_snapshot()
         if record_id is None:
             record_id = str(uuid.uuid4())
@@ -327,7 +357,9 @@ class JsonCollectionAdapter(Adapter):
                 resource=resource.id,
                 id=record_id,
             )
-        plan = Plan(fields, ABSENT, {"record": values}, target=record_id)
+        if looked_up is not None:
+            after["preexisting"] = [*looked_up]
+        plan = Plan(fields, ABSENT, after, target=record_id)
         return plan, replace(snap, target=record_id)
 
     def _upsert(
@@ -354,10 +386,14 @@ class JsonCollectionAdapter(Adapter):
             )
         matches = find_by_evidence(wire, resource, values, deadline)
         if len(matches) > 1:
-            candidates: list[JsonValue] = [
-                {"id": rid, "evidence": {**evidence_of(resource, record)}}
-                for rid, record in matches
-            ]
+            # Each candidate's id, and which of the agent's own evidence it matched: a
+            # record's other values (another identity field's) are not the agent's to see.
+            sent = evidence_of(resource, values)
+            candidates: list[JsonValue] = []
+            for rid, record in matches:
+                theirs = evidence_of(resource, record)
+                matched: JsonObject = {f: v for f, v in sent.items() if theirs.get(f) == v}
+                candidates.append({"id": rid, "evidence": matched})
             raise Ambiguous(
                 f"{len(matches)} records of {resource.id} match this identity evidence; "
                 "nothing was prepared. Name the record by id, or fix the duplicates first",
@@ -365,7 +401,7 @@ class JsonCollectionAdapter(Adapter):
                 candidates=candidates,
             )
         if not matches:
-            return self._create(wire, resource, values, None, limits, deadline)
+            return self._create(wire, resource, values, None, limits, deadline, [])
         snap = self._read_existing(wire, resource, matches[0][0], deadline)
         request = ChangeRequest(resource.id, set=values)
         return self._update_plan(resource, snap, request, limits), snap
@@ -375,14 +411,17 @@ class JsonCollectionAdapter(Adapter):
     ) -> Snapshot:
         if change.target is not None:
             snap = wire.read(record_resource(resource, change.target), deadline, absent_ok=True)
-            return replace(snap, target=change.target)
+            snap = replace(snap, target=change.target)
+            if not snap.exists and change.state is ChangeState.PENDING:
+                # An upsert that became a create, not sent yet: a record matching it that
+                # appeared since would make the create a duplicate, so it shows neither.
+                new = self._appeared(wire, resource, change, deadline)
+                if new:
+                    return replace(snap, content={"located": JsonNumber(str(len(new)))})
+            return snap
         # A POST create whose record the server has not named to us: the one record
         # matching its evidence that did not match before it.
-        after = change.after if change.after is not ABSENT else {}
-        earlier = after.get("preexisting")
-        known = set(earlier) if isinstance(earlier, list) else set()
-        found = find_by_evidence(wire, resource, side_record(change.after), deadline)
-        new = [rid for rid, _ in found if rid not in known]
+        new = self._appeared(wire, resource, change, deadline) or []
         if len(new) == 1:
             snap = wire.read(record_resource(resource, new[0]), deadline, absent_ok=True)
             return replace(snap, target=new[0])
@@ -390,6 +429,17 @@ class JsonCollectionAdapter(Adapter):
             return absent_snapshot()
         # Zero after a lost answer, or several: which record is ours cannot be known.
         return absent_snapshot({"located": JsonNumber(str(len(new)))})
+
+    def _appeared(
+        self, wire: Reader, resource: Resource, change: Change, deadline: float | None
+    ) -> list[str] | None:
+        """The records matching a looked-up create's evidence that did not when it was
+        prepared (None: the create was not looked up)."""
+        known = _preexisting(change)
+        if known is None:
+            return None
+        found = find_by_evidence(wire, resource, side_record(change.after), deadline)
+        return [rid for rid, _ in found if rid not in known]
 
     def payload_size(self, change: Change) -> int:
         return sum(
@@ -415,14 +465,30 @@ class JsonCollectionAdapter(Adapter):
         if not snapshot.exists:
             return False
         current = _current(snapshot)
-        if operation_of(change) == "delete":
-            # The whole record, as it was: nothing deleted that changed.
+        if operation_of(change) != "update":
+            # The whole record: a delete deletes nothing that changed, and a record that
+            # holds a create's values and more (someone else's) is never the create's.
             return _without(current, _server_fields(change)) == side_record(value)
         return fields_show(change.fields, side_record(value), current)
 
+    def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
+        if not snapshot.exists:
+            return ()
+        current = _current(snapshot)
+        if operation_of(change) == "update":
+            before, after = side_record(change.before), side_record(change.after)
+            return tuple(
+                f
+                for f in change.fields
+                if not fields_show([f], before, current) and not fields_show([f], after, current)
+            )
+        whole = side_record(change.after if change.before is ABSENT else change.before)
+        now = _without(current, _server_fields(change))
+        return tuple(differing_fields(sorted({*whole, *now}), whole, now))
+
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         if operation_of(change) == "create":
-            # Exactly what the create made: the tag its read-back gave, and its values.
+            # Exactly what the create made: the tag its read-back gave, and the record whole.
             return (
                 snapshot.exists
                 and snapshot.etag.header == change.applied_etag
@@ -487,7 +553,7 @@ class JsonCollectionAdapter(Adapter):
             path = urlsplit(urljoin(resource.url, location)).path
             if path.startswith(collection):
                 rid = unquote(path[len(collection) :])
-                if RECORD_ID_RE.match(rid):
+                if RECORD_ID_RE.fullmatch(rid):
                     return rid
         settings = collection_settings(resource)
         try:
@@ -495,7 +561,7 @@ class JsonCollectionAdapter(Adapter):
         except JsonError:
             return None
         given = record.get(settings.id_field)
-        return given if isinstance(given, str) and RECORD_ID_RE.match(given) else None
+        return given if isinstance(given, str) and RECORD_ID_RE.fullmatch(given) else None
 
     # -- other jobs ----------------------------------------------------------------------
 

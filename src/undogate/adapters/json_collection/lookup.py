@@ -1,8 +1,9 @@
 """Finding a collection's records by identity evidence (SPEC §12), and where its records
 live. A lookup reads a query (``?email={value}``, the server filters) or one bounded
 listing; either way every record is matched here, on normalized evidence only. A listing
-that is cut into pages, or longer than ``limits.max_collection_records``, is refused:
-matching on part of a collection would be a guess.
+that is cut into pages (``Next-Page``, or an RFC 8288 ``Link`` with relation ``next``),
+longer than ``limits.max_collection_records`` or over ``limits.max_listing_bytes``, is
+refused: matching on part of a collection would be a guess.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from urllib.parse import quote
 
 from ...errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
 from ...jsonvalue import JsonObject, JsonValue
-from ...net import TransportFailure
-from ...resources import Resource
+from ...net import ResponseTooLarge, TransportFailure, parse_links
+from ...resources import MAX_LISTING_BYTES, Resource
 from ..base import Reader
 from ..evidence import normalize
 from ..records.fields import check_json_media_type, parse_listing
@@ -22,7 +23,7 @@ from .settings import collection_settings
 
 # A record id the gateway mints or accepts from an agent: one URL path segment that
 # every common store takes (Kinto: ``^[a-zA-Z0-9][a-zA-Z0-9_-]*$``).
-RECORD_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+RECORD_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 def record_url(resource: Resource, record_id: str) -> str:
@@ -36,7 +37,7 @@ def record_resource(resource: Resource, record_id: str) -> Resource:
 
 def check_record_id(resource: Resource, record_id: str) -> None:
     """Raises: InvalidRequest: not an id the gateway sends."""
-    if not RECORD_ID_RE.match(record_id):
+    if not RECORD_ID_RE.fullmatch(record_id):
         raise InvalidRequest(
             "a record id is 1 to 128 letters, digits, '_' or '-', starting with a letter or digit",
             resource=resource.id,
@@ -57,7 +58,7 @@ def record_id_of(resource: Resource, record: JsonObject) -> str:
     """Raises: RemoteContractBreach: the record carries no usable id."""
     id_field = collection_settings(resource).id_field
     value = record.get(id_field)
-    if not isinstance(value, str) or not RECORD_ID_RE.match(value):
+    if not isinstance(value, str) or not RECORD_ID_RE.fullmatch(value):
         raise RemoteContractBreach(
             f"a record of {resource.id} has no usable {id_field!r}",
             resource=resource.id,
@@ -108,8 +109,17 @@ def list_records(
     """One bounded listing of the collection (or a query of it).
 
     Raises: as ``find_by_evidence``."""
+    limits = wire.limits
     try:
-        response = wire.fetch(resource, url, deadline)
+        response = wire.fetch(resource, url, deadline, max_body=limits.max_listing_bytes)
+    except ResponseTooLarge:
+        raise LimitReached(
+            f"{resource.id}'s listing is over {limits.max_listing_bytes} bytes "
+            "(limits.max_collection_records records of at most limits.max_document_bytes, "
+            f"and never over {MAX_LISTING_BYTES} bytes)",
+            limit="max_collection_records",
+            resource=resource.id,
+        ) from None
     except TransportFailure as exc:
         raise RemoteUnavailable(
             f"could not list {resource.id}: {exc.reason}", resource=resource.id
@@ -120,8 +130,15 @@ def list_records(
             resource=resource.id,
             status=response.status,
         )
-    link = response.headers.get("link", "")
-    if "next-page" in response.headers or 'rel="next"' in link or "rel=next" in link:
+    try:
+        links = parse_links(response.headers.get_list("link"))
+    except ValueError as exc:
+        raise RemoteContractBreach(
+            f"{resource.id}'s listing carries a Link header undogate cannot read ({exc}): "
+            "it may announce more pages, and undogate never matches on part of a collection",
+            resource=resource.id,
+        ) from None
+    if "next-page" in response.headers or any("next" in link.relations for link in links):
         raise RemoteContractBreach(
             f"{resource.id}'s listing comes in pages; undogate never matches identity on "
             "part of a collection: use a query lookup that the server answers whole",
@@ -129,7 +146,7 @@ def list_records(
         )
     check_json_media_type(resource, response.headers.get("content-type", ""))
     records = parse_listing(resource, response.body)
-    limit = wire.limits.max_collection_records
+    limit = limits.max_collection_records
     if len(records) > limit:
         raise LimitReached(
             f"{resource.id}'s listing holds more than {limit} records "

@@ -28,7 +28,7 @@ from .settings import record_settings
 PATCH_MEDIA_TYPE = "application/json-patch+json"
 JSON_MEDIA_TYPE = "application/json"
 JSON_MEDIA_TYPES = frozenset({JSON_MEDIA_TYPE})
-_FIELD_RE = re.compile(r"^[^\x00-\x1f]{1,128}$")
+_FIELD_RE = re.compile(r"[^\x00-\x1f]{1,128}")
 
 
 def field_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
@@ -43,7 +43,7 @@ def field_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
     if len(set(fields)) != len(fields):
         problems.append(("fields", "duplicate field names"))
     for j, name in enumerate(fields):
-        if not _FIELD_RE.match(name):
+        if not _FIELD_RE.fullmatch(name):
             problems.append((f"fields[{j}]", "not a valid top-level field name"))
     if settings.record_pointer and not settings.record_pointer.startswith("/"):
         problems.append(("record_pointer", "must be empty or a JSON Pointer starting with '/'"))

@@ -145,6 +145,18 @@ PATHS: S = {
             body="KeyRequest",
         ),
     },
+    "/api/v1/admin/passkey-enrolments": {
+        "post": _op(
+            "a one-time code (15 minutes, once) that enrols the owner's first passkey on the "
+            "passkeys page; the master key only, never an operator key; replace revokes "
+            "the owner's live passkeys first (a lost device), else a live one is "
+            "enrolment_not_needed",
+            "PasskeyEnrolment",
+            status="201",
+            body="PasskeyEnrolmentRequest",
+            body_required=False,
+        )
+    },
     "/api/v1/admin/keys/{credential_id}/revoke": {
         "post": _op(
             "revoke a credential (master key or keys:admin); force is needed for the "

@@ -351,6 +351,20 @@ SCHEMAS: S = {
             },
         },
     },
+    "PasskeyEnrolmentRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"owner": _STR, "replace": _BOOL},
+    },
+    "PasskeyEnrolment": _obj(
+        ["code", "owner_id", "expires_at", "revoked"],
+        {
+            "code": _STR,
+            "owner_id": _STR,
+            "expires_at": _NUM,
+            "revoked": {"type": "array", "items": _STR},
+        },
+    ),
     "IssuedKey": _obj(
         ["key", "credential", "note"],
         {"key": _STR, "credential": _ref("Credential"), "note": _STR},

@@ -50,8 +50,10 @@ SCHEMAS: S = {
             "accepted_at": _WHEN,
             "awaiting_acceptance": _NAMES,
             # base64url of the acceptance's digest (docs/proof.md), where accepting
-            # needs the reviewer's passkey
+            # needs the reviewer's passkey, and the expiry that document carries
+            # (milliseconds since the epoch; the acceptance sends it back)
             "passkey_challenge": {"type": ["string", "null"]},
+            "passkey_expires_at_ms": {"type": ["integer", "null"]},
         },
     },
     "UndoAcceptanceRequest": {
@@ -59,8 +61,10 @@ SCHEMAS: S = {
         "additionalProperties": False,
         "properties": {
             # the PublicKeyCredential JSON of navigator.credentials.get over the
-            # offer's passkey_challenge, when accepting needs one
+            # offer's passkey_challenge, when accepting needs one, with the offer's
+            # passkey_expires_at_ms
             "passkey_assertion": {"type": "object"},
+            "passkey_expires_at_ms": {"type": "integer"},
         },
     },
 }
