@@ -15,6 +15,7 @@ from . import proof
 from .common import _KEY, _URL, _ask, _review
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
+from .kinds import kinds_command
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -250,26 +251,6 @@ def restore(config_path: Path, source: Path) -> None:
         )
 
 
-@main.command("kinds")
-@click.option("--markdown", is_flag=True, help="Print what a change of each kind takes, as tables.")
-def kinds(markdown: bool) -> None:
-    """List every installed resource kind: its name, the distribution that provides it,
-    its version, and whether it is built in. A kind from outside arrives through the
-    `undogate.kinds` entry point (docs/kinds.md); one that could not be loaded is listed
-    with why, and the command exits 1."""
-    from ..adapters import adapters, installed_kinds
-    from .kinds import TABLES, kinds_table
-
-    found = installed_kinds()
-    for line in kinds_table(found):
-        click.echo(line)
-    if markdown:
-        for table in TABLES.values():
-            click.echo("")
-            click.echo(table(adapters()), nl=False)
-    sys.exit(1 if any(k.adapter is None for k in found) else 0)
-
-
 @main.command("check-endpoint")
 @_CONFIG
 @click.argument("test_copy_id")
@@ -457,6 +438,7 @@ def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
 
 
+main.add_command(kinds_command)
 jobs.add_command(jobs_list)
 jobs.add_command(jobs_reject_stale)
 

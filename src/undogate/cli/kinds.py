@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from collections.abc import Sequence
 
-from ..adapters import Adapter, InstalledKind, adapter_for, installed_kinds, kind_problem
+import click
+
+from ..adapters import Adapter, InstalledKind, adapter_for, adapters, installed_kinds, kind_problem
 
 _BLOCK = re.compile(
     r"(<!-- generated: (?P<name>[a-z-]+)(?P<kinds>(?: [a-z0-9_]+)*) -->\n)(?P<body>.*?)"
@@ -113,10 +116,28 @@ def refresh_docs(text: str) -> str:
     return _BLOCK.sub(block, text)
 
 
+@click.command("kinds")
+@click.option("--markdown", is_flag=True, help="Print what a change of each kind takes, as tables.")
+def kinds_command(markdown: bool) -> None:
+    """List every installed resource kind: its name, the distribution that provides it,
+    its version, and whether it is built in. A kind from outside arrives through the
+    `undogate.kinds` entry point (docs/kinds.md); one that could not be loaded is listed
+    with why, and the command exits 1."""
+    found = installed_kinds()
+    for line in kinds_table(found):
+        click.echo(line)
+    if markdown:
+        for table in TABLES.values():
+            click.echo("")
+            click.echo(table(adapters()), nl=False)
+    sys.exit(1 if any(k.adapter is None for k in found) else 0)
+
+
 __all__ = [
     "TABLES",
     "builtin_adapters",
     "kind_warnings",
+    "kinds_command",
     "kinds_summary",
     "kinds_table",
     "members_table",

@@ -65,7 +65,6 @@ from ..records.fields import (
     check_allowed,
     differing_fields,
     envelope,
-    fields_diff,
     fields_show,
     parse_record,
     patch_ops,
@@ -74,8 +73,7 @@ from ..records.fields import (
 from ..records.members import REMOVE, SET, remove_of, set_of
 from ..records.settings import copy_shape_problem
 from ..registry import register
-from ..shapes import ChangeShape
-from ..views import field_rows
+from . import sides
 from .lookup import (
     RECORD_ID_RE,
     check_record_id,
@@ -84,57 +82,19 @@ from .lookup import (
     record_resource,
     record_url,
 )
-from .members import CREATE, DELETE, ID, UPSERT, deletes, record_id_of, values_of
+from .members import CREATE, DELETE, ID, SHAPES, UPSERT, deletes, record_id_of, values_of
 from .probes import CollectionProbe, run_collection_check
 from .settings import CollectionSettings, collection_problems, collection_settings
+from .sides import (
+    current_record,
+    operation_of,
+    preexisting,
+    server_fields,
+    side_record,
+    without,
+)
 
 CREATED_STATUSES = frozenset({200, 201, 204})
-
-
-def operation_of(change: Change) -> str:
-    """``create``, ``delete`` or ``update``: what the change's sides say it is."""
-    if change.before is ABSENT:
-        return "create"
-    if change.after is ABSENT:
-        return "delete"
-    return "update"
-
-
-def side_record(side: SideValue | None) -> JsonObject:
-    """The record fields a side holds (none where the record does not exist)."""
-    if side is None or side is ABSENT:
-        return {}
-    record = side.get("record")
-    return record if isinstance(record, dict) else {}
-
-
-def _current(snapshot: Snapshot) -> JsonObject:
-    return snapshot.content if snapshot.exists and isinstance(snapshot.content, dict) else {}
-
-
-def _without(record: JsonObject, names: Sequence[str]) -> JsonObject:
-    return {k: v for k, v in record.items() if k not in names}
-
-
-def _server_fields(change: Change) -> list[str]:
-    """The members of a whole record (a delete's pre-image, a create's record) that are
-    never compared: those the server rewrites, and the id it gives a record it creates."""
-    side = change.before if change.before is not ABSENT else change.after
-    if side is ABSENT:
-        return []
-    kept = side.get("server_fields")
-    names = [f for f in kept if isinstance(f, str)] if isinstance(kept, list) else []
-    id_field = side.get("id_field")
-    if isinstance(id_field, str) and id_field not in side_record(side):
-        names.append(id_field)
-    return names
-
-
-def _preexisting(change: Change) -> set[str] | None:
-    """The records that matched a create's evidence when it was prepared (None: a create
-    that was not looked up)."""
-    kept = change.after.get("preexisting") if change.after is not ABSENT else None
-    return {r for r in kept if isinstance(r, str)} if isinstance(kept, list) else None
 
 
 @register
@@ -157,37 +117,7 @@ class JsonCollectionAdapter(Adapter):
     )
     settings_model = CollectionSettings
     change_members = (ID, SET, REMOVE, CREATE, DELETE, UPSERT)
-    change_shapes = (
-        ChangeShape(
-            ("id", "set"),
-            "update the record id: set allow-listed fields (remove may come too)",
-            optional=("remove",),
-            example={"id": "ann", "set": {"status": "customer"}},
-        ),
-        ChangeShape(
-            ("id", "remove"),
-            "update the record id: remove allow-listed fields",
-            example={"id": "ann", "remove": ["owner"]},
-        ),
-        ChangeShape(
-            ("create",),
-            "create a record with these field values (id: the one asked for, create: put "
-            "only; otherwise the gateway or the server names it)",
-            optional=("id",),
-            example={"create": {"email": "ann@example.com", "name": "Ann"}},
-        ),
-        ChangeShape(
-            ("id", "delete"),
-            "delete the record id, keeping its whole pre-image",
-            example={"id": "ann", "delete": True},
-        ),
-        ChangeShape(
-            ("upsert",),
-            "0 records match the identity evidence: a create; 1: an update of it; 2 or "
-            "more: refused as ambiguous, nothing prepared",
-            example={"upsert": {"email": "ann@example.com", "status": "customer"}},
-        ),
-    )
+    change_shapes = SHAPES
 
     # -- the config ------------------------------------------------------------------
 
@@ -290,7 +220,7 @@ class JsonCollectionAdapter(Adapter):
         self, resource: Resource, snap: Snapshot, request: ChangeRequest, limits: Limits
     ) -> Plan:
         touched, before, after = plan_fields(
-            resource, _current(snap), set_of(request), remove_of(request), limits
+            resource, current_record(snap), set_of(request), remove_of(request), limits
         )
         return Plan(touched, {"record": before}, {"record": after}, target=snap.target)
 
@@ -299,7 +229,7 @@ class JsonCollectionAdapter(Adapter):
     ) -> Plan:
         settings = collection_settings(resource)
         kept = list(settings.server_fields)
-        pre_image = _without(_current(snap), kept)
+        pre_image = without(current_record(snap), kept)
         fields = tuple(f for f in settings.fields if f in pre_image)
         before: JsonObject = {"record": pre_image, "server_fields": [*kept]}
         return Plan(fields, before, ABSENT, target=record_id)
@@ -435,7 +365,7 @@ class JsonCollectionAdapter(Adapter):
     ) -> list[str] | None:
         """The records matching a looked-up create's evidence that did not when it was
         prepared (None: the create was not looked up)."""
-        known = _preexisting(change)
+        known = preexisting(change)
         if known is None:
             return None
         found = find_by_evidence(wire, resource, side_record(change.after), deadline)
@@ -453,10 +383,10 @@ class JsonCollectionAdapter(Adapter):
     def current(self, change: Change, snapshot: Snapshot) -> SideValue:
         if not snapshot.exists:
             return ABSENT
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) == "update":
             return {"record": {f: current[f] for f in change.fields if f in current}}
-        return {"record": _without(current, _server_fields(change))}
+        return {"record": without(current, server_fields(change))}
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         value = change.before if side is Side.BEFORE else change.after
@@ -464,17 +394,17 @@ class JsonCollectionAdapter(Adapter):
             return not snapshot.exists and snapshot.content is None
         if not snapshot.exists:
             return False
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) != "update":
             # The whole record: a delete deletes nothing that changed, and a record that
             # holds a create's values and more (someone else's) is never the create's.
-            return _without(current, _server_fields(change)) == side_record(value)
+            return without(current, server_fields(change)) == side_record(value)
         return fields_show(change.fields, side_record(value), current)
 
     def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
         if not snapshot.exists:
             return ()
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) == "update":
             before, after = side_record(change.before), side_record(change.after)
             return tuple(
@@ -483,7 +413,7 @@ class JsonCollectionAdapter(Adapter):
                 if not fields_show([f], before, current) and not fields_show([f], after, current)
             )
         whole = side_record(change.after if change.before is ABSENT else change.before)
-        now = _without(current, _server_fields(change))
+        now = without(current, server_fields(change))
         return tuple(differing_fields(sorted({*whole, *now}), whole, now))
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
@@ -572,67 +502,14 @@ class JsonCollectionAdapter(Adapter):
 
     # -- what every surface shows --------------------------------------------------------
 
-    def _rows_fields(self, change: Change | None, *sides: JsonObject | None) -> list[str]:
-        if change is not None and operation_of(change) == "update":
-            return list(change.fields)
-        names: dict[str, None] = {}
-        for side in sides:
-            names.update(dict.fromkeys(side or {}))
-        return list(names)
-
     def event_diff(self, change: Change, toward: Side) -> JsonObject:
-        old = side_record(change.before if toward is Side.AFTER else change.after)
-        new = side_record(change.after if toward is Side.AFTER else change.before)
-        return {
-            "operation": operation_of(change),
-            "record_id": change.target,
-            "fields": fields_diff(self._rows_fields(change, old, new), old, new),
-        }
+        return sides.event_diff(change, toward)
 
     def receipt_values(self, change: Change) -> JsonObject:
-        before = side_record(change.before) if change.before is not ABSENT else None
-        after = side_record(change.after) if change.after is not ABSENT else None
-        return {
-            "operation": operation_of(change),
-            "record_id": change.target,
-            "before": before,
-            "after": after,
-            "rows": field_rows(self._rows_fields(change, before, after), before, after),
-        }
+        return sides.receipt_values(change)
 
     def preview_values(self, view: ChangeView, change: Change | None) -> JsonObject:
-        current = side_record(view.current) if view.current is not ABSENT else None
-        planned = (
-            None if view.planned is None or view.planned is ABSENT else side_record(view.planned)
-        )
-        shown_planned = planned if view.planned is not None else current
-        fields = self._rows_fields(change, current, planned)
-        return {
-            "operation": operation_of(change) if change is not None else None,
-            "record_id": change.target if change is not None else None,
-            "current": current,
-            "planned": planned,
-            "planned_absent": view.planned is ABSENT,
-            "rows": field_rows(fields, current, shown_planned, ("current", "planned")),
-        }
+        return sides.preview_values(view, change)
 
     def reversibility(self, change: Change) -> str:
-        named = change.target or "(the id the server gives it)"
-        operation = operation_of(change)
-        if operation == "create":
-            return (
-                f"Undo deletes exactly the record this job created ({named}), only while "
-                "it is unchanged since (DELETE with If-Match on the tag its read-back gave). "
-                "Offered only once verified on a test copy and accepted by a reviewer."
-            )
-        if operation == "delete":
-            return (
-                f"Undo re-creates record {named} from its kept pre-image (PUT with "
-                "If-None-Match: *), only while no record has that id. Offered only where a "
-                "test copy showed a deleted id can be re-created and a reviewer accepted it."
-            )
-        return (
-            f"Reversible: undo patches back only {', '.join(change.fields)} of record {named}, "
-            "only while they still hold the values this job wrote; other fields are never "
-            "touched."
-        )
+        return sides.reversibility(change)

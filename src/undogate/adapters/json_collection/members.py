@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ...jobs import ChangeRequest
 from ...jsonvalue import JsonObject
-from ..shapes import flag_member, object_member, string_member
+from ..shapes import ChangeShape, flag_member, object_member, string_member
 
 ID = string_member(
     "id",
@@ -19,6 +19,39 @@ UPSERT = object_member(
     "field -> value; updates the one record whose identity evidence matches, or creates "
     "one; several matches are refused as ambiguous with the candidates (ids and evidence "
     "only), and nothing is prepared",
+)
+
+
+SHAPES = (
+    ChangeShape(
+        ("id", "set"),
+        "update the record id: set allow-listed fields (remove may come too)",
+        optional=("remove",),
+        example={"id": "ann", "set": {"status": "customer"}},
+    ),
+    ChangeShape(
+        ("id", "remove"),
+        "update the record id: remove allow-listed fields",
+        example={"id": "ann", "remove": ["owner"]},
+    ),
+    ChangeShape(
+        ("create",),
+        "create a record with these field values (id: the one asked for, create: put "
+        "only; otherwise the gateway or the server names it)",
+        optional=("id",),
+        example={"create": {"email": "ann@example.com", "name": "Ann"}},
+    ),
+    ChangeShape(
+        ("id", "delete"),
+        "delete the record id, keeping its whole pre-image",
+        example={"id": "ann", "delete": True},
+    ),
+    ChangeShape(
+        ("upsert",),
+        "0 records match the identity evidence: a create; 1: an update of it; 2 or "
+        "more: refused as ambiguous, nothing prepared",
+        example={"upsert": {"email": "ann@example.com", "status": "customer"}},
+    ),
 )
 
 
@@ -37,4 +70,4 @@ def deletes(request: ChangeRequest) -> bool:
     return request.members.get(DELETE.name) is True
 
 
-__all__ = ["CREATE", "DELETE", "ID", "UPSERT", "deletes", "record_id_of", "values_of"]
+__all__ = ["CREATE", "DELETE", "ID", "SHAPES", "UPSERT", "deletes", "record_id_of", "values_of"]
