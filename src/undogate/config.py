@@ -246,7 +246,7 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
             problems.append((where, f"{target.id!r} is itself a test copy"))
         elif target.kind != res.kind:
             problems.append((where, f"{target.id!r} is a {target.kind}, not a {res.kind}"))
-        elif unread(res) or unread(target):
+        elif _unread(res) or _unread(target):
             continue  # its settings are refused already
         elif problem := adapter_for(res.kind).test_copy_problem(res, target):
             problems.append((where, problem))
@@ -255,7 +255,7 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
 
 def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str, str]]:
     """What the resource's kind needs of its settings (its adapter says)."""
-    if unread(res):
+    if _unread(res):
         return []
     return [
         (f"{where}.{setting}", problem)
@@ -314,7 +314,7 @@ class _Unread(KindSettings):
 _UNREAD = _Unread()
 
 
-def unread(resource: Resource) -> bool:
+def _unread(resource: Resource) -> bool:
     return isinstance(resource.settings, _Unread)
 
 
