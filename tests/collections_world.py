@@ -49,6 +49,8 @@ def prepare(gw: Gateway, *changes: ChangeRequest, summary: str = "contacts") -> 
 
 
 def change(**members: Any) -> ChangeRequest:
+    if "record_id" in members:  # the change's `id` member, named as the receipt names it
+        members["id"] = members.pop("record_id")
     return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
 
 

@@ -683,3 +683,9 @@ def pouchdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CouchServer]:
 
     with pouchdb_server(tmp_path_factory.mktemp("pouchdb")) as server:
         yield server
+
+
+# The kit's pytest plugin (the ``undogate_kit`` fixture of the kinds' contract,
+# tests/test_kinds_contract.py and tests/test_kind_from_outside.py), loaded as a kind's
+# author loads it (docs/kinds.md).
+pytest_plugins = ["undogate.testing.plugin"]

@@ -17,7 +17,6 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.errors import MissingToken, UndogateError
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.receipts import agent_receipt, job_receipt
 from undogate.redact import (
     REDACTED,
     RedactSecrets,
@@ -25,6 +24,7 @@ from undogate.redact import (
     secret_forms,
     uninstall_redaction,
 )
+from undogate.views import agent_receipt, job_receipt
 
 from .conftest import AGENT, OWNER, make_config, resource
 
@@ -47,7 +47,7 @@ def token_server() -> Iterator[ContractServer]:
 def prepare(gw: Gateway, **set_: object) -> str:
     request = PrepareRequest(
         summary="Promote the lead",
-        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),  # type: ignore[arg-type]
+        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),
     )
     return gw.prepare(AGENT, "account-assistant", request).job.id
 

@@ -15,6 +15,7 @@ from . import proof
 from .common import _KEY, _URL, _ask, _review
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
+from .kinds import kinds_command
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -437,6 +438,7 @@ def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
 
 
+main.add_command(kinds_command)
 jobs.add_command(jobs_list)
 jobs.add_command(jobs_reject_stale)
 

@@ -17,7 +17,7 @@ from ..errors import InvalidRequest, UndogateError
 from ..jobs import Actor, JobState
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..ledger import InboxQuery, InboxRow, Store
-from ..receipts import review_path
+from ..views import review_path
 from .context import Context
 from .reject import check_reason, reject_job
 

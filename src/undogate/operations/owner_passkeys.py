@@ -45,7 +45,7 @@ from ..passkeys import (
 )
 from ..proof.assertions import REGISTERED, REVOKED
 from ..proof.preview_digest import addition_document, revocation_document
-from ..receipts import number
+from ..views import number
 from . import step_up
 from .context import Context
 

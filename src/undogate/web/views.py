@@ -28,7 +28,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import receipts
+from .. import views
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
@@ -491,7 +491,7 @@ class WebUI:
             dry = await self.service.confirm(principal, "web", job_id, preview.token, dry_run=True)
         except UndogateError as exc:
             return [], refusal_for(exc).sentence
-        return [receipts.request_view(r) for r in dry.requests], None
+        return [views.request_view(r) for r in dry.requests], None
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal

@@ -12,13 +12,14 @@ import re
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from ..errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
-from ..jsonvalue import JsonObject, JsonValue
-from ..net import ResponseTooLarge, TransportFailure, parse_links
-from ..resources import MAX_LISTING_BYTES, Resource
-from .base import Wire
-from .evidence import normalize
-from .record_fields import check_json_media_type, parse_listing
+from ...errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
+from ...jsonvalue import JsonObject, JsonValue
+from ...net import ResponseTooLarge, TransportFailure, parse_links
+from ...resources import MAX_LISTING_BYTES, Resource
+from ..base import Reader
+from ..evidence import normalize
+from ..records.fields import check_json_media_type, parse_listing
+from .settings import collection_settings
 
 # A record id the gateway mints or accepts from an agent: one URL path segment that
 # every common store takes (Kinto: ``^[a-zA-Z0-9][a-zA-Z0-9_-]*$``).
@@ -46,7 +47,7 @@ def check_record_id(resource: Resource, record_id: str) -> None:
 def evidence_of(resource: Resource, values: Mapping[str, JsonValue]) -> dict[str, str]:
     """Field → normalized evidence, for each identity field ``values`` gives evidence in."""
     found: dict[str, str] = {}
-    for rule in resource.identity:
+    for rule in collection_settings(resource).identity:
         normalized = normalize(rule.evidence, values.get(rule.field))
         if normalized is not None:
             found[rule.field] = normalized
@@ -55,17 +56,18 @@ def evidence_of(resource: Resource, values: Mapping[str, JsonValue]) -> dict[str
 
 def record_id_of(resource: Resource, record: JsonObject) -> str:
     """Raises: RemoteContractBreach: the record carries no usable id."""
-    value = record.get(resource.id_field)
+    id_field = collection_settings(resource).id_field
+    value = record.get(id_field)
     if not isinstance(value, str) or not RECORD_ID_RE.fullmatch(value):
         raise RemoteContractBreach(
-            f"a record of {resource.id} has no usable {resource.id_field!r}",
+            f"a record of {resource.id} has no usable {id_field!r}",
             resource=resource.id,
         )
     return value
 
 
 def find_by_evidence(
-    wire: Wire, resource: Resource, values: Mapping[str, JsonValue], deadline: float | None
+    wire: Reader, resource: Resource, values: Mapping[str, JsonValue], deadline: float | None
 ) -> list[tuple[str, JsonObject]]:
     """Every record (id, record) whose evidence equals the evidence ``values`` give on
     the same field (any one field suffices), in the order the server listed them.
@@ -77,7 +79,7 @@ def find_by_evidence(
         RemoteUnavailable, RemoteContractBreach, LimitReached, MissingToken,
         BlockedAddress.
     """
-    lookup = resource.lookup
+    lookup = collection_settings(resource).lookup
     evidence = evidence_of(resource, values)
     if lookup is None or not evidence:
         return []
@@ -102,14 +104,14 @@ def find_by_evidence(
 
 
 def list_records(
-    wire: Wire, resource: Resource, url: str, deadline: float | None
+    wire: Reader, resource: Resource, url: str, deadline: float | None
 ) -> list[JsonObject]:
     """One bounded listing of the collection (or a query of it).
 
     Raises: as ``find_by_evidence``."""
     limits = wire.limits
     try:
-        response = wire.send_bare(resource, "GET", url, deadline, max_body=limits.max_listing_bytes)
+        response = wire.fetch(resource, url, deadline, max_body=limits.max_listing_bytes)
     except ResponseTooLarge:
         raise LimitReached(
             f"{resource.id}'s listing is over {limits.max_listing_bytes} bytes "

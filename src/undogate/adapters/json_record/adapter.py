@@ -9,24 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
-from ..errors import InvalidRequest
-from ..etag import ETag
-from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
-from ..jsonvalue import JsonObject, JsonValue, dumps, escape_token
-from ..resources import Limits, Resource
-from .base import (
-    ConditionalWrite,
-    Evidence,
-    Plan,
-    ResourceKind,
-    Side,
-    Snapshot,
-    WholeResourceAdapter,
-    not_for_this_kind,
-    register,
-)
-from .record_fields import (
+from ...errors import InvalidRequest
+from ...etag import ETag
+from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
+from ...jsonvalue import JsonObject, JsonValue, dumps, escape_token
+from ...resources import Limits, Resource
+from ..base import ConditionalWrite, Plan, Side, Snapshot
+from ..checks.steps import Evidence
+from ..checks.whole_resource import WholeResourceAdapter
+from ..records.fields import (
     PATCH_MEDIA_TYPE,
     differing_fields,
     field_problems,
@@ -36,19 +29,53 @@ from .record_fields import (
     patch_ops,
     plan_fields,
 )
-from .views import field_rows
+from ..records.members import REMOVE, SET, remove_of, set_of
+from ..records.settings import RecordSettings, copy_shape_problem, record_settings
+from ..registry import register
+from ..shapes import ChangeMember, ChangeShape
+from ..views import field_rows
 
 
 @register
 class JsonRecordAdapter(WholeResourceAdapter):
-    kind = ResourceKind.JSON_RECORD
+    kind = "json_record"
     noun = "record"
     accept = "application/json"
+    summary = (
+        "one JSON record at one URL; a change sets or removes allow-listed top-level fields "
+        "(RFC 6902 PATCH with If-Match)"
+    )
+    agent_guide = (
+        "`set` (field -> new JSON value) and/or `remove` (field names); only the listed "
+        "top-level `fields`."
+    )
+    settings_model = RecordSettings
+    change_members: ClassVar[tuple[ChangeMember, ...]] = (SET, REMOVE)
+    change_shapes = (
+        ChangeShape(
+            ("set",),
+            "set the allow-listed top-level fields to these JSON values",
+            optional=("remove",),
+            example={"set": {"status": "customer"}},
+        ),
+        ChangeShape(
+            ("remove",),
+            "remove these allow-listed top-level fields",
+            optional=("set",),
+            example={"remove": ["owner"]},
+        ),
+    )
 
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-        return field_problems(resource, limits) + not_for_this_kind(resource)
+        return field_problems(resource, limits)
+
+    def test_copy_problem(self, copy: Resource, production: Resource) -> str | None:
+        return copy_shape_problem(copy, production)
+
+    def agent_fields(self, resource: Resource) -> tuple[str, ...]:
+        return record_settings(resource).fields
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -58,19 +85,22 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def plan(
         self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
     ) -> Plan:
-        if request.text is not None:
+        members = request.members
+        if "text" in members:
             raise InvalidRequest(
                 f"{resource.id} is a JSON record: use set/remove, not text",
                 resource=resource.id,
             )
-        if request.record_id is not None or request.create or request.delete or request.upsert:
+        collection = ("create", "delete", "upsert")
+        if members.get("id") is not None or any(members.get(name) for name in collection):
             raise InvalidRequest(
                 f"{resource.id} is one record: create, delete, upsert and id belong to a "
                 "collection",
                 resource=resource.id,
             )
+        self.members(request)
         touched, before, after = plan_fields(
-            resource, _record(snapshot), request.set or {}, request.remove, limits
+            resource, _record(snapshot), set_of(request), remove_of(request), limits
         )
         return Plan(fields=touched, before=before, after=after)
 
@@ -95,7 +125,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
     ) -> ConditionalWrite:
         source = _values(_side(change, Side.BEFORE if target is Side.AFTER else Side.AFTER))
         goal = _values(_side(change, target))
-        ops = patch_ops(resource.record_pointer, change.fields, source, goal)
+        ops = patch_ops(record_settings(resource).record_pointer, change.fields, source, goal)
         return ConditionalWrite(
             method="PATCH",
             url=resource.url,
@@ -149,12 +179,12 @@ class JsonRecordAdapter(WholeResourceAdapter):
     # only that field; the copy counts as restored when every allow-listed field is.
 
     def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
-        return ChangeRequest(resource_id=copy.id, set={copy.fields[0]: marker})
+        return ChangeRequest(copy.id, set={record_settings(copy).fields[0]: marker})
 
     def shows_marker(
         self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
     ) -> bool:
-        value = _record(now).get(copy.fields[0])
+        value = _record(now).get(record_settings(copy).fields[0])
         return isinstance(value, str) and value in markers
 
     def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
@@ -163,15 +193,16 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
         """The gateway's own undo: ``test`` the current value, then put the start value
         back (or remove a field that did not exist)."""
-        touched, fields = copy.fields[0], _record(start)
+        touched, fields = record_settings(copy).fields[0], _record(start)
         if touched in fields:
-            return ChangeRequest(resource_id=copy.id, set={touched: fields[touched]})
-        return ChangeRequest(resource_id=copy.id, remove=(touched,))
+            return ChangeRequest(copy.id, set={touched: fields[touched]})
+        return ChangeRequest(copy.id, remove=(touched,))
 
     def create_attempt(
         self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
     ) -> ConditionalWrite:
-        first, pointer = copy.fields[0], copy.record_pointer
+        settings = record_settings(copy)
+        first, pointer = settings.fields[0], settings.record_pointer
         op: JsonValue = (
             {"op": "add", "path": pointer, "value": {first: marker}}
             if pointer
@@ -187,8 +218,9 @@ class JsonRecordAdapter(WholeResourceAdapter):
         outside = set(before) ^ set(after) | {
             k for k in set(before) & set(after) if before[k] != after[k]
         }
-        others = len(outside - set(copy.fields))
-        evidence: Evidence = {"fields_checked": len(copy.fields), "other_fields_changed": others}
+        allowed = record_settings(copy).fields
+        others = len(outside - set(allowed))
+        evidence: Evidence = {"fields_checked": len(allowed), "other_fields_changed": others}
         summary = (
             "every allow-listed field is back to its start value"
             if ok
@@ -210,8 +242,8 @@ class JsonRecordAdapter(WholeResourceAdapter):
             f"set {f!r} to {dumps(fields[f])}" if f in fields else f"remove {f!r}"
             for f in _differing_fields(copy, start, now)
         ]
-        inside = f" (the fields inside {copy.record_pointer})"
-        where = inside if copy.record_pointer else ""
+        pointer = record_settings(copy).record_pointer
+        where = f" (the fields inside {pointer})" if pointer else ""
         return (
             f"restore the test copy by hand: at {copy.url}{where}, "
             + "; ".join(what or ["check every allow-listed field"])
@@ -239,4 +271,5 @@ def _shown(side: SideValue) -> JsonObject | None:
 
 def _differing_fields(copy: Resource, start: Snapshot, now: Snapshot | None) -> list[str]:
     """The allow-listed fields not as at the start (all of them when unknown)."""
-    return differing_fields(copy.fields, _record(start), _record(now) if now else None)
+    fields = record_settings(copy).fields
+    return differing_fields(fields, _record(start), _record(now) if now else None)

@@ -1,16 +1,13 @@
-"""The OpenAPI description of what operators and reviewers meet (SPEC §15): the inbox,
-bulk reject and ``job_status`` (``api/inbox.py``), the audit export (``api/export.py``),
-the webhook outbox's messages, a reject's reason and a passkey enrolment code, added to
-``openapi.openapi_document``'s."""
+"""The OpenAPI description of the review inbox, bulk reject and ``job_status``
+(``api/inbox.py``), the audit export (``api/export.py``), the webhook outbox's messages
+and a reject's reason (SPEC §15)."""
 
 from __future__ import annotations
 
-import copy
-from typing import Any
-
-from .jobs import JobState
-from .openapi import _ANY_OBJ, _BOOL, _INT, _JOB_ID, _NUM, _STR, S, _nullable, _obj, _op, _ref
-from .operations.inbox import PAGE, VIEWS
+from ...jobs import JobState
+from ...operations.inbox import PAGE, VIEWS
+from .paths import _JOB_ID, _op
+from .schemas import _ANY_OBJ, _BOOL, _INT, _NUM, _STR, S, _nullable, _obj, _ref
 
 
 def _query(name: str, description: str, schema: S | None = None, many: bool = False) -> S:
@@ -27,7 +24,7 @@ def _query(name: str, description: str, schema: S | None = None, many: bool = Fa
 
 _STATES: S = {"enum": [s.value for s in JobState]}
 
-OPERATOR_SCHEMAS: S = {
+INBOX_EXPORT_SCHEMAS: S = {
     "WebhookMessages": _obj(
         ["messages"],
         {
@@ -131,23 +128,9 @@ OPERATOR_SCHEMAS: S = {
         ["job_id", "state", "updated_at", "reason"],
         {"job_id": _STR, "state": _STATES, "updated_at": _NUM, "reason": _nullable("string")},
     ),
-    "PasskeyEnrolmentRequest": {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {"owner": _STR, "replace": _BOOL},
-    },
-    "PasskeyEnrolment": _obj(
-        ["code", "owner_id", "expires_at", "revoked"],
-        {
-            "code": _STR,
-            "owner_id": _STR,
-            "expires_at": _NUM,
-            "revoked": {"type": "array", "items": _STR},
-        },
-    ),
 }
 
-OPERATOR_PATHS: S = {
+INBOX_EXPORT_PATHS: S = {
     "/api/v1/webhooks/messages": {
         "get": _op(
             "the newest 100 webhook messages about this key's jobs, no values "
@@ -201,18 +184,6 @@ OPERATOR_PATHS: S = {
             ],
         )
     },
-    "/api/v1/admin/passkey-enrolments": {
-        "post": _op(
-            "a one-time code (15 minutes, once) that enrols the owner's first passkey on the "
-            "passkeys page; the master key only, never an operator key; replace revokes "
-            "the owner's live passkeys first (a lost device), else a live one is "
-            "enrolment_not_needed",
-            "PasskeyEnrolment",
-            status="201",
-            body="PasskeyEnrolmentRequest",
-            body_required=False,
-        )
-    },
     "/api/v1/admin/jobs": {
         "get": _op(
             "the audit export: jobs that moved at or after since, in the order they were "
@@ -227,17 +198,10 @@ OPERATOR_PATHS: S = {
 }
 
 
-def with_operators(document: S) -> S:
-    """``document`` with the operators' paths and schemas, and a reject's reason."""
-    out: dict[str, Any] = copy.deepcopy(document)
-    out["components"]["schemas"].update(OPERATOR_SCHEMAS)
-    out["paths"].update(OPERATOR_PATHS)
-    reject = out["paths"]["/api/v1/jobs/{job_id}/reject"]["post"]
-    reject["requestBody"] = {
-        "required": False,
-        "content": {"application/json": {"schema": _ref("RejectRequest")}},
-    }
-    return out
+# A reject may carry the reviewer's reason.
+REJECT_BODY: S = {
+    "required": False,
+    "content": {"application/json": {"schema": _ref("RejectRequest")}},
+}
 
-
-__all__ = ["OPERATOR_PATHS", "OPERATOR_SCHEMAS", "with_operators"]
+__all__ = ["INBOX_EXPORT_PATHS", "INBOX_EXPORT_SCHEMAS", "REJECT_BODY"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..errors import InvalidRequest, RemoteContractBreach
-from ..jsonvalue import (
+from ...errors import InvalidRequest, RemoteContractBreach
+from ...jsonvalue import (
     JsonError,
     JsonObject,
     JsonValue,
@@ -21,8 +21,9 @@ from ..jsonvalue import (
     parse_pointer,
     resolve_record,
 )
-from ..resources import Limits, Resource
-from .base import media_type_is
+from ...resources import Limits, Resource
+from ..base import media_type_is
+from .settings import record_settings
 
 PATCH_MEDIA_TYPE = "application/json-patch+json"
 JSON_MEDIA_TYPE = "application/json"
@@ -33,16 +34,18 @@ _FIELD_RE = re.compile(r"[^\x00-\x1f]{1,128}")
 def field_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
     """The allowlist and ``record_pointer`` rules every record kind shares."""
     problems: list[tuple[str, str]] = []
-    if not resource.fields:
+    settings = record_settings(resource)
+    fields = settings.fields
+    if not fields:
         problems.append(("fields", f"a {resource.kind} needs at least one field"))
-    if len(resource.fields) > limits.max_fields_per_resource:
+    if len(fields) > limits.max_fields_per_resource:
         problems.append(("fields", f"at most {limits.max_fields_per_resource} fields"))
-    if len(set(resource.fields)) != len(resource.fields):
+    if len(set(fields)) != len(fields):
         problems.append(("fields", "duplicate field names"))
-    for j, name in enumerate(resource.fields):
+    for j, name in enumerate(fields):
         if not _FIELD_RE.fullmatch(name):
             problems.append((f"fields[{j}]", "not a valid top-level field name"))
-    if resource.record_pointer and not resource.record_pointer.startswith("/"):
+    if settings.record_pointer and not settings.record_pointer.startswith("/"):
         problems.append(("record_pointer", "must be empty or a JSON Pointer starting with '/'"))
     return problems
 
@@ -72,7 +75,7 @@ def parse_record(resource: Resource, media_type: str, body: bytes, limits: Limit
                 f"{resource.id} is over the {limits.max_document_bytes}-byte limit",
                 resource=resource.id,
             )
-        return resolve_record(document, resource.record_pointer)
+        return resolve_record(document, record_settings(resource).record_pointer)
     except JsonError as exc:
         raise _breach(resource, exc) from None
 
@@ -87,7 +90,7 @@ def parse_listing(resource: Resource, body: bytes) -> list[JsonObject]:
     try:
         document = loads(body)
         if isinstance(document, dict):
-            for token in parse_pointer(resource.record_pointer):
+            for token in parse_pointer(record_settings(resource).record_pointer):
                 inner = document.get(token) if isinstance(document, dict) else None
                 if inner is None:
                     break
@@ -112,7 +115,7 @@ def check_json_media_type(resource: Resource, media_type: str) -> None:
 
 def check_allowed(resource: Resource, names: Sequence[str]) -> None:
     """Raises: InvalidRequest: a name is a path or is not allow-listed."""
-    allowed = set(resource.fields)
+    allowed = set(record_settings(resource).fields)
     for name in names:
         if name.startswith("/") or ("/" in name and name not in allowed):
             raise InvalidRequest(

@@ -1,23 +1,19 @@
 """The JSON-able views of jobs, previews, confirmations, events and listings.
 
-Pure: every surface (API, web, MCP, CLI) renders what these return, so a value looks
-the same everywhere. Values stay lossless (``JsonNumber`` keeps their exact text) and
-are inert data: nothing here interprets them. What the caller supplied and nobody
-verified (the agent's summary, ``attribution_label``, ``assertion_kind``) is marked so.
+What a change's values look like is its kind's (``Adapter.receipt_values``,
+``preview_values``); everything around them is here.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .adapters import adapter_for
-from .adapters.views import field_rows, text_diff
-from .config import Resource
-from .jobs import Action, Change, ChangeView, Confirmation, Job, Preview, UndoOffer
-from .jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
-from .ledger import Event, JobSummary, OutboxMessage
+from ..adapters import adapter_for
+from ..config import Resource
+from ..jobs import Action, Change, ChangeView, Confirmation, Job, Preview, UndoOffer
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
+from ..ledger import Event, JobSummary, OutboxMessage
 
 REVIEW_LINE = (
     "A person reviews this job and confirms it before anything is written; "
@@ -148,7 +144,7 @@ def resource_view(resource: Resource) -> JsonObject:
         "id": resource.id,
         "name": resource.name,
         "kind": resource.kind,
-        "fields": list(resource.fields),
+        "fields": list(adapter_for(resource.kind).agent_fields(resource)),
     }
 
 
@@ -308,7 +304,6 @@ __all__ = [
     "confirmation_view",
     "event_view",
     "events_view",
-    "field_rows",
     "job_receipt",
     "job_rows",
     "json_value",
@@ -317,48 +312,6 @@ __all__ = [
     "request_view",
     "resource_view",
     "review_path",
-    "text_diff",
+    "undo_offer_view",
     "webhook_messages_view",
 ]
-
-
-# -- what an agent may see of a refusal (the API and the MCP tools alike) ----------------
-
-# Details an agent may see (never values, URLs, addresses or variable names).
-_AGENT_SAFE_DETAILS = (
-    "resource",
-    "candidates",  # an ambiguous upsert's: record ids and evidence values only
-    "id",
-    "current_version",
-    "job",
-    "member",
-    "field",
-    "allowed",
-    "limit",
-    "maximum",
-    "retry_after_s",
-    "reason",
-)
-# Codes whose message may name the endpoint, the network or a token variable: an agent
-# gets a fixed sentence instead (the operator sees the full one in receipts and events).
-_AGENT_OPAQUE = {
-    "remote_unavailable": "undogate could not read the resource from its system",
-    "remote_contract_breach": "the resource's system answered in a way undogate cannot trust",
-    "blocked_address": "the resource's address is blocked by undogate's network policy",
-    "missing_token": "undogate is missing the credential for the resource's system",
-    "unauthorized": "the agent token is missing, unknown or revoked",
-    "gateway_unavailable": "undogate could not be reached",
-    "gateway_error": "undogate gave an answer that could not be read",
-    "internal_error": "undogate failed internally",
-}
-_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-
-
-def agent_refusal(code: str, message: str, details: Mapping[str, Any]) -> tuple[str, JsonObject]:
-    """The sentence and details an agent may see of a refusal (SPEC §8: no URLs, hosts,
-    addresses, token variables or values)."""
-    sentence = _AGENT_OPAQUE.get(code) or _URL_RE.sub("[address withheld]", message)
-    sentence = sentence.rstrip(".") + "."
-    keep = ("resource",) if code in _AGENT_OPAQUE else _AGENT_SAFE_DETAILS
-    safe: JsonObject = {k: json_value(details[k]) for k in keep if k in details}
-    return sentence, safe

@@ -1,34 +1,16 @@
-"""The OpenAPI parts of records that appear and disappear (SPEC §12): a change's
-collection members, the acknowledgement a confirm may carry, and the undo-offer routes'
-schema. ``openapi`` merges them into its document."""
+"""The OpenAPI parts of records that appear and disappear (SPEC §12), whatever their
+kind: the acknowledgement a confirm may carry, what a preview says of an irreversible
+change, and the undo-offer routes' schemas."""
 
 from __future__ import annotations
 
 from typing import Any
 
-S = dict[str, Any]
-_NAMES: S = {"type": "array", "items": {"enum": ["undo_of_create", "recreate"]}}
-_WHEN: S = {"type": ["number", "null"]}
+from ...adapters import RECREATE, UNDO_OF_CREATE
 
-CHANGE_MEMBERS: S = {
-    "id": {
-        "type": "string",
-        "maxLength": 128,
-        "description": "json_collection: the record a set/remove or delete acts on, or the "
-        "id a create asks for (create: put)",
-    },
-    "create": {
-        "type": "object",
-        "description": "json_collection: the field values of a new record",
-    },
-    "delete": {"type": "boolean", "description": "json_collection: delete the record id"},
-    "upsert": {
-        "type": "object",
-        "description": "json_collection: update the one record whose identity evidence "
-        "matches, or create one; several matches are refused as ambiguous with the "
-        "candidates (ids and evidence only), and nothing is prepared",
-    },
-}
+S = dict[str, Any]
+_NAMES: S = {"type": "array", "items": {"enum": [UNDO_OF_CREATE, RECREATE]}}
+_WHEN: S = {"type": ["number", "null"]}
 
 CONFIRM_MEMBERS: S = {
     "acknowledge_irreversible": {

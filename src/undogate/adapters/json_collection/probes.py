@@ -27,24 +27,16 @@ import secrets
 import time
 from dataclasses import dataclass, field, replace
 
-from ..adapters import (
-    RECREATE,
-    UNDO_OF_CREATE,
-    Adapter,
-    Evidence,
-    Remote,
-    Side,
-    Snapshot,
-    absent_snapshot,
-)
-from ..adapters.collection_lookup import list_records, record_id_of, record_url
-from ..config import Resource
-from ..digests import sha256_label
-from ..errors import UndogateError
-from ..jobs import ABSENT, Change, ChangeRequest
-from ..jsonvalue import JsonObject, dumps
-from ..net import RemoteResponse, TransportFailure
-from .endpoint_probes import MARKER_PREFIX, Step, StepFailed, error_step
+from ...digests import sha256_label
+from ...errors import UndogateError
+from ...jobs import ABSENT, Change, ChangeRequest
+from ...jsonvalue import JsonObject, dumps
+from ...net import RemoteResponse, TransportFailure
+from ...resources import Resource
+from ..base import RECREATE, UNDO_OF_CREATE, Adapter, Prober, Side, Snapshot, absent_snapshot
+from ..checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
+from .lookup import list_records, record_id_of, record_url
+from .settings import collection_settings
 
 COLLECTION_STEP_TITLES: dict[str, str] = {
     "production_read": "list the production collection (never written)",
@@ -86,7 +78,7 @@ def _digest_of(digests: dict[str, str]) -> str:
 @dataclass
 class CollectionProbe:
     adapter: Adapter
-    remote: Remote
+    remote: Prober
     copy: Resource
     timeout_s: float
     start: dict[str, str] = field(default_factory=dict)
@@ -125,15 +117,16 @@ class CollectionProbe:
 
     def _probe_values(self) -> JsonObject:
         marker = MARKER_PREFIX + secrets.token_hex(8)
-        values: JsonObject = {self.copy.fields[0]: marker}
-        for rule in self.copy.identity:  # a POST create needs evidence to be found by
+        settings = collection_settings(self.copy)
+        values: JsonObject = {settings.fields[0]: marker}
+        for rule in settings.identity:  # a POST create needs evidence to be found by
             shaped = {"email": f"{marker}@undogate.invalid", "domain": f"{marker}.invalid"}
             values[rule.field] = shaped.get(rule.evidence, marker)
         return values
 
     def create(self) -> tuple[Step, Change]:
         name = "probe_created"
-        request = ChangeRequest(resource_id=self.copy.id, create=self._probe_values())
+        request = ChangeRequest(self.copy.id, create=self._probe_values())
         try:
             plan, before = self.adapter.prepare(
                 self.remote, self.copy, request, self.remote.limits, self._deadline()
@@ -169,7 +162,8 @@ class CollectionProbe:
         """A good write to the probe makes its first tag stale; DELETE with that tag."""
         name = "stale_delete_refused"
         marker = MARKER_PREFIX + secrets.token_hex(8)
-        update = ChangeRequest(resource_id=self.copy.id, set={self.copy.fields[0]: marker})
+        first = collection_settings(self.copy).fields[0]
+        update = ChangeRequest(self.copy.id, set={first: marker})
         try:
             edit = self.adapter.plan(self.copy, update, snap, self.remote.limits).change(
                 0, self.copy, snap
@@ -216,13 +210,14 @@ class CollectionProbe:
         """The undo of a delete, on the probe's id: PUT + If-None-Match: * of the whole
         pre-image. A refusal is an answer (RECREATE is not verified), not a failure."""
         name = "recreate_deleted_id"
-        kept = list(self.copy.server_fields)
+        settings = collection_settings(self.copy)
+        kept = list(settings.server_fields)
         record = {k: v for k, v in pre_image.items() if k not in kept}
         deleted = replace(
             change,
             before={"record": record, "server_fields": [*kept]},
             after=ABSENT,
-            fields=tuple(f for f in self.copy.fields if f in record),
+            fields=tuple(f for f in settings.fields if f in record),
         )
         try:
             answer = self._send(deleted, absent_snapshot(), Side.BEFORE, name)
@@ -267,10 +262,8 @@ class CollectionProbe:
         return Step(name, False, "the probe may remain", {"needed": True, "restored": False}, what)
 
 
-def run_collection_check(
-    probe: CollectionProbe, production: Resource
-) -> tuple[list[Step], list[str]]:
-    """Every step, in order, and the undos this run verified."""
+def run_collection_check(probe: CollectionProbe, production: Resource) -> CheckRun:
+    """Every step, in order, the verdict, and the undos this run verified."""
     steps: list[Step] = []
     change: Change | None = None
     undos: list[str] = []
@@ -312,4 +305,10 @@ def run_collection_check(
             same = prod_after == prod_before
             why = "every record as before" if same else "the production collection changed"
             steps.append(Step("production_unchanged", same, why, {"unchanged": same}))
-    return steps, undos
+    names = {s.name for s in steps}
+    # Re-creating a deleted id is an answer either way: it decides RECREATE only.
+    passed = set(COLLECTION_REQUIRED) <= names and all(
+        s.passed for s in steps if s.name != "recreate_deleted_id"
+    )
+    verified = tuple(undos) if passed else ()
+    return CheckRun(tuple(steps), passed, COLLECTION_REQUIRED, COLLECTION_STEP_TITLES, verified)

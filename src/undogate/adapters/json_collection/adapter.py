@@ -25,13 +25,14 @@ read-back gave; undoing a delete re-creates the same id from the pre-image with
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from ..errors import Ambiguous, Conflict, InvalidRequest, NotFound
-from ..jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
-from ..jsonvalue import (
+from ...errors import Ambiguous, Conflict, InvalidRequest, NotFound
+from ...jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
+from ...jsonvalue import (
     JsonError,
     JsonNumber,
     JsonObject,
@@ -41,25 +42,39 @@ from ..jsonvalue import (
     loads,
     resolve_record,
 )
-from ..net import RemoteResponse
-from ..resources import Limits, Resource
-from .base import (
+from ...net import RemoteResponse
+from ...resources import Limits, Resource
+from ..base import (
     RECREATE,
     REFUSAL_STATUSES,
     UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Plan,
-    ResourceKind,
+    Prober,
+    Reader,
     Side,
     Snapshot,
     Verdict,
-    Wire,
     absent_snapshot,
-    register,
 )
-from .collection_config import collection_problems
-from .collection_lookup import (
+from ..checks.steps import CheckRun
+from ..records.fields import (
+    JSON_MEDIA_TYPE,
+    PATCH_MEDIA_TYPE,
+    check_allowed,
+    differing_fields,
+    envelope,
+    fields_show,
+    parse_record,
+    patch_ops,
+    plan_fields,
+)
+from ..records.members import REMOVE, SET, remove_of, set_of
+from ..records.settings import copy_shape_problem
+from ..registry import register
+from . import sides
+from .lookup import (
     RECORD_ID_RE,
     check_record_id,
     evidence_of,
@@ -67,79 +82,63 @@ from .collection_lookup import (
     record_resource,
     record_url,
 )
-from .record_fields import (
-    JSON_MEDIA_TYPE,
-    PATCH_MEDIA_TYPE,
-    check_allowed,
-    differing_fields,
-    envelope,
-    fields_diff,
-    fields_show,
-    parse_record,
-    patch_ops,
-    plan_fields,
+from .members import CREATE, DELETE, ID, SHAPES, UPSERT, deletes, record_id_of, values_of
+from .probes import CollectionProbe, run_collection_check
+from .settings import CollectionSettings, collection_problems, collection_settings
+from .sides import (
+    current_record,
+    operation_of,
+    preexisting,
+    server_fields,
+    side_record,
+    without,
 )
-from .views import field_rows
 
 CREATED_STATUSES = frozenset({200, 201, 204})
 
 
-def operation_of(change: Change) -> str:
-    """``create``, ``delete`` or ``update``: what the change's sides say it is."""
-    if change.before is ABSENT:
-        return "create"
-    if change.after is ABSENT:
-        return "delete"
-    return "update"
-
-
-def side_record(side: SideValue | None) -> JsonObject:
-    """The record fields a side holds (none where the record does not exist)."""
-    if side is None or side is ABSENT:
-        return {}
-    record = side.get("record")
-    return record if isinstance(record, dict) else {}
-
-
-def _current(snapshot: Snapshot) -> JsonObject:
-    return snapshot.content if snapshot.exists and isinstance(snapshot.content, dict) else {}
-
-
-def _without(record: JsonObject, names: Sequence[str]) -> JsonObject:
-    return {k: v for k, v in record.items() if k not in names}
-
-
-def _server_fields(change: Change) -> list[str]:
-    """The members of a whole record (a delete's pre-image, a create's record) that are
-    never compared: those the server rewrites, and the id it gives a record it creates."""
-    side = change.before if change.before is not ABSENT else change.after
-    if side is ABSENT:
-        return []
-    kept = side.get("server_fields")
-    names = [f for f in kept if isinstance(f, str)] if isinstance(kept, list) else []
-    id_field = side.get("id_field")
-    if isinstance(id_field, str) and id_field not in side_record(side):
-        names.append(id_field)
-    return names
-
-
-def _preexisting(change: Change) -> set[str] | None:
-    """The records that matched a create's evidence when it was prepared (None: a create
-    that was not looked up)."""
-    kept = change.after.get("preexisting") if change.after is not ABSENT else None
-    return {r for r in kept if isinstance(r, str)} if isinstance(kept, list) else None
-
-
 @register
 class JsonCollectionAdapter(Adapter):
-    kind = ResourceKind.JSON_COLLECTION
+    kind = "json_collection"
     noun = "record"
     accept = JSON_MEDIA_TYPE
+    summary = (
+        "a collection of JSON records at {collection}/{id}; a change updates a record's "
+        "allow-listed fields, creates a record, deletes one, or upserts one by identity "
+        "evidence"
+    )
+    agent_guide = (
+        "exactly one of: `id` + `set`/`remove` (update that record), `create` (field -> "
+        "value of a new record; `id` optional where the collection lets you choose it), "
+        "`id` + `delete: true`, or `upsert` (field -> value: updates the one record whose "
+        "identity evidence matches, creates one if none does; if several match, nothing "
+        "is prepared and you get `ambiguous` with the candidates' ids). A person is told "
+        "before confirming whether a create or delete can be undone."
+    )
+    settings_model = CollectionSettings
+    change_members = (ID, SET, REMOVE, CREATE, DELETE, UPSERT)
+    change_shapes = SHAPES
 
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
         return collection_problems(resource, limits)
+
+    def test_copy_problem(self, copy: Resource, production: Resource) -> str | None:
+        return copy_shape_problem(copy, production)
+
+    def agent_fields(self, resource: Resource) -> tuple[str, ...]:
+        return collection_settings(resource).fields
+
+    def endpoint_check(
+        self,
+        wire: Prober,
+        copy: Resource,
+        production: Resource,
+        timeout_s: float,
+        keep: Callable[[bytes], Path | None],
+    ) -> CheckRun:
+        return run_collection_check(CollectionProbe(self, wire, copy, timeout_s), production)
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -148,23 +147,29 @@ class JsonCollectionAdapter(Adapter):
 
     def prepare(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         request: ChangeRequest,
         limits: Limits,
         deadline: float | None,
     ) -> tuple[Plan, Snapshot]:
-        if request.text is not None:
+        if "text" in request.members:
             raise InvalidRequest(
                 f"{resource.id} is a collection of JSON records: use set/remove, create, "
                 "delete or upsert, not text",
                 resource=resource.id,
             )
+        self.members(request)
+        create, upsert, record_id = (
+            values_of(request, CREATE.name),
+            values_of(request, UPSERT.name),
+            record_id_of(request),
+        )
         shapes = [
-            request.create is not None,
-            request.delete,
-            request.upsert is not None,
-            bool(request.set or request.remove),
+            create is not None,
+            deletes(request),
+            upsert is not None,
+            bool(set_of(request) or remove_of(request)),
         ]
         if sum(shapes) != 1:
             raise InvalidRequest(
@@ -172,25 +177,23 @@ class JsonCollectionAdapter(Adapter):
                 "with id, create, delete with id, or upsert",
                 resource=resource.id,
             )
-        if request.upsert is not None:
-            if request.record_id is not None:
+        if upsert is not None:
+            if record_id is not None:
                 raise InvalidRequest(
                     "an upsert finds its record by identity evidence, never by id",
                     resource=resource.id,
                 )
-            return self._upsert(wire, resource, request.upsert, limits, deadline)
-        if request.create is not None:
-            return self._create(
-                wire, resource, request.create, request.record_id, limits, deadline, None
-            )
-        if request.record_id is None:
+            return self._upsert(wire, resource, upsert, limits, deadline)
+        if create is not None:
+            return self._create(wire, resource, create, record_id, limits, deadline, None)
+        if record_id is None:
             raise InvalidRequest(
                 f"name the record of {resource.id} this change acts on (id)", resource=resource.id
             )
-        check_record_id(resource, request.record_id)
-        snap = self._read_existing(wire, resource, request.record_id, deadline)
-        if request.delete:
-            return self._delete_plan(resource, snap, request.record_id, limits), snap
+        check_record_id(resource, record_id)
+        snap = self._read_existing(wire, resource, record_id, deadline)
+        if deletes(request):
+            return self._delete_plan(resource, snap, record_id, limits), snap
         return self._update_plan(resource, snap, request, limits), snap
 
     def plan(
@@ -199,12 +202,12 @@ class JsonCollectionAdapter(Adapter):
         """Planned against one record read (``prepare`` reads what a change needs)."""
         if snapshot.target is None or not snapshot.exists:
             raise InvalidRequest(f"no record of {resource.id} to plan on", resource=resource.id)
-        if request.delete:
+        if deletes(request):
             return self._delete_plan(resource, snapshot, snapshot.target, limits)
         return self._update_plan(resource, snapshot, request, limits)
 
     def _read_existing(
-        self, wire: Wire, resource: Resource, record_id: str, deadline: float | None
+        self, wire: Reader, resource: Resource, record_id: str, deadline: float | None
     ) -> Snapshot:
         snap = wire.read(record_resource(resource, record_id), deadline, absent_ok=True)
         if not snap.exists:
@@ -217,22 +220,23 @@ class JsonCollectionAdapter(Adapter):
         self, resource: Resource, snap: Snapshot, request: ChangeRequest, limits: Limits
     ) -> Plan:
         touched, before, after = plan_fields(
-            resource, _current(snap), request.set or {}, request.remove, limits
+            resource, current_record(snap), set_of(request), remove_of(request), limits
         )
         return Plan(touched, {"record": before}, {"record": after}, target=snap.target)
 
     def _delete_plan(
         self, resource: Resource, snap: Snapshot, record_id: str, limits: Limits
     ) -> Plan:
-        kept = list(resource.server_fields)
-        pre_image = _without(_current(snap), kept)
-        fields = tuple(f for f in resource.fields if f in pre_image)
+        settings = collection_settings(resource)
+        kept = list(settings.server_fields)
+        pre_image = without(current_record(snap), kept)
+        fields = tuple(f for f in settings.fields if f in pre_image)
         before: JsonObject = {"record": pre_image, "server_fields": [*kept]}
         return Plan(fields, before, ABSENT, target=record_id)
 
     def _create(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         values: JsonObject,
         record_id: str | None,
@@ -251,12 +255,13 @@ class JsonCollectionAdapter(Adapter):
                 resource=resource.id,
             )
         fields = tuple(values)
+        settings = collection_settings(resource)
         after: JsonObject = {
             "record": values,
-            "server_fields": [*resource.server_fields],
-            "id_field": resource.id_field,
+            "server_fields": [*settings.server_fields],
+            "id_field": settings.id_field,
         }
-        if resource.create == "post":
+        if settings.create == "post":
             if record_id is not None:
                 raise InvalidRequest(
                     f"{resource.id} creates with POST: the server chooses the id",
@@ -265,7 +270,7 @@ class JsonCollectionAdapter(Adapter):
             if not evidence_of(resource, values):
                 raise InvalidRequest(
                     f"a create in {resource.id} needs a value for an identity field "
-                    f"({', '.join(r.field for r in resource.identity)}): a lost answer to "
+                    f"({', '.join(r.field for r in settings.identity)}): a lost answer to "
                     "its POST is resolved by that evidence",
                     resource=resource.id,
                 )
@@ -289,13 +294,14 @@ class JsonCollectionAdapter(Adapter):
 
     def _upsert(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         values: JsonObject,
         limits: Limits,
         deadline: float | None,
     ) -> tuple[Plan, Snapshot]:
-        if not resource.identity:
+        identity = collection_settings(resource).identity
+        if not identity:
             raise InvalidRequest(
                 f"{resource.id} declares no identity evidence, so it takes no upsert",
                 resource=resource.id,
@@ -304,7 +310,7 @@ class JsonCollectionAdapter(Adapter):
         if not evidence_of(resource, values):
             raise InvalidRequest(
                 f"an upsert in {resource.id} needs a value for an identity field ("
-                + ", ".join(f"{r.field}: {r.evidence}" for r in resource.identity)
+                + ", ".join(f"{r.field}: {r.evidence}" for r in identity)
                 + ")",
                 resource=resource.id,
             )
@@ -327,11 +333,11 @@ class JsonCollectionAdapter(Adapter):
         if not matches:
             return self._create(wire, resource, values, None, limits, deadline, [])
         snap = self._read_existing(wire, resource, matches[0][0], deadline)
-        request = ChangeRequest(resource_id=resource.id, set=values)
+        request = ChangeRequest(resource.id, set=values)
         return self._update_plan(resource, snap, request, limits), snap
 
     def read_change(
-        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+        self, wire: Reader, resource: Resource, change: Change, deadline: float | None
     ) -> Snapshot:
         if change.target is not None:
             snap = wire.read(record_resource(resource, change.target), deadline, absent_ok=True)
@@ -355,11 +361,11 @@ class JsonCollectionAdapter(Adapter):
         return absent_snapshot({"located": JsonNumber(str(len(new)))})
 
     def _appeared(
-        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+        self, wire: Reader, resource: Resource, change: Change, deadline: float | None
     ) -> list[str] | None:
         """The records matching a looked-up create's evidence that did not when it was
         prepared (None: the create was not looked up)."""
-        known = _preexisting(change)
+        known = preexisting(change)
         if known is None:
             return None
         found = find_by_evidence(wire, resource, side_record(change.after), deadline)
@@ -377,10 +383,10 @@ class JsonCollectionAdapter(Adapter):
     def current(self, change: Change, snapshot: Snapshot) -> SideValue:
         if not snapshot.exists:
             return ABSENT
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) == "update":
             return {"record": {f: current[f] for f in change.fields if f in current}}
-        return {"record": _without(current, _server_fields(change))}
+        return {"record": without(current, server_fields(change))}
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         value = change.before if side is Side.BEFORE else change.after
@@ -388,17 +394,17 @@ class JsonCollectionAdapter(Adapter):
             return not snapshot.exists and snapshot.content is None
         if not snapshot.exists:
             return False
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) != "update":
             # The whole record: a delete deletes nothing that changed, and a record that
             # holds a create's values and more (someone else's) is never the create's.
-            return _without(current, _server_fields(change)) == side_record(value)
+            return without(current, server_fields(change)) == side_record(value)
         return fields_show(change.fields, side_record(value), current)
 
     def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
         if not snapshot.exists:
             return ()
-        current = _current(snapshot)
+        current = current_record(snapshot)
         if operation_of(change) == "update":
             before, after = side_record(change.before), side_record(change.after)
             return tuple(
@@ -407,7 +413,7 @@ class JsonCollectionAdapter(Adapter):
                 if not fields_show([f], before, current) and not fields_show([f], after, current)
             )
         whole = side_record(change.after if change.before is ABSENT else change.before)
-        now = _without(current, _server_fields(change))
+        now = without(current, server_fields(change))
         return tuple(differing_fields(sorted({*whole, *now}), whole, now))
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
@@ -433,7 +439,9 @@ class JsonCollectionAdapter(Adapter):
         if operation == "update":
             source = side_record(change.before if target is Side.AFTER else change.after)
             goal = side_record(change.after if target is Side.AFTER else change.before)
-            ops = patch_ops(resource.record_pointer, change.fields, source, goal)
+            ops = patch_ops(
+                collection_settings(resource).record_pointer, change.fields, source, goal
+            )
             tag = snapshot.etag.header
             headers = {"Content-Type": PATCH_MEDIA_TYPE, "If-Match": tag}
             return ConditionalWrite(
@@ -442,7 +450,8 @@ class JsonCollectionAdapter(Adapter):
         creating = (operation == "create") == (target is Side.AFTER)
         if creating:
             record = side_record(change.after if operation == "create" else change.before)
-            body = dumps(envelope(resource.record_pointer, record), sort_keys=False).encode()
+            pointer = collection_settings(resource).record_pointer
+            body = dumps(envelope(pointer, record), sort_keys=False).encode()
             if operation == "create" and change.target is None:
                 # create: post. Nothing can make a POST conditional: a lost answer is
                 # uncertain, and resolved by the create's evidence.
@@ -476,11 +485,12 @@ class JsonCollectionAdapter(Adapter):
                 rid = unquote(path[len(collection) :])
                 if RECORD_ID_RE.fullmatch(rid):
                     return rid
+        settings = collection_settings(resource)
         try:
-            record = resolve_record(loads(response.body), resource.record_pointer)
+            record = resolve_record(loads(response.body), settings.record_pointer)
         except JsonError:
             return None
-        given = record.get(resource.id_field)
+        given = record.get(settings.id_field)
         return given if isinstance(given, str) and RECORD_ID_RE.fullmatch(given) else None
 
     # -- other jobs ----------------------------------------------------------------------
@@ -492,67 +502,14 @@ class JsonCollectionAdapter(Adapter):
 
     # -- what every surface shows --------------------------------------------------------
 
-    def _rows_fields(self, change: Change | None, *sides: JsonObject | None) -> list[str]:
-        if change is not None and operation_of(change) == "update":
-            return list(change.fields)
-        names: dict[str, None] = {}
-        for side in sides:
-            names.update(dict.fromkeys(side or {}))
-        return list(names)
-
     def event_diff(self, change: Change, toward: Side) -> JsonObject:
-        old = side_record(change.before if toward is Side.AFTER else change.after)
-        new = side_record(change.after if toward is Side.AFTER else change.before)
-        return {
-            "operation": operation_of(change),
-            "record_id": change.target,
-            "fields": fields_diff(self._rows_fields(change, old, new), old, new),
-        }
+        return sides.event_diff(change, toward)
 
     def receipt_values(self, change: Change) -> JsonObject:
-        before = side_record(change.before) if change.before is not ABSENT else None
-        after = side_record(change.after) if change.after is not ABSENT else None
-        return {
-            "operation": operation_of(change),
-            "record_id": change.target,
-            "before": before,
-            "after": after,
-            "rows": field_rows(self._rows_fields(change, before, after), before, after),
-        }
+        return sides.receipt_values(change)
 
     def preview_values(self, view: ChangeView, change: Change | None) -> JsonObject:
-        current = side_record(view.current) if view.current is not ABSENT else None
-        planned = (
-            None if view.planned is None or view.planned is ABSENT else side_record(view.planned)
-        )
-        shown_planned = planned if view.planned is not None else current
-        fields = self._rows_fields(change, current, planned)
-        return {
-            "operation": operation_of(change) if change is not None else None,
-            "record_id": change.target if change is not None else None,
-            "current": current,
-            "planned": planned,
-            "planned_absent": view.planned is ABSENT,
-            "rows": field_rows(fields, current, shown_planned, ("current", "planned")),
-        }
+        return sides.preview_values(view, change)
 
     def reversibility(self, change: Change) -> str:
-        named = change.target or "(the id the server gives it)"
-        operation = operation_of(change)
-        if operation == "create":
-            return (
-                f"Undo deletes exactly the record this job created ({named}), only while "
-                "it is unchanged since (DELETE with If-Match on the tag its read-back gave). "
-                "Offered only once verified on a test copy and accepted by a reviewer."
-            )
-        if operation == "delete":
-            return (
-                f"Undo re-creates record {named} from its kept pre-image (PUT with "
-                "If-None-Match: *), only while no record has that id. Offered only where a "
-                "test copy showed a deleted id can be re-created and a reviewer accepted it."
-            )
-        return (
-            f"Reversible: undo patches back only {', '.join(change.fields)} of record {named}, "
-            "only while they still hold the values this job wrote; other fields are never "
-            "touched."
-        )
+        return sides.reversibility(change)

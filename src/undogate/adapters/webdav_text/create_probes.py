@@ -1,5 +1,5 @@
 """The endpoint check's probes of creating a document (SPEC §12), for a test copy of a
-``webdav_text`` declared with ``create: true``: whether undoing a create works there.
+document declared with ``create: true``: whether undoing a create works there.
 
 Beside the copy, where nothing exists, with exactly the requests the gateway sends:
 
@@ -19,14 +19,15 @@ import secrets
 import time
 from dataclasses import replace
 
-from ..adapters import Evidence, Remote, Side, Snapshot, WholeResourceAdapter
-from ..config import Resource
-from ..errors import UndogateError
-from ..jobs import Change, ChangeRequest
-from ..net import TransportFailure
-from .endpoint_probes import MARKER_PREFIX, Step, StepFailed, error_step
+from ...errors import UndogateError
+from ...jobs import Change, ChangeRequest
+from ...net import TransportFailure
+from ...resources import Resource
+from ..base import Prober, Side, Snapshot
+from ..checks.steps import MARKER_PREFIX, Evidence, Step, StepFailed, error_step
+from ..checks.whole_resource import WholeResourceAdapter
 
-DOCUMENT_CREATE_TITLES = {
+CREATE_TITLES = {
     "probe_document_created": "a probe document is created beside the copy with "
     "If-None-Match: * and reads back with a strong ETag",
     "stale_delete_refused": "DELETE with a tag the endpoint issued earlier (now stale) "
@@ -37,8 +38,8 @@ DOCUMENT_CREATE_TITLES = {
 _OK = (200, 201, 204)
 
 
-def run_document_create_probes(
-    adapter: WholeResourceAdapter, remote: Remote, copy: Resource, timeout_s: float
+def run_create_probes(
+    adapter: WholeResourceAdapter, remote: Prober, copy: Resource, timeout_s: float
 ) -> tuple[list[Step], bool]:
     """The steps, and whether they verified the undo of a create."""
     url = adapter.sibling_url(copy.url, "undogate-create-" + secrets.token_hex(6))
@@ -61,7 +62,7 @@ def run_document_create_probes(
             raise StepFailed(error_step(name, exc)) from None
 
     def text() -> ChangeRequest:
-        return ChangeRequest(resource_id=copy.id, text=f"{MARKER_PREFIX}{secrets.token_hex(8)}\n")
+        return ChangeRequest(copy.id, text=f"{MARKER_PREFIX}{secrets.token_hex(8)}\n")
 
     steps: list[Step] = []
     made = False
@@ -115,7 +116,7 @@ def run_document_create_probes(
     return steps, verified and all(s.passed for s in steps)
 
 
-def _remove(remote: Remote, probe: Resource, deadline: float) -> Step:
+def _remove(remote: Prober, probe: Resource, deadline: float) -> Step:
     """Delete the check's own probe document (it made it: no condition needed)."""
     name = "remove_probe_document"
     try:

@@ -1,17 +1,12 @@
-"""The OpenAPI 3.1 document of the HTTP API, served at ``/openapi.json``.
-
-Written by hand because bodies are parsed and rendered losslessly (numbers keep their
-exact text), which a model-driven generator would not describe; ``tests/test_api_schema``
-checks the running app against it with schemathesis.
-"""
+"""The schemas of the OpenAPI document that no kind owns: errors, receipts, previews,
+confirmations, events, endpoint checks, keys; and the helpers the other parts build
+with. A change's own members and the kinds' names are generated (``kinds``)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import __version__
-from . import openapi_collections as collections
-from .adapters import kind_names
+from . import undo_offers
 
 S = dict[str, Any]
 
@@ -79,38 +74,6 @@ SCHEMAS: S = {
             "tools": {"type": "array", "items": {"enum": ["list_resources", "prepare_changes"]}},
         },
     ),
-    "ResourceList": _obj(
-        ["agent", "resources"],
-        {
-            "agent": _STR,
-            "resources": {
-                "type": "array",
-                "items": _obj(
-                    ["id", "name", "kind", "fields"],
-                    {
-                        "id": _STR,
-                        "name": _STR,
-                        "kind": {"enum": list(kind_names())},
-                        "fields": {"type": "array", "items": _STR},
-                    },
-                ),
-            },
-        },
-    ),
-    "ChangeRequest": {
-        "type": "object",
-        "required": ["resource"],
-        "additionalProperties": False,
-        "properties": {
-            "resource": {"type": "string", "maxLength": 64},
-            "set": {"type": "object", "description": "top-level field values to set"},
-            "remove": {"type": "array", "items": _STR},
-            "text": _STR,
-            "expected_version": {"type": "string", "maxLength": 300},
-            "assertion_kind": {"enum": ["observed", "inferred", "imported", "supplied"]},
-            **collections.CHANGE_MEMBERS,
-        },
-    },
     "PrepareRequest": {
         "type": "object",
         "required": ["summary", "changes"],
@@ -254,11 +217,11 @@ SCHEMAS: S = {
                         "current": _nullable("object"),
                         "planned": _nullable("object"),
                         "rows": {"type": "array", "items": _ROW},
-                        **collections.PREVIEW_CHANGE_MEMBERS,
+                        **undo_offers.PREVIEW_CHANGE_MEMBERS,
                     },
                 ),
             },
-            **collections.PREVIEW_MEMBERS,
+            **undo_offers.PREVIEW_MEMBERS,
             "irreversible": {"type": "array", "items": _ANY_OBJ},
             "blockers": {"type": "array", "items": _ANY_OBJ},
             "writes_externally": _BOOL,
@@ -273,7 +236,7 @@ SCHEMAS: S = {
         "properties": {
             "preview_token": {"type": "string", "maxLength": 200},
             "dry_run": _BOOL,
-            **collections.CONFIRM_MEMBERS,
+            **undo_offers.CONFIRM_MEMBERS,
             # the PublicKeyCredential JSON of navigator.credentials.get over the
             # preview's passkey_challenge, when the preview needs one
             "passkey_assertion": _ANY_OBJ,
@@ -388,6 +351,20 @@ SCHEMAS: S = {
             },
         },
     },
+    "PasskeyEnrolmentRequest": {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {"owner": _STR, "replace": _BOOL},
+    },
+    "PasskeyEnrolment": _obj(
+        ["code", "owner_id", "expires_at", "revoked"],
+        {
+            "code": _STR,
+            "owner_id": _STR,
+            "expires_at": _NUM,
+            "revoked": {"type": "array", "items": _STR},
+        },
+    ),
     "IssuedKey": _obj(
         ["key", "credential", "note"],
         {"key": _STR, "credential": _ref("Credential"), "note": _STR},
@@ -406,173 +383,3 @@ SCHEMAS: S = {
         },
     ),
 }
-
-
-def _json(schema: str) -> S:
-    return {"content": {"application/json": {"schema": _ref(schema)}}}
-
-
-def _op(
-    summary: str,
-    ok: str,
-    *,
-    status: str = "200",
-    body: str | None = None,
-    body_required: bool = True,
-    secured: bool = True,
-    params: list[S] | None = None,
-    extra_ok: dict[str, str] | None = None,
-) -> S:
-    responses: S = {status: {"description": "success", **_json(ok)}}
-    for code, schema in (extra_ok or {}).items():
-        responses[code] = {"description": "success", **_json(schema)}
-    responses["default"] = {"description": "an error, with a stable code", **_json("Error")}
-    op: S = {"summary": summary, "responses": responses}
-    if not secured:
-        op["security"] = []
-    if body:
-        op["requestBody"] = {"required": body_required, **_json(body)}
-    if params:
-        op["parameters"] = params
-    return op
-
-
-_JOB_ID: S = {"name": "job_id", "in": "path", "required": True, "schema": _STR}
-
-
-def _too_many(op: S) -> S:
-    """A prepare over the agent's fair share (docs/limits.md): 429 ``quota_exceeded``, or
-    ``rate_limited`` with ``Retry-After``."""
-    op["responses"]["429"] = {
-        "description": "quota_exceeded (unresolved jobs) or rate_limited (prepares a minute)",
-        "headers": {
-            "Retry-After": {
-                "description": "rate_limited only: whole seconds until a prepare is admitted",
-                "schema": _INT,
-            }
-        },
-        **_json("Error"),
-    }
-    return op
-
-
-def openapi_document() -> S:
-    """The OpenAPI 3.1 description of every route ``api.api_routes`` serves."""
-    return {
-        "openapi": "3.1.0",
-        "info": {
-            "title": "undogate",
-            "version": __version__,
-            "description": "Agents prepare changes, people confirm them, every write has a "
-            "receipt. JSON numbers are kept as exact text in both directions.",
-        },
-        "security": [{"bearer": []}],
-        "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {**SCHEMAS, **collections.SCHEMAS},
-        },
-        "paths": {
-            "/healthz": {"get": _op("liveness", "Health", secured=False)},
-            "/api/v1/agent": {
-                "get": _op("this agent token's agent and its opted-in tools", "AgentInfo")
-            },
-            "/api/v1/resources": {
-                "get": _op("the resources this agent token's agent is opted in to", "ResourceList")
-            },
-            "/api/v1/jobs": {
-                "post": _too_many(
-                    _op(
-                        "prepare a job (agent token)",
-                        "AgentReceipt",
-                        status="201",
-                        body="PrepareRequest",
-                        extra_ok={"200": "AgentReceipt"},
-                    )
-                ),
-                "get": _op(
-                    "the newest 100 jobs of an agent, no values (operator, agents:read); "
-                    "not_found for an agent not in the config",
-                    "JobList",
-                    params=[{"name": "agent", "in": "query", "required": True, "schema": _STR}],
-                ),
-            },
-            "/api/v1/jobs/{job_id}": {
-                "get": _op("the receipt (operator, agents:read)", "Receipt", params=[_JOB_ID])
-            },
-            "/api/v1/jobs/{job_id}/previews": {
-                "post": _op(
-                    "preview apply, undo or accept_observed (operator, agents:write)",
-                    "Preview",
-                    body="PreviewRequest",
-                    params=[_JOB_ID],
-                )
-            },
-            "/api/v1/jobs/{job_id}/confirm": {
-                "post": _op(
-                    "confirm a preview (operator, agents:write)",
-                    "Confirmation",
-                    body="ConfirmRequest",
-                    params=[_JOB_ID],
-                )
-            },
-            "/api/v1/jobs/{job_id}/reject": {
-                "post": _op(
-                    "reject a prepared job (operator, agents:write)",
-                    "Receipt",
-                    params=[_JOB_ID],
-                )
-            },
-            "/api/v1/jobs/{job_id}/events": {
-                "get": _op("the job's append-only history (operator)", "Events", params=[_JOB_ID])
-            },
-            "/api/v1/endpoint-checks": {
-                "post": _op(
-                    "run the endpoint check (SPEC §11) on a test copy while serving "
-                    "(operator, agents:write); passed says the verdict, the evidence goes "
-                    "to the ledger",
-                    "EndpointCheck",
-                    body="EndpointCheckRequest",
-                )
-            },
-            "/api/v1/resources/{resource_id}/undo-offer": {
-                "get": _op(
-                    "which undos of creates and deletes a test copy verified and a reviewer "
-                    "accepted (operator, agents:read)",
-                    "UndoOffer",
-                    params=[collections.RESOURCE_ID],
-                )
-            },
-            "/api/v1/resources/{resource_id}/undo-acceptance": {
-                "post": _op(
-                    "accept, once, the undos the latest endpoint check verified (operator, "
-                    "agents:write); undo_not_verified when none is, passkey_required when "
-                    "the resource requires a passkey and no assertion came",
-                    "UndoOffer",
-                    body="UndoAcceptanceRequest",
-                    body_required=False,
-                    params=[collections.RESOURCE_ID],
-                )
-            },
-            "/api/v1/admin/keys": {
-                "get": _op("list credentials (master key or keys:admin)", "CredentialList"),
-                "post": _op(
-                    "create an operator key or agent token (master key or keys:admin); shown once",
-                    "IssuedKey",
-                    status="201",
-                    body="KeyRequest",
-                ),
-            },
-            "/api/v1/admin/keys/{credential_id}/revoke": {
-                "post": _op(
-                    "revoke a credential (master key or keys:admin); force is needed for the "
-                    "only owner of unresolved jobs",
-                    "Revocation",
-                    body="RevokeRequest",
-                    body_required=False,
-                    params=[
-                        {"name": "credential_id", "in": "path", "required": True, "schema": _STR}
-                    ],
-                )
-            },
-        },
-    }

@@ -1,78 +1,192 @@
-"""The probes of the endpoint check (SPEC §11), each one request against a test copy.
+"""The endpoint check (SPEC §11) of a kind whose resource is one object at one URL
+(``WholeResourceAdapter``): ``json_record``, ``webdav_text``, and any outside kind
+that is one too. Each probe is one request against the test copy:
+
+1. the production resource is read (never written);
+2. the test copy's GET carries one strong ETag and valid data;
+3. a good conditional write answers 200/204 and a read-back shows a new strong ETag and
+   the desired values;
+4. a write with the tag from before that write (one the endpoint itself issued, now
+   stale) is refused with 412 and changes nothing;
+5. a write with the weak form of the current tag is refused and changes nothing;
+6. a conditional write to a URL beside the copy, where nothing exists, creates nothing;
+7. the undo write restores the start exactly (as the kind defines "the start");
+8. the production resource is unchanged.
+
+A refusal probe that fails does not stop the others; a failure that leaves the copy's
+state unknown does. Whenever the copy may not be at its start, the check puts it back
+(only over one of its own writes) or says exactly what to restore by hand.
 
 ``CopyProbe`` holds what one check knows about its test copy: the start snapshot and
 every value the check wrote there, so that it only ever puts back its own writes. The
 refusal probes use only tags the endpoint itself issued for this copy (endpoints may
 validate a tag's syntax: Kinto answers 400 to a tag that is not a quoted integer), and
-each carries a change whose JSON Patch ``test`` operations hold, so that only the
-``If-Match`` comparison can refuse it.
-
-A probe that got an answer returns a ``Step`` (passed or not); a failure that leaves the
-copy's state unknown (no answer, an unreadable copy) raises ``StepFailed``.
+each carries a change that would otherwise succeed, so that only the ``If-Match``
+comparison can refuse it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import secrets
 import time
+from abc import abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
-from ..adapters import ConditionalWrite, Evidence, Remote, Side, Snapshot, WholeResourceAdapter
-from ..config import Resource
-from ..errors import InvalidRequest, UndogateError
-from ..etag import ETag
-from ..jobs import Change, ChangeRequest
-from ..net import RemoteResponse, TransportFailure
+from ...errors import InvalidRequest, UndogateError
+from ...etag import ETag
+from ...jobs import Change, ChangeRequest
+from ...net import RemoteResponse, TransportFailure
+from ...resources import Resource
+from ..base import Adapter, ConditionalWrite, Prober, Side, Snapshot
+from .steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
 
-MARKER_PREFIX = "undogate-check-"
 ABSENT_PREFIX = "undogate-absent-"
-ORIGINALS_DIR = "endpoint-check-originals"
 _WRITE_OK = (200, 204)
 _ABSENT = (404, 410)
 
-
-@dataclass(frozen=True)
-class Step:
-    """One step's outcome. ``evidence`` goes to the ledger; ``message`` is only shown
-    (it may name URLs and the copy's original values, for restoring by hand)."""
-
-    name: str
-    passed: bool
-    summary: str
-    evidence: Evidence = field(default_factory=dict)
-    message: str | None = None
-
-
-class StepFailed(Exception):
-    def __init__(self, step: Step) -> None:
-        super().__init__(step.name)
-        self.step = step
-
-
-def error_step(name: str, exc: UndogateError | TransportFailure) -> Step:
-    if isinstance(exc, TransportFailure):
-        return Step(name, False, "no HTTP answer", {"error": "transport"}, exc.reason)
-    evidence: Evidence = {"error": exc.code}
-    status = exc.details.get("status")
-    if isinstance(status, int):
-        evidence["status"] = status
-    return Step(name, False, f"refused: {exc.code}", evidence, exc.message)
+STEP_TITLES: dict[str, str] = {
+    "production_read": "read the production resource (never written)",
+    "strong_etag": "GET of the test copy has one strong ETag and valid data",
+    "good_write": "a good conditional write gives a new strong ETag and the desired values",
+    "stale_write_refused": "If-Match with a tag the endpoint issued earlier (now stale) "
+    "is refused with 412 and no effect",
+    "weak_if_match_refused": 'the weak form of the current tag (W/"...") is refused with no effect',
+    "missing_not_created": "If-Match on a resource that does not exist creates nothing",
+    "undo_restores": "the undo write restores the start exactly",
+    "restore_test_copy": "put the test copy back after a failure",
+    "production_unchanged": "the production resource is unchanged",
+}
+# Every step a passing check has, in order (restore_test_copy only follows a failure).
+REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
 
 
 def same_version(a: Snapshot, b: Snapshot) -> bool:
     return a.etag.strong_equals(b.etag) and a.digest == b.digest
 
 
+class WholeResourceAdapter(Adapter):
+    """A kind whose resource is one object at one URL, and what its endpoint check asks
+    of it: a change only the check would make (a marker), how to tell the start, and
+    what to restore by hand."""
+
+    def may_be_absent(self, resource: Resource) -> bool:
+        """The resource need not exist yet (a document the gateway may create)."""
+        return False
+
+    def endpoint_check(
+        self,
+        wire: Prober,
+        copy: Resource,
+        production: Resource,
+        timeout_s: float,
+        keep: Callable[[bytes], Path | None],
+    ) -> CheckRun:
+        probe = CopyProbe(self, wire, copy, timeout_s, keep)
+        steps = run_copy_check(probe, production, self.may_be_absent(production))
+        passed = tuple(s.name for s in steps) == REQUIRED_STEPS and all(s.passed for s in steps)
+        return CheckRun(tuple(steps), passed, REQUIRED_STEPS, STEP_TITLES)
+
+    def sibling_url(self, url: str, name: str) -> str:
+        """A URL beside ``url``, made with ``name``, where nothing should exist: unless
+        a kind knows better, ``url`` with ``-{name}`` after its path."""
+        parts = urlsplit(url)
+        path = parts.path
+        stem = path.rstrip("/")
+        return urlunsplit(parts._replace(path=f"{stem}-{name}{path[len(stem) :]}"))
+
+    @abstractmethod
+    def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
+        """A change only the check would make: ``marker`` written into the copy."""
+
+    @abstractmethod
+    def shows_marker(
+        self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
+    ) -> bool:
+        """The copy shows one of the check's own marker writes (so writing the start back
+        loses nothing)."""
+
+    @abstractmethod
+    def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
+        """The copy is as it was at the start, as far as the gateway may change it."""
+
+    @abstractmethod
+    def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
+        """The change that puts the start back (planned against the copy as it is now)."""
+
+    @abstractmethod
+    def create_attempt(
+        self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
+    ) -> ConditionalWrite:
+        """A write conditional on ``tag`` to ``url``, where nothing exists: it must be
+        refused and create nothing."""
+
+    @abstractmethod
+    def restore_evidence(
+        self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool
+    ) -> tuple[Evidence, str]:
+        """What the undo step records beyond status and digest, and its summary."""
+
+    @abstractmethod
+    def restore_by_hand(
+        self,
+        copy: Resource,
+        start: Snapshot,
+        now: Snapshot | None,
+        keep: Callable[[bytes], Path | None],
+    ) -> str:
+        """Exactly what a person must restore by hand (``now``: the copy as last read,
+        if it could be). ``keep`` saves bytes privately and says where (None: it could
+        not)."""
+
+
+def run_copy_check(probe: CopyProbe, production: Resource, maybe_absent: bool) -> list[Step]:
+    """Every step, in order (``maybe_absent``: the production resource need not exist)."""
+    steps: list[Step] = []
+    prod_before = None
+    wrote = restored = False
+    try:
+        prod_before = probe.read(production, "production_read", absent_ok=maybe_absent)
+        read: Evidence = {"digest": prod_before.digest, "bytes": prod_before.size}
+        steps.append(Step("production_read", True, "read", read))
+        steps.append(probe.begin())
+        wrote = True
+        step, current = probe.good_write()
+        steps.append(step)
+        step, current = probe.stale_write(current)
+        steps.append(step)
+        step, current = probe.weak_write(current)
+        steps.append(step)
+        steps.append(probe.missing_resource(current))
+        steps.append(probe.undo(current))
+        restored = True
+    except StepFailed as failed:
+        steps.append(failed.step)
+    if wrote and not restored:
+        steps.append(probe.restore())
+    if prod_before is not None:
+        try:
+            prod_after = probe.read(production, "production_unchanged", absent_ok=maybe_absent)
+        except StepFailed as failed:
+            steps.append(failed.step)
+        else:
+            same = same_version(prod_after, prod_before)
+            why = "same ETag and bytes" if same else "the production resource changed"
+            evidence: Evidence = {"unchanged": same, "digest": prod_after.digest}
+            steps.append(Step("production_unchanged", same, why, evidence))
+    return steps
+
+
 @dataclass
 class CopyProbe:
     adapter: WholeResourceAdapter
-    remote: Remote
+    remote: Prober
     copy: Resource
     timeout_s: float
-    originals_dir: Path  # where a document's original bytes are kept if it cannot be put back
+    keep: Callable[[bytes], Path | None]  # saves the copy's original bytes privately
     start: Snapshot | None = None
     ours: list[str] = field(default_factory=list)  # the markers the check wrote
 
@@ -312,17 +426,4 @@ class CopyProbe:
 
     def by_hand(self, now: Snapshot | None) -> str:
         """Exactly what to restore by hand: the URL and the original values or bytes."""
-        return self.adapter.restore_by_hand(self.copy, self._start(), now, self._keep_original)
-
-    def _keep_original(self, original: bytes) -> Path | None:
-        """Save the copy's start bytes (mode 0600) beside the ledger; None on failure."""
-        folder = self.originals_dir / ORIGINALS_DIR
-        path = folder / f"{self.copy.id}-{time.time_ns()}.original"
-        try:
-            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(original)
-        except OSError:
-            return None
-        return path
+        return self.adapter.restore_by_hand(self.copy, self._start(), now, self.keep)

@@ -19,33 +19,40 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from ..diffs import Hunk, diff_hunks
-from ..errors import InvalidRequest, RemoteContractBreach
-from ..etag import ETag, parse_etag
-from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
-from ..jsonvalue import JsonObject, JsonValue, dumps
-from ..net import RemoteResponse
-from ..resources import Limits, Resource
-from .base import (
+from ...diffs import Hunk, diff_hunks
+from ...errors import InvalidRequest, RemoteContractBreach
+from ...etag import ETag, parse_etag
+from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
+from ...jsonvalue import JsonObject, JsonValue, dumps
+from ...net import RemoteResponse
+from ...resources import KindSettings, Limits, Resource
+from ..base import (
     UNDO_OF_CREATE,
     ConditionalWrite,
-    Evidence,
     Plan,
-    ResourceKind,
+    Prober,
+    Reader,
     Side,
     Snapshot,
     Verdict,
-    WholeResourceAdapter,
-    Wire,
     media_type_is,
-    not_for_this_kind,
-    register,
 )
-from .views import text_diff
+from ..checks.steps import CheckRun, Evidence
+from ..checks.whole_resource import WholeResourceAdapter
+from ..registry import register
+from ..shapes import ChangeShape, string_member
+from ..views import text_diff
+from .create_probes import CREATE_TITLES, run_create_probes
 
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
+# A bound above any body the API reads: the document limit is checked at prepare.
+TEXT_MAX_CHARACTERS = 10 * 1024 * 1024
+TEXT = string_member(
+    "text", "the complete new text of the document", TEXT_MAX_CHARACTERS, in_every_digest=True
+)
 # What a document change has always counted for the (empty) field objects of a record
 # change, besides its texts: kept, so that job and ledger sizes stay comparable.
 _EMPTY_FIELD_OBJECTS = len(dumps({})) * 2
@@ -56,21 +63,54 @@ def is_text_media_type(value: str) -> bool:
     return media_type_is(value, TEXT_MEDIA_TYPES)
 
 
+class DocumentSettings(KindSettings):
+    # The document need not exist yet: a change may create it (SPEC §12).
+    create: bool | None = None
+
+    def fingerprint_part(self) -> dict[str, Any]:
+        # Every resource's digest has carried an empty pointer and allowlist since the
+        # first release: kept, so that a document's fingerprint stays what it was.
+        part: dict[str, Any] = {"record_pointer": "", "fields": []}
+        if self.create is not None:
+            part["create"] = self.create
+        return part
+
+
+def _creates(resource: Resource) -> bool:
+    settings = resource.settings
+    return isinstance(settings, DocumentSettings) and settings.create is True
+
+
 @register
 class WebDavTextAdapter(WholeResourceAdapter):
-    kind = ResourceKind.WEBDAV_TEXT
+    kind = "webdav_text"
     noun = "document"
     accept = "text/plain, text/markdown"
+    summary = (
+        "one UTF-8 text document (text/plain or text/markdown) at one URL; a change "
+        "replaces the whole text (conditional PUT)"
+    )
+    agent_guide = "`text` (the complete new document)."
+    settings_model = DocumentSettings
+    change_members = (TEXT,)
+    change_shapes = (
+        ChangeShape(
+            ("text",),
+            "replace the whole document with this text (or create it, with create: true)",
+            example={"text": "# Notes\n\nCall back on Monday.\n"},
+        ),
+    )
 
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-        problems: list[tuple[str, str]] = []
-        if resource.fields:
-            problems.append(("fields", "only json_record resources have fields"))
-        if resource.record_pointer:
-            problems.append(("record_pointer", "only json_record resources have a record_pointer"))
-        return problems + not_for_this_kind(resource, create=True)
+        settings = resource.settings
+        if isinstance(settings, DocumentSettings) and settings.create is False:
+            return [("create", f"a {self.kind} takes only create: true")]
+        return []
+
+    def may_be_absent(self, resource: Resource) -> bool:
+        return _creates(resource)
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -96,16 +136,16 @@ class WebDavTextAdapter(WholeResourceAdapter):
 
     def prepare(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         request: ChangeRequest,
         limits: Limits,
         deadline: float | None,
     ) -> tuple[Plan, Snapshot]:
-        snapshot = wire.read(resource, deadline, absent_ok=resource.create is True)
+        snapshot = wire.read(resource, deadline, absent_ok=_creates(resource))
         if snapshot.exists:
             return self.plan(resource, request, snapshot, limits), snapshot
-        text = _checked_text(resource, request, limits)
+        text = _checked_text(self, resource, request, limits)
         media_type = (
             "text/markdown" if urlsplit(resource.url).path.endswith(".md") else "text/plain"
         )
@@ -114,7 +154,7 @@ class WebDavTextAdapter(WholeResourceAdapter):
     def plan(
         self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
     ) -> Plan:
-        text = _checked_text(resource, request, limits)
+        text = _checked_text(self, resource, request, limits)
         if text == snapshot.content:
             raise InvalidRequest(
                 f"the change to {resource.id} is a no-op: the text is already as asked",
@@ -253,8 +293,25 @@ class WebDavTextAdapter(WholeResourceAdapter):
         path = f"{folder}/{name}{PurePosixPath(file_name).suffix}"
         return urlunsplit(parts._replace(path=path))
 
+    def endpoint_check(
+        self,
+        wire: Prober,
+        copy: Resource,
+        production: Resource,
+        timeout_s: float,
+        keep: Callable[[bytes], Path | None],
+    ) -> CheckRun:
+        run = super().endpoint_check(wire, copy, production, timeout_s, keep)
+        if not (run.passed and _creates(copy)):
+            return run
+        # A document the gateway may create (SPEC §12): is its undo safe here?
+        created, works = run_create_probes(self, wire, copy, timeout_s)
+        titles = {**run.titles, **CREATE_TITLES}
+        undos = (UNDO_OF_CREATE,) if works else ()
+        return CheckRun(run.steps + tuple(created), True, run.required, titles, undos)
+
     def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
-        return ChangeRequest(resource_id=copy.id, text=_marked(_content(start), marker))
+        return ChangeRequest(copy.id, text=_marked(_content(start), marker))
 
     def shows_marker(
         self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
@@ -266,7 +323,7 @@ class WebDavTextAdapter(WholeResourceAdapter):
         return now.digest == start.digest and now.media_type == start.media_type
 
     def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
-        return ChangeRequest(resource_id=copy.id, text=_content(start))
+        return ChangeRequest(copy.id, text=_content(start))
 
     def create_attempt(
         self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
@@ -299,27 +356,32 @@ class WebDavTextAdapter(WholeResourceAdapter):
         )
 
 
-def _checked_text(resource: Resource, request: ChangeRequest, limits: Limits) -> str:
+def _checked_text(
+    adapter: WebDavTextAdapter, resource: Resource, request: ChangeRequest, limits: Limits
+) -> str:
     """The whole new text a change asks for.
 
     Raises: InvalidRequest: not a text change, not valid Unicode, or over the limit."""
-    if request.set or request.remove:
+    members = request.members
+    if members.get("set") or members.get("remove"):
         raise InvalidRequest(
             f"{resource.id} is a text document: send the whole new text, not set/remove",
             resource=resource.id,
         )
-    if request.record_id is not None or request.create or request.delete or request.upsert:
+    collection = ("create", "delete", "upsert")
+    if members.get("id") is not None or any(members.get(name) for name in collection):
         raise InvalidRequest(
             f"{resource.id} is a text document: create, delete, upsert and id belong to a "
             "collection",
             resource=resource.id,
         )
-    if request.text is None:
+    text = adapter.members(request).get(TEXT.name)
+    if not isinstance(text, str):
         raise InvalidRequest(
             f"the change to {resource.id} needs the whole new text", resource=resource.id
         )
     try:
-        size = len(request.text.encode("utf-8", errors="strict"))
+        size = len(text.encode("utf-8", errors="strict"))
     except UnicodeEncodeError:
         raise InvalidRequest(
             f"the new text for {resource.id} is not valid Unicode (lone surrogates)",
@@ -331,7 +393,7 @@ def _checked_text(resource: Resource, request: ChangeRequest, limits: Limits) ->
             f"{limits.max_document_bytes}-byte limit",
             resource=resource.id,
         )
-    return request.text
+    return text
 
 
 def _document(text: str, media_type: str) -> JsonObject:
