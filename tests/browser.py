@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import httpx2
 import uvicorn
 
 from undogate.api import create_app
@@ -142,8 +143,9 @@ def prepare_body(summary: str = "Promote Ada to customer and hand her to Lee", *
     return body
 
 
-def prepare_via_api(client: httpx.Client, agent_key: str, body: Any) -> str:
-    """Prepare a job through the HTTP API as the agent; returns its id."""
+def prepare_via_api(client: httpx.Client | httpx2.Client, agent_key: str, body: Any) -> str:
+    """Prepare a job through the HTTP API as the agent (a served one, or an app in a
+    ``TestClient``); returns its id."""
     made = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {agent_key}"})
     assert made.status_code == 201, made.text
     job_id = made.json()["job_id"]

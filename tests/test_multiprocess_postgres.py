@@ -93,7 +93,7 @@ def _call(url: str, key: str, path: str, body: dict[str, object] | None = None) 
 
 
 def _prepare(url: str, fleet: Fleet, resource_id: str, status: str) -> str:
-    body = {"summary": f"{resource_id} {status}", "changes": [
+    body: dict[str, object] = {"summary": f"{resource_id} {status}", "changes": [
         {"resource": resource_id, "set": {"status": status}}
     ]}  # fmt: skip
     prepared = _call(url, fleet.agent, "/api/v1/jobs", body)

@@ -14,8 +14,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from undogate.api import STATUS_BY_CODE
-from undogate.app import create_app
+from undogate.api import STATUS_BY_CODE, create_app
 from undogate.auth import Keyring
 from undogate.config import Config
 from undogate.contract_server import ContractServer
@@ -41,7 +40,7 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def sign_in(client: TestClient, key: str) -> Any:
+def sign_in(client: httpx.Client | TestClient, key: str) -> Any:
     form = client.get("/signin")
     assert form.status_code == 200
     return client.post("/signin", data={"key": key, "csrf": csrf_of(form.text)})
@@ -56,7 +55,7 @@ def signed_in(world: WebWorld, who: str = "alice", **kwargs: Any) -> TestClient:
 
 
 def new_job(client: TestClient, world: WebWorld, agent: str = "agent", **body: Any) -> str:
-    return prepare_via_api(client, world.keys[agent], prepare_body(**body))  # type: ignore[arg-type]
+    return prepare_via_api(client, world.keys[agent], prepare_body(**body))
 
 
 def test_sign_in_sets_an_opaque_strict_http_only_session_cookie(world: WebWorld) -> None:

@@ -115,7 +115,9 @@ def test_long_values_fold_behind_their_length_and_objects_diff_member_by_member(
     for shown in (page, job_page):
         folded = re.search(r'<details class="long">(.*?)</details>', shown, re.S)
         assert folded is not None
-        summary = text_of(re.search(r"<summary>(.*?)</summary>", folded.group(1), re.S)[1])
+        shown_summary = re.search(r"<summary>(.*?)</summary>", folded.group(1), re.S)
+        assert shown_summary is not None
+        summary = text_of(shown_summary[1])
         assert f"{len(LONG_TIER) + 2} characters: show all" in summary  # + its quotes
         assert LONG_TIER not in summary
         assert f'"{LONG_TIER}"' in text_of(folded.group(1))  # all of it, when opened
