@@ -105,7 +105,7 @@ def sign_in(page: Any, site: ServedApp, key: str) -> None:
     assert page.url.endswith("/signin")
     page.get_by_label("Operator key").fill(key)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{site.url}/agents")
+    page.wait_for_url(f"{site.url}/inbox")
 
 
 def api(site: ServedApp) -> httpx.Client:
