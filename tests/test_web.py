@@ -530,7 +530,9 @@ def test_a_stale_job_says_why_once_and_can_be_rejected_from_its_preview(
         assert "Preview again" not in shown.text  # the values will not come back by waiting
         expected = shown.text.split('class="fields stack expected"', 1)[1].split("</table>")[0]
         assert "&#34;sam&#34;" in expected and "&#34;zed&#34;" in expected
-        ask = re.search(r'<a class="button danger" id="reject" href="(/jobs/[^"]+/reject)"', shown.text)
+        ask = re.search(
+            r'<a class="button danger" id="reject" href="(/jobs/[^"]+/reject)"', shown.text
+        )
         assert ask and ask.group(1) == f"/jobs/{job_id}/reject"
         confirm = client.get(ask.group(1))  # rejecting asks first, and writes nothing yet
         assert "Reject job" in confirm.text and "can never be applied" in confirm.text

@@ -154,7 +154,9 @@ def test_the_history_reads_as_sentences_and_tables(world: WebWorld) -> None:
     for internal in ("finish_apply", "confirm_apply", "apply_done", '{"changes"', '"fields"'):
         assert internal not in words
     assert "HTTP status" in words and "Version after" in words
-    recorded = re.findall(r'<table class="fields recorded stack">(.*?)</table>', history.group(1), re.S)
+    recorded = re.findall(
+        r'<table class="fields recorded stack">(.*?)</table>', history.group(1), re.S
+    )
     assert recorded, "the recorded values are not shown as tables"
     assert '"lee"' in text_of(recorded[0]) and '"sam"' in text_of(recorded[0])
     assert "the document goes from" in words

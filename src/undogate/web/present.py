@@ -356,8 +356,8 @@ def _sentence(note: Any) -> str | None:
     heading "Not reversible" reads "Undoing…"."""
     if not isinstance(note, str) or not note:
         return None
-    note = note.removeprefix("irreversible: ")
-    return note[:1].upper() + note[1:]
+    text: str = note.removeprefix("irreversible: ")
+    return text[:1].upper() + text[1:]
 
 
 def _index(value: Any) -> str:
