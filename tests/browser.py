@@ -208,6 +208,7 @@ def save_shot(page: Any, name: str, *, docs: bool = False) -> None:
 #  - the document scrolls sideways (scrollWidth past clientWidth);
 #  - an element whose right edge is past the viewport, or past the page's margin, outside
 #    a scrolling box;
+#  - a cell of a table stacked on a phone that does not say which column it is;
 #  - a box whose content is wider than the box and which does not scroll (spilled or cut);
 #  - a box that scrolls sideways without being an exact-text box (.scroll-x: a diff, a
 #    body), or one that is but does not show that it scrolls (the shadow at the edge that
@@ -242,7 +243,7 @@ LAYOUT_PROBE = """
     return false;
   };
   const out = {page: document.documentElement.scrollWidth - width, offscreen: [], spilled: [],
-               scrollers: [], unmarked_scroll: [], broken: []};
+               scrollers: [], unmarked_scroll: [], unlabelled: [], broken: []};
   const main = document.querySelector('main');
   const edge = main ? main.getBoundingClientRect().right
     - parseFloat(getComputedStyle(main).paddingRight) : width;
@@ -260,6 +261,15 @@ LAYOUT_PROBE = """
       else if (!el.classList.contains('scroll-x')) out.scrollers.push(named(el));
       else if (el.tabIndex < 0 || !style.backgroundImage.includes('radial-gradient')) {
         out.unmarked_scroll.push(named(el));
+      }
+    }
+  }
+  // A table stacked on a phone hides its column heads: each cell then says its own.
+  for (const head of document.querySelectorAll('table > thead')) {
+    if (!unseen(head) || head.closest('table').offsetParent === null) continue;
+    for (const td of head.closest('table').querySelectorAll(':scope > tbody > tr > td')) {
+      if (!td.dataset.label && td.innerText.trim() && !td.querySelector('button')) {
+        out.unlabelled.push(named(td));
       }
     }
   }
