@@ -3,7 +3,8 @@
 # (tests/test_apache_dav.py starts it from a config the test writes; no system service)
 # and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright), and
 # PostgreSQL (tests/postgres.py runs its initdb and pg_ctl in a temporary directory; the
-# package's own cluster is never started: policy-rc.d below).
+# package's own cluster is never started: policy-rc.d below), and the sqlite3 shell the
+# README's "Inspect what the demo left" uses (tests/test_demo.py runs it as written).
 # Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -24,6 +25,10 @@ fi
 
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)
+fi
+
+if ! command -v sqlite3 >/dev/null 2>&1; then
+    missing+=(sqlite3)
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then

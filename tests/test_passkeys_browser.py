@@ -96,7 +96,7 @@ class Reviewer:
         self.page.goto(f"{self.url}/signin")
         self.page.get_by_label("Operator key").fill(world.keys["alice"])
         self.page.get_by_role("button", name="Sign in").click()
-        self.page.wait_for_url(f"{self.url}/agents")
+        self.page.wait_for_url(f"{self.url}/inbox")
 
     def user_verified(self, verified: bool) -> None:
         self.cdp.send(

@@ -136,6 +136,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     page.goto(f"{site.url}/signin")
     save_shot(page, "signin")
     sign_in(page, site, world.keys["alice"])
+    page.goto(f"{site.url}/agents")
     save_shot(page, "agents")
     page.get_by_role("link", name="account-assistant").click()
     page.wait_for_url(f"{site.url}/agents/account-assistant")
@@ -193,7 +194,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert "undone" in page.inner_text("h1")
     assert world.server.get_record(RECORD) == before
     page.goto(f"{site.url}/jobs/{job_id}")
-    history = page.inner_text("#history-h + .scroll")
+    history = page.inner_text("#history-h + .table-box")
     for step in (
         "Prepared the job",
         "Previewed the apply",
