@@ -3,6 +3,8 @@ it, and a verified-and-accepted undo seeded the way a passing check records one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from undogate.config import Config
@@ -11,7 +13,7 @@ from undogate.engine import Gateway
 from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, PrepareRequest
 from undogate.jsonvalue import JsonObject, dumps
 
-from .conftest import AGENT, OWNER
+from .conftest import AGENT, OWNER, make_config
 
 CONTACTS = "/collections/contacts"
 FIELDS = ["email", "name", "status", "website"]
@@ -47,6 +49,8 @@ def prepare(gw: Gateway, *changes: ChangeRequest, summary: str = "contacts") -> 
 
 
 def change(**members: Any) -> ChangeRequest:
+    if "record_id" in members:  # the change's `id` member, named as the receipt names it
+        members["id"] = members.pop("record_id")
     return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
 
 
@@ -93,3 +97,15 @@ def state(gw: Gateway, job_id: str) -> JobState:
     job = gw.ledger.load_job(job_id)
     assert job is not None
     return job.state
+
+
+def open_contacts(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], Gateway],
+    **settings: Any,
+) -> tuple[Gateway, Config]:
+    """A gateway over the contacts collection (``settings`` override its own). A held
+    write ends at the gateway's request timeout, well before the server's hang."""
+    config = make_config(server, data_dir, contacts(server, **settings), request_timeout_s=0.5)
+    return open_gateway(config), config

@@ -28,14 +28,16 @@ from undogate.errors import (
 )
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
 from undogate.ledger.chain_source import open_chain
-from undogate.passkeys import verify_registration
+from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger
 
 from .conftest import AGENT, OWNER, cli, make_config, resource
+from .ledger.conftest import credential
 from .soft_authenticator import ORIGIN, RP_ID, SoftAuthenticator, unb64
 
 PATH = "/records/customer-123"
 BOB = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
+HOST = Actor(id="host", owner_id="", kind="system", access_path="cli")
 
 
 @pytest.fixture
@@ -50,14 +52,40 @@ def key(gw: Gateway) -> SoftAuthenticator:
     return register(gw, OWNER)
 
 
-def register(gw: Gateway, actor: Actor) -> SoftAuthenticator:
-    authenticator = SoftAuthenticator()
+def addition(authenticator: SoftAuthenticator, label: str = "laptop") -> Addition:
+    """A registration made with ``authenticator``, verified as the passkeys page does."""
     challenge = secrets.token_bytes(32)
     registered = verify_registration(
         authenticator.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
     )
-    gw.register_passkey(actor, registered, label="laptop", rp_id=RP_ID, origin=ORIGIN)
+    return Addition(registered, label, RP_ID, ORIGIN)
+
+
+def enrolment_code(gw: Gateway, owner_id: str, *, replace: bool = False) -> str:
+    """A code from the host for ``owner_id`` (an operator key the ledger holds)."""
+    if gw.ledger.read(lambda tx: tx.credential(owner_id)) is None:
+        gw.ledger.write(lambda tx: credential(tx, owner_id))
+    return gw.issue_passkey_enrolment(HOST, owner_id, replace=replace).code
+
+
+def register(gw: Gateway, actor: Actor) -> SoftAuthenticator:
+    """Enrol ``actor``'s owner's first passkey: a code from the host, then the page."""
+    authenticator = SoftAuthenticator()
+    code = enrolment_code(gw, actor.owner_id)
+    gw.register_passkey(actor, addition(authenticator), enrolment_code=code)
     return authenticator
+
+
+def approval(
+    gw: Gateway, by: SoftAuthenticator, act: Addition | str, owner: Actor = OWNER
+) -> Approval:
+    """``by``'s approval of adding ``act`` (an Addition) or revoking it (a passkey id)."""
+    asked = gw.passkey_challenge(owner.owner_id, act)
+    return Approval(by.approve(unb64(asked.challenge)), asked.expires_at_ms)
+
+
+def revoke(gw: Gateway, by: SoftAuthenticator, passkey_id: str, actor: Actor = OWNER) -> None:
+    gw.revoke_passkey(actor, passkey_id, approval(gw, by, passkey_id, actor))
 
 
 def prepare(gw: Gateway, status: str = "vip") -> str:
@@ -171,7 +199,7 @@ def test_a_sign_count_that_does_not_grow_is_refused(
 def test_a_revoked_passkey_is_refused(
     gw: Gateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    gw.revoke_passkey(OWNER, next(p.id for p in gw.passkeys(OWNER.owner_id)))
+    revoke(gw, key, next(p.id for p in gw.passkeys(OWNER.owner_id)))
     shown = preview(gw, prepare(gw))
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyRevoked)
@@ -291,7 +319,7 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
 
     backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
     revoked = next(p.id for p in gw.passkeys(OWNER.owner_id))
-    gw.revoke_passkey(OWNER, revoked)
+    revoke(gw, key, revoked)
     gw.ledger.close()
     assert restore_ledger(tmp_path / "before-revoking.sqlite3", data_dir).revocations_kept == 1
     ledger = Ledger.open(data_dir)
@@ -327,21 +355,18 @@ def test_only_a_live_passkey_of_ones_own_can_be_revoked(
 
     mine = next(p.id for p in gw.passkeys(OWNER.owner_id))
     with pytest.raises(NotFound):
-        gw.revoke_passkey(BOB, mine)
-    gw.revoke_passkey(OWNER, mine)
+        gw.revoke_passkey(BOB, mine, approval(gw, key, mine, BOB))
+    revoke(gw, key, mine)
     with pytest.raises(NotFound):
-        gw.revoke_passkey(OWNER, mine)
+        revoke(gw, key, mine)
     with pytest.raises(NotFound):
-        gw.revoke_passkey(OWNER, "no-such-passkey")
+        revoke(gw, key, "no-such-passkey")
 
 
 def test_a_passkey_is_registered_once(gw: Gateway, key: SoftAuthenticator) -> None:
     from undogate.errors import InvalidRequest
 
-    challenge = secrets.token_bytes(32)
-    again = verify_registration(
-        key.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
-    )
+    code = enrolment_code(gw, BOB.owner_id)
     with pytest.raises(InvalidRequest, match="registered already"):
-        gw.register_passkey(BOB, again, label="stolen", rp_id=RP_ID, origin=ORIGIN)
+        gw.register_passkey(BOB, addition(key, "stolen"), enrolment_code=code)
     assert gw.passkeys(BOB.owner_id) == []

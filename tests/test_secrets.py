@@ -17,7 +17,6 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.errors import MissingToken, UndogateError
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.receipts import agent_receipt, job_receipt
 from undogate.redact import (
     REDACTED,
     RedactSecrets,
@@ -25,6 +24,7 @@ from undogate.redact import (
     secret_forms,
     uninstall_redaction,
 )
+from undogate.views import agent_receipt, job_receipt
 
 from .conftest import AGENT, OWNER, make_config, resource
 

@@ -26,7 +26,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from . import receipts
+from . import views
 from .app import build_app
 from .auth import Keyring
 from .config import Config, parse_config
@@ -142,7 +142,7 @@ def _show_preview(console: Console, preview: Preview) -> None:
     """Each change as its preview view shows it: a line diff, or its fields' rows (as the
     reviewer's CLI shows them: a table when it fits, never a value broken mid-number)."""
     console.print(f"[bold]Preview: {preview.operation.value}[/]")
-    changes = receipts.preview_view(preview, None, time.time())["changes"]
+    changes = views.preview_view(preview, None, time.time())["changes"]
     assert isinstance(changes, list)
     for change in changes:
         assert isinstance(change, dict)

@@ -25,16 +25,17 @@ from .jobs import (
     UndoOffer,
 )
 from .ledger import Event, InboxQuery, JobSummary, OutboxMessage, StoredPasskey, StoredPreview
-from .operations import step_up
+from .operations import owner_passkeys
 from .operations.confirm import confirm_preview, stored_preview
 from .operations.context import Context
 from .operations.inbox import BulkOutcome, InboxPage, read_inbox, reject_many
+from .operations.owner_passkeys import IssuedEnrolment
 from .operations.prepare import prepare_job
 from .operations.preview import preview_job
 from .operations.recovery import recover
 from .operations.reject import reject_job
 from .operations.undo_offer import accept_verified_undo, resource_undo_offer
-from .passkeys import Registered
+from .passkeys import ActChallenge, Addition, Approval
 
 CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
 CRASH_ENV = "UNDOGATE_CRASH_AT"
@@ -103,24 +104,49 @@ class Gateway(Context):
         return resource_undo_offer(self, resource_id)
 
     def accept_verified_undo(
-        self, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+        self,
+        actor: Actor,
+        resource_id: str,
+        *,
+        passkey_assertion: str | None = None,
+        passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
         """See ``operations.undo_offer.accept_verified_undo``."""
-        return accept_verified_undo(self, actor, resource_id, passkey_assertion=passkey_assertion)
+        return accept_verified_undo(
+            self,
+            actor,
+            resource_id,
+            passkey_assertion=passkey_assertion,
+            passkey_expires_at_ms=passkey_expires_at_ms,
+        )
 
     def passkeys(self, owner_id: str) -> list[StoredPasskey]:
         """The owner's passkeys, revoked ones included."""
         return self.ledger.read(lambda tx: tx.passkeys(owner_id))
 
-    def register_passkey(
-        self, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
-    ) -> StoredPasskey:
-        """See ``operations.step_up.register``."""
-        return step_up.register(self, actor, registered, label=label, rp_id=rp_id, origin=origin)
+    def issue_passkey_enrolment(
+        self, actor: Actor, owner_id: str, *, replace: bool = False
+    ) -> IssuedEnrolment:
+        """See ``operations.owner_passkeys.issue_enrolment``."""
+        return owner_passkeys.issue_enrolment(self, actor, owner_id, replace=replace)
 
-    def revoke_passkey(self, actor: Actor, passkey_id: str) -> None:
-        """See ``operations.step_up.revoke``."""
-        step_up.revoke(self, actor, passkey_id)
+    def passkey_challenge(self, owner_id: str, act: Addition | str) -> ActChallenge:
+        """See ``operations.owner_passkeys.act_challenge``."""
+        return owner_passkeys.act_challenge(self, owner_id, act)
+
+    def register_passkey(
+        self,
+        actor: Actor,
+        addition: Addition,
+        enrolment_code: str | None = None,
+        approval: Approval | None = None,
+    ) -> StoredPasskey:
+        """See ``operations.owner_passkeys.register``."""
+        return owner_passkeys.register(self, actor, addition, enrolment_code, approval)
+
+    def revoke_passkey(self, actor: Actor, passkey_id: str, approval: Approval | None) -> None:
+        """See ``operations.owner_passkeys.revoke``."""
+        owner_passkeys.revoke(self, actor, passkey_id, approval)
 
     def stored_preview(
         self, owner_id: str, job_id: str, preview_token: str

@@ -41,7 +41,8 @@ from .operations.endpoint_check import CheckResult, check_endpoint, latest_verif
 from .operations.export import events_page, jobs_page
 from .operations.inbox import BulkOutcome, InboxFilter, InboxPage, check_bulk
 from .operations.job_status import JobStatus, job_status
-from .passkeys import Registered
+from .operations.owner_passkeys import IssuedEnrolment
+from .passkeys import ActChallenge, Addition, Approval
 
 T = TypeVar("T")
 
@@ -363,31 +364,54 @@ class Service:
         self.require_writer(principal)
         return await _in_thread(self.gateway.passkeys, principal.owner_id)
 
+    def passkey_challenge(self, principal: Principal, act: Addition | str) -> ActChallenge:
+        """What a live passkey of this owner signs to add ``act`` (an Addition) or to
+        revoke it (a passkey id). Raises: Forbidden."""
+        self.require_writer(principal)
+        return self.gateway.passkey_challenge(principal.owner_id, act)
+
     async def register_passkey(
         self,
         principal: Principal,
         via: str,
-        registered: Registered,
+        addition: Addition,
         *,
-        label: str,
-        rp_id: str,
-        origin: str,
+        enrolment_code: str | None = None,
+        approval: Approval | None = None,
     ) -> StoredPasskey:
-        """Keep a passkey the surface verified. Raises: Forbidden."""
+        """Keep a passkey the surface verified (the owner's first with an enrolment code,
+        another with a live one's approval). Raises: Forbidden, and as the Gateway."""
         self.require_writer(principal)
+        actor = principal.actor(via)
         return await _in_thread(
-            self.gateway.register_passkey,
-            principal.actor(via),
-            registered,
-            label=label,
-            rp_id=rp_id,
-            origin=origin,
+            self.gateway.register_passkey, actor, addition, enrolment_code, approval
         )
 
-    async def revoke_passkey(self, principal: Principal, via: str, passkey_id: str) -> None:
-        """Raises: Forbidden, NotFound (no live passkey of this owner by that id)."""
+    async def revoke_passkey(
+        self, principal: Principal, via: str, passkey_id: str, approval: Approval | None
+    ) -> None:
+        """With a live passkey's approval. Raises: Forbidden, and as the Gateway."""
         self.require_writer(principal)
-        await _in_thread(self.gateway.revoke_passkey, principal.actor(via), passkey_id)
+        await _in_thread(self.gateway.revoke_passkey, principal.actor(via), passkey_id, approval)
+
+    async def issue_passkey_enrolment(
+        self, principal: Principal, owner_id: str | None, *, replace: bool
+    ) -> IssuedEnrolment:
+        """A code that enrols an owner's first passkey (``replace``: after revoking its
+        live ones): the master key only (it lives with the server), never an operator
+        key. Unnamed, the owner is the only live operator key.
+
+        Raises: Forbidden (not the master key), InvalidRequest (no owner named and not
+        exactly one operator key), and as the Gateway."""
+        if principal.kind != "master":
+            raise Forbidden(
+                "an enrolment code is made on the server's host (`undogate passkeys enrol`) "
+                "or with the master key, never with an operator key"
+            )
+        owner = owner_id or await _in_thread(self.keyring.only_operator)
+        return await _in_thread(
+            self.gateway.issue_passkey_enrolment, principal.actor("api"), owner, replace=replace
+        )
 
     async def reject(
         self, principal: Principal, via: str, job_id: str, reason: str | None = None
@@ -469,11 +493,14 @@ class Service:
         resource_id: str,
         *,
         passkey_assertion: str | None = None,
+        passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
         """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
-        passkey's approval where the resource requires one (SPEC §14).
+        passkey's approval where the resource requires one (SPEC §14), over the offer's
+        document until the expiry the offer showed.
 
-        Raises: Forbidden, NotFound, UndoNotVerified, PasskeyRequired, PasskeyRefused."""
+        Raises: Forbidden, NotFound, UndoNotVerified, InvalidRequest, PasskeyRequired,
+        PasskeyRefused."""
         self.require_writer(principal)
         self._visible_resource(principal, resource_id)
         return await _in_thread(
@@ -481,6 +508,7 @@ class Service:
             principal.actor(via),
             resource_id,
             passkey_assertion=passkey_assertion,
+            passkey_expires_at_ms=passkey_expires_at_ms,
         )
 
     # -- key administration (the master key, or an operator key with keys:admin) --------

@@ -3,7 +3,7 @@ lifespan and exception handlers.
 
 Routes only translate: they read the request (the body losslessly, ``bodies``), call
 the ``Service`` (which authenticates, authorizes and calls the gateway), and render a
-view from ``receipts``. Errors become HTTP statuses by class in one place
+view from ``views``. Errors become HTTP statuses by class in one place
 (``statuses``), for the web pages and ``/mcp`` too.
 """
 

@@ -11,11 +11,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from .. import receipts
+from .. import views
 from ..auth import READ, WRITE
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Operation
-from ..jsonvalue import JsonObject, dumps
+from ..jsonvalue import JsonNumber, JsonObject, dumps
 from ..operations import endpoint_check
 from ..service import Principal, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
@@ -86,7 +86,7 @@ async def openapi(request: Request) -> Response:
 async def list_resources(request: Request) -> Response:
     principal = await authenticate(request)
     agent_id = _agent(request, principal)
-    resources = [receipts.resource_view(r) for r in service(request).list_resources(principal)]
+    resources = [views.resource_view(r) for r in service(request).list_resources(principal)]
     return JSONResponse({"agent": agent_id, "resources": resources})
 
 
@@ -106,7 +106,7 @@ async def prepare_job(request: Request) -> Response:
     prepare = parse_prepare(await json_body(request))
     done = await service(request).prepare(principal, "api", prepare)
     return JSONResponse(
-        receipts.agent_receipt(done.job, replay=done.replay),
+        views.agent_receipt(done.job, replay=done.replay),
         status_code=200 if done.replay else 201,
     )
 
@@ -119,7 +119,7 @@ async def list_jobs(request: Request) -> Response:
     if not agent_id:
         raise InvalidRequest("name the agent: /api/v1/jobs?agent=ID")
     rows = await service(request).list_jobs(principal, agent_id)
-    return JSONResponse(receipts.job_rows(agent_id, rows))
+    return JSONResponse(views.job_rows(agent_id, rows))
 
 
 @endpoint
@@ -127,21 +127,21 @@ async def webhook_messages(request: Request) -> Response:
     principal = await authenticate(request)
     status = request.query_params.get("status") or None
     messages = await service(request).webhook_messages(principal, status)
-    return JSONResponse(receipts.webhook_messages_view(messages), headers=NO_STORE)
+    return JSONResponse(views.webhook_messages_view(messages), headers=NO_STORE)
 
 
 @endpoint
 async def get_job(request: Request) -> Response:
     principal = await authenticate(request)
     job = await service(request).job(principal, request.path_params["job_id"])
-    return JSONResponse(receipts.job_receipt(job), headers=NO_STORE)
+    return JSONResponse(views.job_receipt(job), headers=NO_STORE)
 
 
 @endpoint
 async def job_events(request: Request) -> Response:
     principal = await authenticate(request)
     job, events = await service(request).events(principal, request.path_params["job_id"])
-    return JSONResponse(receipts.events_view(job.id, events), headers=NO_STORE)
+    return JSONResponse(views.events_view(job.id, events), headers=NO_STORE)
 
 
 @endpoint
@@ -159,7 +159,7 @@ async def preview_job(request: Request) -> Response:
         ) from None
     svc = service(request)
     job, preview = await svc.preview(principal, "api", request.path_params["job_id"], operation)
-    view = receipts.preview_view(preview, job, svc.clock())
+    view = views.preview_view(preview, job, svc.clock())
     if preview.blockers:
         # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
         # first blocked change, and per change what blocks it, as a raised guard gives.
@@ -188,7 +188,7 @@ async def confirm_job(request: Request) -> Response:
         acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
         passkey_assertion=_assertion(body),
     )
-    return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
+    return JSONResponse(views.confirmation_view(confirmation), headers=NO_STORE)
 
 
 @endpoint
@@ -199,7 +199,7 @@ async def reject_job(request: Request) -> Response:
     _only(body, ("reason",))
     reason = _str(body, "reason", max_len=2000)
     done = await service(request).reject(principal, "api", request.path_params["job_id"], reason)
-    return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
+    return JSONResponse(views.job_receipt(done), headers=NO_STORE)
 
 
 @endpoint
@@ -266,12 +266,24 @@ async def admin_revoke_key(request: Request) -> Response:
 
 
 @endpoint
+async def admin_enrol_passkey(request: Request) -> Response:
+    """A one-time code that enrols an owner's first passkey: the master key only."""
+    principal = await authenticate(request)
+    body = await json_body(request, optional=True)
+    _only(body, ("owner", "replace"))
+    issued = await service(request).issue_passkey_enrolment(
+        principal, _str(body, "owner", max_len=64), replace=_bool(body, "replace")
+    )
+    return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
+
+
+@endpoint
 async def get_undo_offer(request: Request) -> Response:
     """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
     principal = await authenticate(request)
     Service.require_reader(principal)
     offer = await service(request).undo_offer(principal, request.path_params["resource_id"])
-    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+    return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
 
 
 @endpoint
@@ -280,14 +292,15 @@ async def accept_undo(request: Request) -> Response:
     principal = await authenticate(request)
     Service.require_reviewer(principal)
     body = await json_body(request, optional=True)
-    _only(body, ("passkey_assertion",))
+    _only(body, ("passkey_assertion", "passkey_expires_at_ms"))
     offer = await service(request).accept_verified_undo(
         principal,
         "api",
         request.path_params["resource_id"],
         passkey_assertion=_assertion(body),
+        passkey_expires_at_ms=_expiry(body),
     )
-    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+    return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
 
 
 def _assertion(body: JsonObject) -> str | None:
@@ -296,6 +309,16 @@ def _assertion(body: JsonObject) -> str | None:
     if assertion is not None and not isinstance(assertion, dict):
         raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
     return None if assertion is None else dumps(assertion)
+
+
+def _expiry(body: JsonObject) -> int | None:
+    """The optional ``passkey_expires_at_ms`` the offer showed (milliseconds)."""
+    found = body.get("passkey_expires_at_ms")
+    if found is None:
+        return None
+    if not isinstance(found, JsonNumber) or not (found.text.isdigit() and len(found.text) < 16):
+        raise InvalidRequest("passkey_expires_at_ms must be the integer the offer showed")
+    return int(found.text)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -319,4 +342,5 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
+        Route("/api/v1/admin/passkey-enrolments", admin_enrol_passkey, methods=["POST"]),
     ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import receipts
+from .. import views
 from ..errors import UndogateError
 from ..jobs import Job, JobState
 from ..operations.inbox import InboxFilter
@@ -36,7 +36,7 @@ async def blocked_changes(
     operation = str(view["operation"])
     side = "after" if operation == "undo" else "before"
     shown = {str(c["index"]): c for c in page["changes"]}
-    recorded = {str(c["index"]): c for c in objects(receipts.job_receipt(job)["changes"])}
+    recorded = {str(c["index"]): c for c in objects(views.job_receipt(job)["changes"])}
     out: list[dict[str, Any]] = []
     for blocker in view["blockers"]:
         index = str(blocker.get("change"))
@@ -118,7 +118,7 @@ async def _applied_job_holding(
             other = await service.job(principal, row.id)
         except UndogateError:
             continue
-        for wrote in objects(receipts.job_receipt(other)["changes"]):
+        for wrote in objects(views.job_receipt(other)["changes"]):
             same = wrote["resource"] == resource and wrote.get("record_id") == change.get(
                 "record_id"
             )

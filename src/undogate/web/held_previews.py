@@ -54,7 +54,7 @@ def _xor(data: bytes, pad: bytes) -> bytes:
 def held_text(preview: Preview, requests: list[JsonObject], requests_problem: str | None) -> str:
     """The held preview as the ledger keeps it: the preview (its token left out), and the
     exact requests confirming it would send as they were worked out when it was made
-    (``receipts.request_view``), or why they could not be."""
+    (``views.request_view``), or why they could not be."""
     document: JsonObject = {
         "job_id": preview.job_id,
         "operation": preview.operation.value,

@@ -41,7 +41,7 @@ class HeldPreview:
 
     job_id: str
     preview: Preview
-    # The exact requests confirming it sends (``receipts.request_view``), computed when
+    # The exact requests confirming it sends (``views.request_view``), computed when
     # it was made; ``requests_problem`` says why they could not be, when they could not.
     requests: list[JsonObject] = field(default_factory=list)
     requests_problem: str | None = None

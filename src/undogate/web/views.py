@@ -29,7 +29,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import receipts
+from .. import views
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE, Keyring
 from ..engine import Gateway
@@ -149,13 +149,7 @@ class WebUI:
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),
-            Route("/passkeys", self._get(self.passkey_pages.page), methods=["GET"]),
-            Route("/passkeys", self._post(self.passkey_pages.register), methods=["POST"]),
-            Route(
-                "/passkeys/{passkey_id}/revoke",
-                self._post(self.passkey_pages.revoke),
-                methods=["POST"],
-            ),
+            *self.passkey_pages.routes(self._get, self._post),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -505,7 +499,7 @@ class WebUI:
             dry = await self.service.confirm(principal, "web", job_id, preview.token, dry_run=True)
         except UndogateError as exc:
             return [], refusal_for(exc).sentence
-        return [receipts.request_view(r) for r in dry.requests], None
+        return [views.request_view(r) for r in dry.requests], None
 
     async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
         principal = session.principal
