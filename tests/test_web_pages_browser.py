@@ -389,6 +389,7 @@ def test_at_an_ip_address_the_passkeys_page_gives_the_address_that_works(
         "() => { navigator.credentials.create = () => Promise.reject("
         "new DOMException('refused', 'SecurityError')); }"
     )
+    there.get_by_label("Enrolment code").fill("ABCD-EFGH")
     there.get_by_role("button", name="Register a passkey").click()
     there.wait_for_selector("#passkey-status[data-state=refused]")
     status = there.inner_text("#passkey-status")

@@ -317,27 +317,13 @@ def keys() -> None:
 
 
 def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
-    from ..jsonvalue import dumps
-    from .keys import credentials_table, run_key_command
+    from .keys import print_result, run_key_command
 
     try:
         result, path = run_key_command(config_path, cmd)
     except UndogateError as exc:
         _fail(exc)
-    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
-    if isinstance(result, dict) and "key" in result:
-        click.echo("the key (shown once; undogate keeps only its hash):", err=True)
-        click.echo(str(result["key"]))
-        result = {k: v for k, v in result.items() if k != "key"}
-        if not as_json:  # the new credential as the listing shows it: no JSON, no epoch time
-            for line in credentials_table({"credentials": [result.get("credential")]}):
-                click.echo(line)
-            return
-    if cmd.action == "list" and not as_json:
-        for line in credentials_table(result):
-            click.echo(line)
-        return
-    click.echo(dumps(result, sort_keys=False))
+    print_result(result, path, cmd, as_json=as_json)
 
 
 _AS_JSON = click.option(
