@@ -373,6 +373,15 @@ def test_a_test_copy_names_another_resource_of_the_same_shape() -> None:
     assert plain is not None and plain.fingerprint == copy.fingerprint
 
 
+def test_only_production_is_warned_that_conditional_writes_is_false() -> None:
+    # A test copy is where conditional_writes is earned (check-endpoint): no warning.
+    warnings = parse_config(_copy_config()).warnings
+    assert [w for w in warnings if "conditional_writes" in w] == [
+        "resources[0]: conditional_writes is false; writes to 'prod' are refused until the "
+        "operator attests the remote contract"
+    ]
+
+
 def test_test_copy_problems_are_reported_with_their_paths() -> None:
     base = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x", "y"]}
     with pytest.raises(ConfigError) as info:
