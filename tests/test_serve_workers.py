@@ -65,9 +65,9 @@ def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
 
         # A worker dies: the supervisor starts another, with a lease of its own.
-        before = ledger.read(lambda tx: tx.open_leases())
+        leases_before = ledger.read(lambda tx: tx.open_leases())
         os.kill(pids[0], signal.SIGKILL)
-        _wait_for_leases(ledger, 2, besides=before)
+        _wait_for_leases(ledger, 2, besides=leases_before)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     finally:
         parent.send_signal(signal.SIGTERM)
