@@ -459,8 +459,8 @@ def test_the_cli_exits_0_when_verified_1_when_not_and_2_when_refused(
     assert ok.returncode == 0, ok.stderr
     assert "(directly on the ledger)" in ok.stderr
     assert (
-        "[pass] If-Match with a tag the endpoint issued earlier (now stale) is refused "
-        "with 412 and no effect: HTTP 412, nothing changed" in ok.stdout
+        "[pass] a write with a version the endpoint issued earlier (now stale) is refused "
+        "as stale, with no effect: HTTP 412, nothing changed" in ok.stdout
     )
     assert '[pass] the weak form of the current tag (W/"...") is refused' in ok.stdout
     assert "[pass] If-Match on a resource that does not exist creates nothing" in ok.stdout
@@ -495,7 +495,10 @@ def test_the_check_runs_through_a_serving_gateway(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(through the API)" in done.stderr
-    assert "customer: verified on a test copy (check 1 in the ledger)" in done.stdout
+    assert (
+        "customer: verified on a test copy as json_patch, version in If-Match, stale 412 "
+        "(check 1 in the ledger)" in done.stdout
+    )
     assert server.get_record(SERVED_COPY_PATH) == start
     assert server.attempt_count(SERVED_PATH) == 0
     with httpx.Client(base_url=str(served["url"]), timeout=30) as client:

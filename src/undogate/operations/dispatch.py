@@ -35,6 +35,7 @@ from ..jsonvalue import JsonObject
 from ..ledger import Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
+from .endpoint_check import stale_statuses_seen
 from .overlaps import check_overlaps
 
 
@@ -300,7 +301,10 @@ class Dispatch:
         def uncertain(detail: str) -> Outcome:
             return Outcome(ActionStatus.UNCERTAIN, status, address=response.address, detail=detail)
 
-        verdict = planned.adapter.classify(planned.write, response)
+        # What the endpoint check saw this endpoint refuse a stale write with: the only
+        # evidence that turns such an answer (other than 412) into a refusal.
+        seen = self.ledger.read(partial(stale_statuses_seen, resource=planned.resource))
+        verdict = planned.adapter.verdict(planned.resource, planned.write, response, seen)
         if verdict is Verdict.REFUSED:
             return Outcome(
                 ActionStatus.REFUSED,
