@@ -466,6 +466,13 @@ def test_a_stale_status_other_than_412_is_a_refusal_only_once_a_check_saw_it(
     assert [(a.status, a.response_status) for a in job.actions] == [(ActionStatus.REFUSED, 409)]
     assert server.raw_bytes(PATH) == edited
 
+    server.arm("status:500", COPY)  # a later check that fails takes the evidence away
+    assert not check_endpoint(gw.config, gw.ledger, gw.http, "customer-copy", {}).passed
+    assert gw.ledger.read(lambda tx: stale_statuses_seen(tx, production)) == frozenset()
+    third, _ = _stale_confirm(gw, server, "third")
+    job = gw.ledger.load_job(third)
+    assert job is not None and job.actions[-1].status is ActionStatus.UNCERTAIN
+
 
 def test_a_check_that_saw_412_proves_nothing_about_409(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]

@@ -17,6 +17,8 @@ what reached the server and can let another client's write land just before ours
 
 from __future__ import annotations
 
+import itertools
+import json
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ from undogate.operations.endpoint_check import (
     result_view,
     stale_statuses_seen,
 )
+from undogate.testing import KindCase, KindContract
 from undogate.testing.proxy import FaultProxy
 
 from .conftest import AGENT, OWNER
@@ -381,3 +384,40 @@ def test_a_stale_delete_is_refused_and_nothing_is_written(
     assert done.state is JobState.PREPARED
     assert [(a.status, a.response_status) for a in done.actions] == [(ActionStatus.REFUSED, 409)]
     assert raw(prod, "seeded") == edited[0]  # the other client's edit, still there
+
+
+# -- the kit's contract ----------------------------------------------------------------
+
+_edits = itertools.count()
+
+
+class TestPouchdbRecordContract(KindContract):
+    """The kit (docs/kinds.md) against a record whose version is its ``_rev``: the same
+    contract as every kind's, through the kit's own proxy and a served gateway."""
+
+    @pytest.fixture
+    def kind_case(self, pouchdb: CouchServer) -> KindCase:
+        db = CouchServer(pouchdb.base_url, f"kit-{uuid.uuid4().hex[:8]}")
+        assert db.request("PUT", "").status_code == 201
+        for doc in ("acct", "acct-copy"):
+            put_doc(db, doc, START)
+
+        def state() -> bytes:  # the document as the server holds it, its version aside
+            document = db.request("GET", "acct").json()
+            return json.dumps({k: v for k, v in document.items() if k != "_rev"}).encode()
+
+        return KindCase(
+            kind="json_record",
+            url=db.url("acct"),
+            test_copy_url=db.url("acct-copy"),
+            change={"set": {"status": "customer"}},
+            other_change={"set": {"status": "vip"}},
+            outside_edit=lambda: put_doc(db, "acct", {**START, "status": f"other {next(_edits)}"}),
+            state=state,
+            settings={
+                "fields": ["status", "owner"],
+                "write": "put",
+                "version": {"pointer": "/_rev"},
+                "stale_status": [409],
+            },
+        )
