@@ -124,6 +124,7 @@ def test_merge_patch_sends_the_rfc_7396_patch_and_its_undo_patches_back(
     [
         ({"set": {"status": None}}, "status", False),  # a null to store
         ({"set": {"notes": {"source": None}}}, "notes.source", False),  # inside an object
+        ({"set": {"status": {"code": None}}}, "status", False),  # a new object holding one
         ({"set": {"tier": "gold"}}, "tier", True),  # its undo would store tier's null
     ],
 )

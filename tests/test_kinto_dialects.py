@@ -33,7 +33,7 @@ from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
 
 BUCKET = "/buckets/undogate"
 ENV = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
-START = {"status": "lead", "owner": "sam", "note": "outside the allowlist", "n": 12.5}
+START = {"status": "lead", "owner": "sam", "note": "caf\u00e9, outside the allowlist", "n": 12.5}
 MODES = ("merge_patch", "put")
 
 
