@@ -203,9 +203,10 @@ def test_the_check_verifies_a_record_whose_version_is_its_rev(
     assert steps["stale_write_refused"].evidence == {"status": 409, "unchanged": True}
     assert steps["missing_not_created"].evidence == {"status": 409, "absent_after": True}
     assert result.mode == RECORD_MODE and result.stale_statuses == (409,)
-    assert report_lines(result_view(result))[-1] == (
-        f"account: verified on a test copy as {RECORD_MODE} (check 1 in the ledger)"
-    )
+    lines = report_lines(result_view(result))
+    assert lines[-1] == f"account: verified on a test copy as {RECORD_MODE} (check 1 in the ledger)"
+    # Its steps are told in this mode's words: no write carries If-Match here.
+    assert not [line for line in lines if "If-Match" in line], lines
     assert raw(db, "acct") == production  # never written
     assert untouched(copy, raw(db, "acct-copy"), {"_rev"})  # put back, byte for byte
     stale = [w for w in couch.proxy.writes() if w.body.count(b"undogate-check-")]
@@ -320,6 +321,9 @@ def test_the_check_verifies_a_collection_listed_under_all_docs(
     assert steps["recreate_deleted_id"] == {"status": 201, "restored": True}
     assert result.undos == ("undo_of_create", "recreate")
     assert result.mode == COLLECTION_MODE and result.stale_statuses == (409,)
+    lines = report_lines(result_view(result))
+    assert lines[1].startswith("  [pass] list the production collection (never written)")
+    assert not [line for line in lines if "If-Match" in line or "ETag" in line], lines
     assert (all_docs(prod), all_docs(copy)) == before  # the probe is gone, nothing else moved
 
 

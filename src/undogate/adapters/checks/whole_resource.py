@@ -25,8 +25,8 @@ state unknown does. Whenever the copy may not be at its start, the check puts it
 every value the check wrote there, so that it only ever puts back its own writes. The
 refusal probes use only tags the endpoint itself issued for this copy (endpoints may
 validate a tag's syntax: Kinto answers 400 to a tag that is not a quoted integer), and
-each carries a change that would otherwise succeed, so that only the ``If-Match``
-comparison can refuse it.
+each carries a change that would otherwise succeed, so that only the comparison of
+the version (in ``If-Match`` or in the body) can refuse it.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ STEP_TITLES: dict[str, str] = {
     "stale_write_refused": "a write with a version the endpoint issued earlier (now stale) "
     "is refused as stale, with no effect",
     "weak_if_match_refused": 'the weak form of the current tag (W/"...") is refused with no effect',
-    "missing_not_created": "If-Match on a resource that does not exist creates nothing",
+    "missing_not_created": "a write conditional on a version, to a resource that does not "
+    "exist, creates nothing",
     "undo_restores": "the undo write restores the start exactly",
     "restore_test_copy": "put the test copy back after a failure",
     "production_unchanged": "the production resource is unchanged",
@@ -280,11 +281,8 @@ class CopyProbe:
     def begin(self) -> Step:
         self.start = self.read(self.copy, "strong_etag")
         evidence: Evidence = {"digest": self.start.digest, "bytes": self.start.size}
-        where = (
-            "the version in the body"
-            if self.adapter.guard(self.copy).in_body
-            else ("one strong ETag")
-        )
+        in_body = self.adapter.guard(self.copy).in_body
+        where = "the version in the body" if in_body else "one strong ETag"
         return Step("strong_etag", True, f"{where}, valid data", evidence)
 
     def succeeded(self, write: ConditionalWrite, answer: RemoteResponse) -> bool:
@@ -342,8 +340,7 @@ class CopyProbe:
         why = f"answered HTTP {status}"
         if self.adapter.shows(change, now, Side.AFTER):
             why += " and the write landed: " + (
-                "the endpoint does not compare "
-                + ("the version in the body" if guard.in_body else "If-Match")
+                "the endpoint does not compare " + self._condition()
                 if name == "stale_write_refused"
                 else "the endpoint matches a weak tag (RFC 9110: If-Match compares strongly)"
             )
@@ -391,8 +388,12 @@ class CopyProbe:
             if deleted
             else f"the probe created {url} and the check could not delete it: delete {url} by hand"
         )
-        summary = f"{answered}: CREATED a resource under If-Match"
+        summary = f"{answered}: CREATED a resource under {self._condition()}"
         return Step(name, False, summary, evidence, message)
+
+    def _condition(self) -> str:
+        """Where the copy's writes carry their version, as a report says it."""
+        return "the version in the body" if self.adapter.guard(self.copy).in_body else "If-Match"
 
     def _create_attempt(self, url: str, tag: ETag) -> ConditionalWrite:
         marker = MARKER_PREFIX + secrets.token_hex(8)

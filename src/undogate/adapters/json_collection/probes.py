@@ -21,9 +21,9 @@ Every request is the one the gateway itself would send (the kind's adapter build
 
 A passing check verifies ``UNDO_OF_CREATE``; step 9 adds ``RECREATE``. The statuses of
 steps 5 and 6 are its evidence of how the endpoint refuses a stale version
-(``CheckRun.stale_statuses``). If the probe may
-be left behind, the check deletes it (only its own probe) or says what to delete by
-hand. Evidence: statuses, counts and digests, never values.
+(``CheckRun.stale_statuses``). If the probe may be left behind, the check deletes it
+(only its own probe) or says what to delete by hand. Evidence: statuses, counts and
+digests, never values.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class CollectionProbe:
         if not shows:
             raise StepFailed(Step(name, False, "the probe does not read back as written", evidence))
         evidence["digest"] = snap.digest
-        return Step(name, True, "one strong ETag, values in place", evidence), snap
+        return Step(name, True, "its version, values in place", evidence), snap
 
     def _edit(self, change: Change, snap: Snapshot, name: str) -> Change:
         """An update of the probe planned on ``snap``: a fresh marker in its first field."""
