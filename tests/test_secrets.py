@@ -432,14 +432,14 @@ def test_every_scheme_leaks_its_credential_nowhere(
         assert operate(client, job_id, "undo")[1]["job"]["state"] == "undone"
         assert world.state() == start
 
-        for path, headers in (
+        for page_path, headers in (
             (f"/api/v1/jobs/{job_id}", as_operator),
             (f"/api/v1/jobs/{job_id}/events", as_operator),
             ("/api/v1/resources", as_agent),
             (f"/jobs/{job_id}", {}),
         ):
-            shown = client.get(path, headers=headers)
-            assert shown.status_code == 200, (path, shown.text)
+            shown = client.get(page_path, headers=headers)
+            assert shown.status_code == 200, (page_path, shown.text)
             seen.add(shown.text)
         seen.add(json.dumps(agent_receipt(gw.get_job(operator.credential.id, job_id))))
 

@@ -27,8 +27,8 @@ def authorization(method: str, url: str, headers: Mapping[str, str], account: st
     request. Header names are given to the policy in lower case: the service compares
     them so, and the policy picks ``x-ms-*`` headers by a case-sensitive prefix."""
     request = HttpRequest(method, url, headers={k.lower(): v for k, v in headers.items()})
-    policy = SharedKeyCredentialPolicy(account, key)  # type: ignore[no-untyped-call]
-    policy.on_request(PipelineRequest(request, PipelineContext(None)))  # type: ignore[no-untyped-call]
+    policy = SharedKeyCredentialPolicy(account, key)
+    policy.on_request(PipelineRequest(request, PipelineContext(None)))
     return str(request.headers["Authorization"])
 
 
