@@ -35,7 +35,7 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 # An HTTP field name (RFC 9110's token), and a value of visible ASCII with inner spaces:
 # what HTTP/1.1 carries as written, with nothing for a server to trim.
-HEADER_NAME_PATTERN = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$"
+_HEADER_NAME_RE = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$"
 _HEADER_VALUE_RE = r"^[!-~]([ -~]{0,1022}[!-~])?$"
 _MAX_COUNT = 1_000_000_000
 _MAX_BYTES = 2**53
@@ -104,7 +104,7 @@ class HeaderAuth(StrictModel):
     """A token read from one variable, sent as the value of the header ``name``."""
 
     scheme: Literal["header"]
-    name: str = Field(pattern=HEADER_NAME_PATTERN)
+    name: str = Field(pattern=_HEADER_NAME_RE)
     token_env: str = Field(pattern=_ENV_RE)
 
     @property
@@ -161,7 +161,7 @@ def _header_pairs(value: Any) -> Any:
 StaticHeaders = Annotated[
     tuple[
         tuple[
-            Annotated[str, Field(pattern=HEADER_NAME_PATTERN)],
+            Annotated[str, Field(pattern=_HEADER_NAME_RE)],
             Annotated[str, Field(pattern=_HEADER_VALUE_RE)],
         ],
         ...,
@@ -318,7 +318,6 @@ def _effective_port(url: str) -> int | None:
 
 __all__ = [
     "COMMON_KEYS",
-    "HEADER_NAME_PATTERN",
     "ID_PATTERN",
     "KINDS_CONTEXT",
     "MAX_LISTING_BYTES",
