@@ -5,8 +5,8 @@ that is one too. Each probe is one request against the test copy:
 1. the production resource is read (never written);
 2. the test copy's GET carries its version (one strong ETag, or the version in the body
    where the kind keeps it there) and valid data;
-3. a good conditional write answers a success of its kind (``Adapter.classify``) and a
-   read-back shows a new version and the desired values;
+3. a good conditional write answers a success the kind documents (``Adapter.classify``)
+   and a read-back shows a new version and the desired values;
 4. a write with the version from before that write (one the endpoint itself issued, now
    stale), in the place the kind's writes carry it, is refused with a status the
    resource's guard names for a stale version (412 for ``If-Match``) and changes
@@ -236,6 +236,10 @@ class CopyProbe:
         except (UndogateError, TransportFailure) as exc:
             raise StepFailed(error_step(name, exc)) from None
 
+    def succeeded(self, write: ConditionalWrite, answer: RemoteResponse) -> bool:
+        """The answer is one the kind documents as success (its read-back decides)."""
+        return self.adapter.classify(write, answer) is Verdict.READ_BACK
+
     def _start(self) -> Snapshot:
         assert self.start is not None, "begin() reads the start first"
         return self.start
@@ -284,10 +288,6 @@ class CopyProbe:
         in_body = self.adapter.guard(self.copy).in_body
         where = "the version in the body" if in_body else "one strong ETag"
         return Step("strong_etag", True, f"{where}, valid data", evidence)
-
-    def succeeded(self, write: ConditionalWrite, answer: RemoteResponse) -> bool:
-        """The answer is a success of the write's kind (a read-back decides the rest)."""
-        return self.adapter.classify(write, answer) is Verdict.READ_BACK
 
     def good_write(self) -> tuple[Step, Snapshot]:
         name, start = "good_write", self._start()
