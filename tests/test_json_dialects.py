@@ -104,6 +104,7 @@ def test_merge_patch_sends_the_rfc_7396_patch_and_its_undo_patches_back(
         "url": server.url(PATH),
         "headers": {"Content-Type": "application/merge-patch+json", "If-Match": tag},
         "body": '{"status":"customer","notes":{"source":"fair"},"owner":null}',
+        "authentication": None,  # the resource has no credential
     }
     assert run(gw, job_id) is JobState.APPLIED
     applied = server.get_record(PATH)
@@ -212,6 +213,7 @@ def test_put_sends_the_record_as_read_with_only_the_touched_fields_changed(
         "url": server.url(PATH),
         "headers": {"Content-Type": "application/json", "If-Match": tag},
         "body": expected.decode(),
+        "authentication": None,  # the resource has no credential
     }
     assert run(gw, job_id) is JobState.APPLIED
     assert server.raw_bytes(PATH) == expected

@@ -227,6 +227,7 @@ def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
         "url": couch.url(db, "acct"),
         "headers": {"Content-Type": "application/json"},  # the version is in the body
         "body": expected.decode(),
+        "authentication": None,  # pouchdb-server admits anyone
     }
     assert run(gw, job_id) is JobState.APPLIED
     assert couch.proxy.writes()[-1].body == expected  # what reached the server
@@ -361,6 +362,7 @@ def test_a_collection_creates_updates_deletes_and_undoes_each(
         "url": couch.url(prod, "seeded") + f"?rev={current}",
         "headers": {},
         "body": "",
+        "authentication": None,  # pouchdb-server admits anyone
     }
     assert run(gw, deleted) is JobState.APPLIED
     assert "seeded" not in all_docs(prod)
