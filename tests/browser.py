@@ -2,7 +2,7 @@
 
 ``web_world`` builds a gateway with a record and a text document, two owners (alice and
 bob, each with an agent token), a read-only key, and the app exactly as ``undogate
-serve`` mounts it: ``create_app(gateway, keyring, routes=web_routes(...))``.
+serve`` mounts it (``worlds.review_app``).
 ``ServedApp`` runs that app with uvicorn in a thread on 127.0.0.1, so a real browser
 can talk to it.
 """
@@ -23,14 +23,14 @@ from typing import Any
 import httpx
 import uvicorn
 
-from undogate.api import create_app
 from undogate.auth import READ, Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
-from undogate.web import WebSettings, web_routes
+from undogate.service import Service
+from undogate.web import WebSettings
 
 from .conftest import resource
+from .worlds import LocalGateway, review_app
 
 CHROMIUM = os.environ.get("UNDOGATE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -77,7 +77,7 @@ def web_config(server: ContractServer, data_dir: Path, **settings: Any) -> Confi
 
 @dataclass
 class WebWorld:
-    gateway: Gateway
+    gateway: LocalGateway
     keyring: Keyring
     server: ContractServer
     app: Any
@@ -89,7 +89,7 @@ class WebWorld:
 def web_world(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     *,
     settings: WebSettings | None = None,
     **server_settings: Any,
@@ -105,7 +105,7 @@ def web_world(
     bob_agent = keyring.create_agent_token(
         owner_id=bob.credential.id, agent_id="account-assistant", label="bob's assistant"
     )
-    app = create_app(gw, keyring, routes=web_routes(gw, keyring, settings))
+    app = review_app(Service(gw, keyring), settings)
     return WebWorld(
         gateway=gw,
         keyring=keyring,

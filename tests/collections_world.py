@@ -7,11 +7,12 @@ from typing import Any
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, PrepareRequest
 from undogate.jsonvalue import JsonObject, dumps
+from undogate.operations.undo_offer import accept_verified_undo
 
 from .conftest import AGENT, OWNER
+from .worlds import LocalGateway
 
 CONTACTS = "/collections/contacts"
 FIELDS = ["email", "name", "status", "website"]
@@ -42,7 +43,7 @@ def seed(server: ContractServer, rid: str, **fields: Any) -> str:
     return path
 
 
-def prepare(gw: Gateway, *changes: ChangeRequest, summary: str = "contacts") -> str:
+def prepare(gw: LocalGateway, *changes: ChangeRequest, summary: str = "contacts") -> str:
     return gw.prepare(AGENT, "account-assistant", PrepareRequest(summary, changes)).job.id
 
 
@@ -51,7 +52,7 @@ def change(**members: Any) -> ChangeRequest:
 
 
 def run(
-    gw: Gateway, job_id: str, operation: Operation = Operation.APPLY, *, ack: bool = True
+    gw: LocalGateway, job_id: str, operation: Operation = Operation.APPLY, *, ack: bool = True
 ) -> Confirmation:
     preview = gw.preview(OWNER, job_id, operation)
     assert preview.token is not None, preview.blockers
@@ -59,15 +60,15 @@ def run(
 
 
 def verify_and_accept(
-    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+    gw: LocalGateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
 ) -> None:
     """Record what a passing collection check records, then a reviewer's acceptance."""
     record_passing_check(gw, config, resource_id, undos)
-    gw.accept_verified_undo(OWNER, resource_id)
+    accept_verified_undo(gw, OWNER, resource_id)
 
 
 def record_passing_check(
-    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+    gw: LocalGateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
 ) -> None:
     """Record what a passing collection check records (its evidence verified ``undos``)."""
     res = config.resource(resource_id)
@@ -89,7 +90,7 @@ def record_passing_check(
     )
 
 
-def state(gw: Gateway, job_id: str) -> JobState:
+def state(gw: LocalGateway, job_id: str) -> JobState:
     job = gw.ledger.load_job(job_id)
     assert job is not None
     return job.state

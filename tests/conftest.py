@@ -10,10 +10,11 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import Actor
 from undogate.ledger import open_store
 from undogate.net import RemoteHTTP
+
+from .worlds import ApiWorld, LocalGateway
 
 OWNER = Actor(id="op_alice", owner_id="op_alice", kind="operator", access_path="test")
 AGENT = Actor(id="account-assistant", owner_id="op_alice", kind="agent", access_path="test")
@@ -60,12 +61,12 @@ TICKET = "/records/wrapped-7"
 
 def two_record_job(
     server: ContractServer, data_dir: Path, open_gateway: Any
-) -> tuple[Gateway, str]:
+) -> tuple[LocalGateway, str]:
     """A gateway over the customer record and the wrapped ticket, and a prepared job that
     changes both (customer first, then ticket)."""
     from undogate.jobs import ChangeRequest, PrepareRequest
 
-    gw: Gateway = open_gateway(
+    gw: LocalGateway = open_gateway(
         make_config(
             server,
             data_dir,
@@ -89,13 +90,13 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], Gateway]]:
-    opened: list[Gateway] = []
+def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], LocalGateway]]:
+    opened: list[LocalGateway] = []
 
-    def factory(config: Config, **kwargs: Any) -> Gateway:
+    def factory(config: Config, **kwargs: Any) -> LocalGateway:
         ledger = open_store(config.server)  # server.ledger: PostgreSQL; else SQLite
         http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
-        gw = Gateway(config=config, ledger=ledger, http=http, **kwargs)
+        gw = LocalGateway(config=config, ledger=ledger, http=http, **kwargs)
         gw.recover()
         opened.append(gw)
         return gw
@@ -108,8 +109,8 @@ def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], Gateway]]:
 
 @pytest.fixture
 def gateway(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
-) -> Gateway:
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
+) -> LocalGateway:
     return open_gateway(make_config(server, data_dir))
 
 
@@ -152,10 +153,11 @@ def two_agent_config(server: ContractServer, data_dir: Path) -> Config:
 
 @pytest.fixture
 def api_world(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
-) -> Any:
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> ApiWorld:
     from undogate.api import create_app
     from undogate.auth import READ, Keyring
+    from undogate.service import Service
 
     gw = open_gateway(two_agent_config(server, data_dir))
     keyring = Keyring(
@@ -171,26 +173,26 @@ def api_world(
         owner_id=owner.credential.id, agent_id="other-agent", label="other"
     )
 
-    class World:
-        pass
-
-    world = World()
-    world.gateway = gw  # type: ignore[attr-defined]
-    world.keyring = keyring  # type: ignore[attr-defined]
-    world.app = create_app(gw, keyring)  # type: ignore[attr-defined]
-    world.server = server  # type: ignore[attr-defined]
-    world.keys = {  # type: ignore[attr-defined]
-        "none": None,
-        "bad": "ugo_000000000000_not-a-real-key-at-all-0000000000000000000",
-        "agent": agent.key,
-        "other_agent": other_agent.key,
-        "owner": owner.key,
-        "other_operator": other.key,
-        "reader": reader.key,
-        "master": MASTER_KEY,
-    }
-    world.owner_id = owner.credential.id  # type: ignore[attr-defined]
-    return world
+    service = Service(gw, keyring)
+    return ApiWorld(
+        gateway=gw,
+        keyring=keyring,
+        service=service,
+        app=create_app(service),
+        server=server,
+        keys={
+            "none": None,
+            "bad": "ugo_000000000000_not-a-real-key-at-all-0000000000000000000",
+            "agent": agent.key,
+            "other_agent": other_agent.key,
+            "owner": owner.key,
+            "other_operator": other.key,
+            "reader": reader.key,
+            "master": MASTER_KEY,
+        },
+        owner_id=owner.credential.id,
+        reader_id=reader.credential.id,
+    )
 
 
 # -- a served gateway (issue 6): `undogate init`, `keys` and `serve` as real subprocesses --
@@ -306,7 +308,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.types import CallToolResult  # noqa: E402
 
-from undogate.cli.serve import open_service  # noqa: E402
+from undogate.cli.serve import open_configured  # noqa: E402
 
 from .processes import stop  # noqa: E402
 from .raw_stdin import inject_raw  # noqa: E402
@@ -477,7 +479,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         config.write_text(yaml.safe_dump(_config(contract, tmp_path / "data")))
         env = {**base_env(), REMOTE_TOKEN_ENV: REMOTE_TOKEN}
         keys: dict[str, str] = {}
-        with open_service(config, environ=env) as svc:
+        with open_configured(config, environ=env) as svc:
             operator = svc.keyring.create_operator(label="alice")
             keys["operator"] = operator.key
             owner = operator.credential.id

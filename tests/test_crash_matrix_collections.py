@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import CRASH_POINTS
 from undogate.jsonvalue import dumps
 from undogate.ledger import Store
+from undogate.operations.context import CRASH_POINTS
 
 from .conftest import REPORT
 from .test_crash_matrix import INTERRUPTED, Cell

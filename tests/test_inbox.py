@@ -99,6 +99,7 @@ def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: Any) ->
 def busy_world(server: ContractServer, data_dir: Path, open_gateway: Any) -> Any:
     """api_world's shape, with quotas that let one agent prepare 130 jobs at once."""
     from undogate.api import create_app
+    from undogate.service import Service
 
     config = parse_config(
         {
@@ -114,7 +115,7 @@ def busy_world(server: ContractServer, data_dir: Path, open_gateway: Any) -> Any
     return SimpleNamespace(
         gateway=gw,
         server=server,
-        app=create_app(gw, keyring),
+        app=create_app(Service(gw, keyring)),
         owner_id=owner.credential.id,
         keys={"owner": owner.key},
     )
@@ -182,7 +183,7 @@ def test_bulk_reject_and_a_reason_over_the_api(api_world: Any) -> None:
         assert long.status_code == 400 and long.json()["error"]["details"]["field"] == "reason"
         said = client.post(f"/api/v1/jobs/{one}/reject", json={"reason": " why "}, headers=auth)
         assert said.status_code == 200
-        assert w.gateway.events(w.owner_id, one)[-1].detail == {"reason": "why"}
+        assert w.gateway.ledger.events(one)[-1].detail == {"reason": "why"}
         for body in ({"jobs": []}, {"jobs": ["j"] * 101}, {"jobs": [one], "reason": "a\x00b"}):
             assert client.post("/api/v1/inbox/reject", json=body, headers=auth).status_code == 400
         reader = w.keyring.create_operator(label="reader", scopes=(READ,))
@@ -211,7 +212,7 @@ def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: Any) -> 
     w = api_world
     ids = [_prepare(w, "account-assistant", "customer") for _ in range(2)]
     other = _prepare(w, "other-agent", "supplier")
-    app = build_app(w.gateway, w.keyring)
+    app = build_app(w.service)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         csrf = _signed_in(client, w.keys["owner"])
         page = client.get("/inbox").text

@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 from undogate.contract_server import ContractServer
 
 from .conftest import (
@@ -53,7 +53,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         )
         env = base_env()
         keys: dict[str, str] = {}
-        with open_service(config, environ=env) as svc:
+        with open_configured(config, environ=env) as svc:
             operator = svc.keyring.create_operator(label="alice")
             keys["operator"] = operator.key
             for agent in ("tracker", "preparer"):

@@ -10,7 +10,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     Ambiguous,
     ConfigError,
@@ -34,8 +33,9 @@ from .collections_world import (
     verify_and_accept,
 )
 from .conftest import OWNER, make_config
+from .worlds import LocalGateway
 
-Opener = Callable[[Config], Gateway]
+Opener = Callable[[Config], LocalGateway]
 
 
 @pytest.fixture
@@ -44,12 +44,12 @@ def config(server: ContractServer, data_dir: Path) -> Config:
 
 
 @pytest.fixture
-def gw(config: Config, open_gateway: Opener) -> Gateway:
+def gw(config: Config, open_gateway: Opener) -> LocalGateway:
     return open_gateway(config)
 
 
 def test_create_is_irreversible_until_verified_and_needs_acknowledgement(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
     job = gw.ledger.load_job(job_id)
@@ -71,7 +71,7 @@ def test_create_is_irreversible_until_verified_and_needs_acknowledgement(
 
 
 def test_create_then_undo_removes_exactly_that_record(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     other = seed(server, "bob", email="bob@example.com", name="Bob")
     bob = server.raw_bytes(other)
@@ -90,7 +90,7 @@ def test_create_then_undo_removes_exactly_that_record(
 
 
 def test_undo_of_a_create_refused_once_the_record_changed(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
@@ -104,7 +104,9 @@ def test_undo_of_a_create_refused_once_the_record_changed(
     assert gw.preview(OWNER, job_id, Operation.UNDO).blockers[0]["code"] == "conflict"
 
 
-def test_create_refuses_an_existing_id_and_a_bad_one(gw: Gateway, server: ContractServer) -> None:
+def test_create_refuses_an_existing_id_and_a_bad_one(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     seed(server, "ann", email="ann@example.com")
     with pytest.raises(Conflict):
         prepare(gw, change(create={"email": "x@example.com"}, record_id="ann"))
@@ -117,7 +119,7 @@ def test_create_refuses_an_existing_id_and_a_bad_one(gw: Gateway, server: Contra
 
 
 def test_delete_keeps_the_pre_image_and_its_undo_restores_it_exactly(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     path = seed(server, "ann", email="ann@example.com", name="Ann", extra={"kept": [1, 2]})
     start = server.get_record(path)
@@ -137,7 +139,7 @@ def test_delete_keeps_the_pre_image_and_its_undo_restores_it_exactly(
 
 
 def test_delete_refused_when_the_record_changed_since_prepare(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     path = seed(server, "ann", email="ann@example.com", name="Ann")
     job_id = prepare(gw, change(record_id="ann", delete=True))
@@ -147,13 +149,13 @@ def test_delete_refused_when_the_record_changed_since_prepare(
     assert server.get_record(path)["notes"] == "new"
 
 
-def test_delete_of_a_missing_record_is_not_found(gw: Gateway) -> None:
+def test_delete_of_a_missing_record_is_not_found(gw: LocalGateway) -> None:
     with pytest.raises(NotFound):
         prepare(gw, change(record_id="nobody", delete=True))
 
 
 def test_recreate_refused_by_the_store_leaves_the_job_applied(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
@@ -167,7 +169,7 @@ def test_recreate_refused_by_the_store_leaves_the_job_applied(
 
 
 def test_upsert_creates_updates_or_refuses_ambiguity(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     created = prepare(gw, change(upsert={"email": "Ann@Example.com", "status": "lead"}))
@@ -194,7 +196,9 @@ def test_upsert_creates_updates_or_refuses_ambiguity(
     assert server.write_counts() == writes
 
 
-def test_update_by_id_patches_the_record_and_undoes(gw: Gateway, server: ContractServer) -> None:
+def test_update_by_id_patches_the_record_and_undoes(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     path = seed(server, "ann", email="ann@example.com", status="lead")
     start = server.raw_bytes(path)
     job_id = prepare(gw, change(record_id="ann", set={"status": "customer"}))
@@ -207,7 +211,9 @@ def test_update_by_id_patches_the_record_and_undoes(gw: Gateway, server: Contrac
     assert server.raw_bytes(path) == start
 
 
-def test_two_records_of_one_collection_never_overlap(gw: Gateway, server: ContractServer) -> None:
+def test_two_records_of_one_collection_never_overlap(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     seed(server, "ann", email="ann@example.com", status="lead")
     seed(server, "bob", email="bob@example.com", status="lead")
     first = prepare(gw, change(record_id="ann", set={"status": "customer"}))
@@ -220,7 +226,7 @@ def test_two_records_of_one_collection_never_overlap(gw: Gateway, server: Contra
 
 
 def test_put_create_whose_answer_was_lost_is_resolved_by_its_url(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
@@ -237,7 +243,7 @@ def test_put_create_whose_answer_was_lost_is_resolved_by_its_url(
 
 def _post_world(
     server: ContractServer, data_dir: Path, open_gateway: Opener
-) -> tuple[Gateway, Config]:
+) -> tuple[LocalGateway, Config]:
     config = make_config(server, data_dir, contacts(server, create="post"))
     return open_gateway(config), config
 
@@ -325,7 +331,7 @@ def test_config_refuses_what_would_guess(
 
 
 def test_confirming_an_undo_no_longer_verified_is_refused(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
@@ -390,7 +396,7 @@ def test_other_kinds_refuse_the_collection_shapes_and_settings(
     assert "resources[1].identity" in str(refused.value.details)
 
 
-def test_one_record_of_a_collection_per_job(gw: Gateway) -> None:
+def test_one_record_of_a_collection_per_job(gw: LocalGateway) -> None:
     """Two upserts of one email in one job would both find nothing and create it twice."""
     twice = change(upsert={"email": "ann@example.com"})
     with pytest.raises(InvalidRequest) as refused:

@@ -24,14 +24,16 @@ from typing import Any
 import pytest
 
 from undogate.config import Config, parse_config
-from undogate.engine import Gateway
 from undogate.errors import Ambiguous
 from undogate.jobs import JobState, Operation
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.operations.undo_offer import accept_verified_undo
 
 from .collections_world import change, prepare, run
 from .conftest import OWNER
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
+from .worlds import LocalGateway
 
 BUCKET = "/buckets/undogate"
 ENV = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
@@ -77,9 +79,9 @@ def collection(kinto: KintoServer, rid: str, name: str, **extra: Any) -> dict[st
 def world(
     kinto: KintoServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     request: pytest.FixtureRequest,
-) -> tuple[Gateway, str]:
+) -> tuple[LocalGateway, str]:
     """A fresh production collection and its test copy, both seeded with one record."""
     name = request.node.name.replace("_", "-")[5:45]
     for suffix in ("", "-copy"):
@@ -98,19 +100,19 @@ def world(
     return open_gateway(config, environ=ENV), name
 
 
-def verify(gw: Gateway) -> None:
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", ENV)
+def verify(gw: LocalGateway) -> None:
+    result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ=ENV), "contacts-copy")
     assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
     assert result.undos == ("undo_of_create", "recreate")
-    gw.accept_verified_undo(OWNER, "contacts")
+    accept_verified_undo(gw, OWNER, "contacts")
 
 
 def test_the_check_verifies_kinto_collections_and_leaves_the_copy(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     before = listed(kinto, name + "-copy")
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", ENV)
+    result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ=ENV), "contacts-copy")
     steps = {s.name: s for s in result.steps}
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     assert steps["probe_created"].evidence == {"status": 201, "method": "PUT"}
@@ -121,7 +123,7 @@ def test_the_check_verifies_kinto_collections_and_leaves_the_copy(
 
 
 def test_create_then_undo_removes_exactly_that_record(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     verify(gw)
@@ -135,7 +137,7 @@ def test_create_then_undo_removes_exactly_that_record(
 
 
 def test_create_then_outside_edit_then_undo_is_refused(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     verify(gw)
@@ -149,7 +151,7 @@ def test_create_then_outside_edit_then_undo_is_refused(
 
 
 def test_upsert_of_an_email_two_records_share_is_ambiguous_and_writes_nothing(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     kinto.request("PUT", f"{records(name)}/one", json={"data": {"email": "Ann@Example.com"}})
@@ -163,7 +165,7 @@ def test_upsert_of_an_email_two_records_share_is_ambiguous_and_writes_nothing(
 
 
 def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     kinto.request(
@@ -188,7 +190,7 @@ def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
 
 
 def test_post_create_and_query_lookup(
-    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     name = "post-and-query"
     kinto.request("PUT", f"{BUCKET}/collections/{name}", json={})

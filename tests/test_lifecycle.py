@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -35,24 +34,25 @@ from undogate.jobs import (
 from undogate.jsonvalue import JsonValue
 
 from .conftest import AGENT, OWNER, make_config, resource, two_record_job
+from .worlds import LocalGateway
 
 PATH = "/records/customer-123"
 
 
-def prepare(gw: Gateway, **set_: JsonValue) -> str:
+def prepare(gw: LocalGateway, **set_: JsonValue) -> str:
     req = PrepareRequest(
         summary="change", changes=(ChangeRequest(resource_id="customer", set=dict(set_)),)
     )
     return gw.prepare(AGENT, "account-assistant", req).job.id
 
 
-def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
+def run(gw: LocalGateway, job_id: str, op: Operation) -> JobState:
     preview = gw.preview(OWNER, job_id, op)
     assert preview.token is not None, preview.blockers
     return gw.confirm(OWNER, job_id, preview.token).job.state
 
 
-def make_uncertain(gw: Gateway, server: ContractServer, fault: str = "apply_then_500") -> str:
+def make_uncertain(gw: LocalGateway, server: ContractServer, fault: str = "apply_then_500") -> str:
     job_id = prepare(gw, status="customer")
     server.arm(fault, PATH)
     assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
@@ -60,7 +60,7 @@ def make_uncertain(gw: Gateway, server: ContractServer, fault: str = "apply_then
 
 
 def test_uncertain_action_quarantines_its_fields_until_reconciled(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     blocking = make_uncertain(gateway, server)
     other = prepare(gateway, status="vip")
@@ -89,7 +89,7 @@ def test_uncertain_action_quarantines_its_fields_until_reconciled(
 
 
 def test_accept_observed_not_applied_allows_a_fresh_apply(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = make_uncertain(gateway, server, fault="ok_without_apply")
     preview = gateway.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
@@ -100,7 +100,7 @@ def test_accept_observed_not_applied_allows_a_fresh_apply(
 
 
 def test_accept_observed_neither_blocks_reconciliation(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = make_uncertain(gateway, server)
     server.set_field(PATH, "/status", "something else")
@@ -112,7 +112,7 @@ def test_accept_observed_neither_blocks_reconciliation(
 
 
 def test_undo_refuses_to_pass_a_later_overlapping_job(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     first = prepare(gateway, status="customer")
     run(gateway, first, Operation.APPLY)
@@ -126,7 +126,7 @@ def test_undo_refuses_to_pass_a_later_overlapping_job(
     assert server.get_record(PATH)["status"] == "lead"
 
 
-def test_once_undo_started_never_apply_again(gateway: Gateway, server: ContractServer) -> None:
+def test_once_undo_started_never_apply_again(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
     run(gateway, job_id, Operation.APPLY)
     server.arm("status:409", PATH)  # the undo is refused: nothing restored
@@ -139,7 +139,7 @@ def test_once_undo_started_never_apply_again(gateway: Gateway, server: ContractS
     assert run(gateway, job_id, Operation.UNDO) is JobState.UNDONE
 
 
-def test_rejected_job_can_never_be_applied(gateway: Gateway) -> None:
+def test_rejected_job_can_never_be_applied(gateway: LocalGateway) -> None:
     job_id = prepare(gateway, status="customer")
     assert gateway.reject(OWNER, job_id).state is JobState.REJECTED
     with pytest.raises(TransitionNotAllowed, match="rejected"):
@@ -149,7 +149,7 @@ def test_rejected_job_can_never_be_applied(gateway: Gateway) -> None:
 
 
 def test_token_from_before_a_rejection_cannot_apply(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -161,7 +161,7 @@ def test_token_from_before_a_rejection_cannot_apply(
 
 
 def test_identity_change_invalidates_but_token_rotation_does_not(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     env = {"CUSTOMER_TOKEN": "first-secret"}
     base = resource(server, "customer", PATH, token_env="CUSTOMER_TOKEN")
@@ -191,7 +191,7 @@ def test_identity_change_invalidates_but_token_rotation_does_not(
 
 
 def test_operation_ceiling_makes_the_write_in_flight_uncertain(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_gateway(make_config(server, data_dir, http_timeout_s=1.5, request_timeout_s=8))
     job_id = prepare(gw, status="customer")
@@ -205,7 +205,7 @@ def test_operation_ceiling_makes_the_write_in_flight_uncertain(
 
 
 def test_request_timeout_makes_the_write_uncertain(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_gateway(make_config(server, data_dir, request_timeout_s=0.5))
     job_id = prepare(gw, status="customer")
@@ -215,7 +215,7 @@ def test_request_timeout_makes_the_write_uncertain(
 
 
 def test_job_count_limit_refuses_new_work_and_keeps_history(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     cfg = make_config(server, data_dir)
     cfg = type(cfg)(
@@ -235,7 +235,7 @@ def test_job_count_limit_refuses_new_work_and_keeps_history(
 
 
 def test_job_size_and_confirm_attempt_limits(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     cfg = make_config(server, data_dir)
     cfg = type(cfg)(
@@ -260,7 +260,7 @@ def test_job_size_and_confirm_attempt_limits(
 
 
 def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     server.arm("status:403", "/records/wrapped-7")
@@ -275,7 +275,7 @@ def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
 
 
 def test_reviewer_rechecked_before_each_dispatch(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     calls = []
@@ -291,7 +291,7 @@ def test_reviewer_rechecked_before_each_dispatch(
     assert job.state is JobState.PARTIALLY_APPLIED
     assert [a.change_index for a in job.actions] == [0]
     assert server.write_count("/records/wrapped-7") == 0
-    ops = [e.operation for e in gw.events(OWNER.owner_id, job_id)]
+    ops = [e.operation for e in gw.ledger.events(job_id)]
     assert "dispatch_stopped" in ops
 
     # Refused before anything was recorded: the error surfaces and the token survives.
@@ -314,7 +314,7 @@ def test_reviewer_rechecked_before_each_dispatch(
 
 @pytest.mark.parametrize("same_token", [True, False])
 def test_concurrent_confirms_dispatch_exactly_once(
-    gateway: Gateway, server: ContractServer, same_token: bool
+    gateway: LocalGateway, server: ContractServer, same_token: bool
 ) -> None:
     job_id = prepare(gateway, status="customer")
     first = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -345,7 +345,7 @@ def test_concurrent_confirms_dispatch_exactly_once(
 
 
 def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_the_same(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     for path in ("/records/r1", "/records/r2", "/records/r3"):
         server.set_record(path, {"status": "old"})
@@ -387,7 +387,7 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
 
 
 def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     base = resource(server, "customer", PATH, fields=["status", "owner"])
     gw = open_gateway(make_config(server, data_dir, base))
@@ -420,7 +420,7 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
 
 
 def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     now = [1_000_000.0]
     gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
@@ -438,7 +438,9 @@ def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
         gw.prepare(AGENT, "account-assistant", req)
 
 
-def test_removing_a_field_twice_is_one_removal(gateway: Gateway, server: ContractServer) -> None:
+def test_removing_a_field_twice_is_one_removal(
+    gateway: LocalGateway, server: ContractServer
+) -> None:
     req = PrepareRequest(
         summary="drop", changes=(ChangeRequest(resource_id="customer", remove=("owner", "owner")),)
     )

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 
 from .conftest import Connect, World, base_env, run, served_gateway
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
@@ -63,7 +63,7 @@ def world(tmp_path: Path, kinto: KintoServer) -> Iterator[World]:
         )
     )
     env = {**base_env(), "KINTO_AUTH": f"{USER}:{PASSWORD}"}
-    with open_service(config, environ=env) as svc:
+    with open_configured(config, environ=env) as svc:
         operator = svc.keyring.create_operator(label="alice")
         keys = {
             "operator": operator.key,

@@ -15,7 +15,7 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 from undogate.contract_server import ContractServer
 
 from .conftest import ACCEPT_MCP, base_env, resource, served_gateway
@@ -76,7 +76,7 @@ def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator
         )
     )
     env = base_env()
-    with open_service(config, environ=env) as svc:
+    with open_configured(config, environ=env) as svc:
         owner = svc.keyring.create_operator(label="alice").credential.id
         keys = {
             a: svc.keyring.create_agent_token(owner_id=owner, agent_id=a, label=a).key

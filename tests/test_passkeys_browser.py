@@ -23,8 +23,8 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import JobState
+from undogate.operations.undo_offer import resource_undo_offer
 
 from .browser import (
     RECORD,
@@ -40,6 +40,7 @@ from .browser import (
 from .collections_world import record_passing_check
 from .conftest import cli
 from .test_web_browser import TIMEOUT_MS
+from .worlds import LocalGateway
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 
@@ -138,7 +139,7 @@ def test_passkeys_approve_exact_previews_in_chromium(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     tmp_path: Path,
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
@@ -151,7 +152,9 @@ def test_passkeys_approve_exact_previews_in_chromium(
         page.get_by_label("Name it").fill("laptop")
         page.get_by_role("button", name="Register a passkey").click()
         page.wait_for_selector("text=Passkey “laptop” registered")
-        assert [p.label for p in world.gateway.passkeys(world.ids["alice"])] == ["laptop"]
+        assert [
+            p.label for p in world.gateway.ledger.read(lambda tx: tx.passkeys(world.ids["alice"]))
+        ] == ["laptop"]
         save_shot(page, "passkeys", docs=True)
 
         # confirm with user verification → applied (the page's own script signs)
@@ -227,7 +230,7 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
     record_passing_check(world.gateway, world.gateway.config, "notes", ("undo_of_create",))
@@ -246,14 +249,14 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
         you.user_verified(False)
         page.get_by_role("button", name="Accept the verified undo").click()
         page.wait_for_selector("#passkey-status[data-state=refused]")
-        assert world.gateway.undo_offer("notes").accepted == frozenset()
+        assert resource_undo_offer(world.gateway, "notes").accepted == frozenset()
 
         # with it → accepted, and the approval is in the chain
         you.user_verified(True)
         page.goto(f"{you.url}/resources/notes/undo")
         page.get_by_role("button", name="Accept the verified undo").click()
         page.wait_for_selector("text=Accepted: these verified undos are offered from now on.")
-        assert world.gateway.undo_offer("notes").accepted == {"undo_of_create"}
+        assert resource_undo_offer(world.gateway, "notes").accepted == {"undo_of_create"}
         verified = cli("ledger", "verify", str(data_dir))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         you.context.close()

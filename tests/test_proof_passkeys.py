@@ -16,7 +16,6 @@ import pytest
 
 from undogate.chain import ChainedRow, row_hash
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     PasskeyNotVerified,
     PasskeyReplayed,
@@ -28,62 +27,66 @@ from undogate.errors import (
 )
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
 from undogate.ledger.chain_source import open_chain
+from undogate.operations import step_up
 from undogate.passkeys import verify_registration
 from undogate.proof.ledger_check import verify_ledger
 
 from .conftest import AGENT, OWNER, cli, make_config, resource
 from .soft_authenticator import ORIGIN, RP_ID, SoftAuthenticator, unb64
+from .worlds import LocalGateway
 
 PATH = "/records/customer-123"
 BOB = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
 
 
 @pytest.fixture
-def gw(server: ContractServer, data_dir: Path, open_gateway: Any) -> Gateway:
+def gw(server: ContractServer, data_dir: Path, open_gateway: Any) -> LocalGateway:
     config = make_config(server, data_dir, resource(server, "customer", PATH, require_passkey=True))
-    gateway: Gateway = open_gateway(config)
+    gateway: LocalGateway = open_gateway(config)
     return gateway
 
 
 @pytest.fixture
-def key(gw: Gateway) -> SoftAuthenticator:
+def key(gw: LocalGateway) -> SoftAuthenticator:
     return register(gw, OWNER)
 
 
-def register(gw: Gateway, actor: Actor) -> SoftAuthenticator:
+def register(gw: LocalGateway, actor: Actor) -> SoftAuthenticator:
     authenticator = SoftAuthenticator()
     challenge = secrets.token_bytes(32)
     registered = verify_registration(
         authenticator.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
     )
-    gw.register_passkey(actor, registered, label="laptop", rp_id=RP_ID, origin=ORIGIN)
+    step_up.register(gw, actor, registered, label="laptop", rp_id=RP_ID, origin=ORIGIN)
     return authenticator
 
 
-def prepare(gw: Gateway, status: str = "vip") -> str:
+def prepare(gw: LocalGateway, status: str = "vip") -> str:
     req = PrepareRequest(
         summary="promote", changes=(ChangeRequest(resource_id="customer", set={"status": status}),)
     )
     return gw.prepare(AGENT, "account-assistant", req).job.id
 
 
-def preview(gw: Gateway, job_id: str, operation: Operation = Operation.APPLY) -> Preview:
+def preview(gw: LocalGateway, job_id: str, operation: Operation = Operation.APPLY) -> Preview:
     made = gw.preview(OWNER, job_id, operation)
     assert made.token is not None and made.passkey_challenge is not None
     return made
 
 
-def confirm(gw: Gateway, shown: Preview, assertion: str | None, actor: Actor = OWNER) -> JobState:
+def confirm(
+    gw: LocalGateway, shown: Preview, assertion: str | None, actor: Actor = OWNER
+) -> JobState:
     assert shown.token is not None
     return gw.confirm(actor, shown.job_id, shown.token, passkey_assertion=assertion).job.state
 
 
-def approvals(gw: Gateway, job_id: str) -> int:
+def approvals(gw: LocalGateway, job_id: str) -> int:
     return sum(1 for e in gw.ledger.events(job_id) if e.operation == "passkey_approved")
 
 
 def refused(
-    gw: Gateway, server: ContractServer, shown: Preview, assertion: str | None
+    gw: LocalGateway, server: ContractServer, shown: Preview, assertion: str | None
 ) -> UndogateError:
     """Confirm, expect a refusal, and check nothing was sent or recorded."""
     with pytest.raises(UndogateError) as caught:
@@ -96,7 +99,7 @@ def refused(
 
 
 def test_a_preview_of_a_resource_that_requires_a_passkey_carries_its_digest(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     job_id = prepare(gw)
     first, second = preview(gw, job_id), preview(gw, job_id)
@@ -105,14 +108,14 @@ def test_a_preview_of_a_resource_that_requires_a_passkey_carries_its_digest(
 
 
 def test_without_an_assertion_the_confirm_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     shown = preview(gw, prepare(gw))
     assert isinstance(refused(gw, server, shown, None), PasskeyRequired)
 
 
 def test_without_user_verification_nothing_is_written(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     shown = preview(gw, prepare(gw))
     challenge = unb64(str(shown.passkey_challenge))
@@ -121,7 +124,7 @@ def test_without_user_verification_nothing_is_written(
 
 
 def test_an_assertion_from_another_origin_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     shown = preview(gw, prepare(gw))
     challenge = unb64(str(shown.passkey_challenge))
@@ -130,7 +133,7 @@ def test_an_assertion_from_another_origin_is_refused(
 
 
 def test_the_assertion_of_one_preview_is_refused_for_another(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     job_id = prepare(gw)
     signed, other = preview(gw, job_id), preview(gw, job_id)
@@ -139,7 +142,7 @@ def test_the_assertion_of_one_preview_is_refused_for_another(
 
 
 def test_an_approved_confirm_applies_and_a_replay_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     job_id = prepare(gw)
     shown = preview(gw, job_id)
@@ -158,7 +161,7 @@ def test_an_approved_confirm_applies_and_a_replay_is_refused(
 
 
 def test_a_sign_count_that_does_not_grow_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     first = preview(gw, prepare(gw))
     assert confirm(gw, first, key.approve(unb64(str(first.passkey_challenge))))
@@ -169,15 +172,17 @@ def test_a_sign_count_that_does_not_grow_is_refused(
 
 
 def test_a_revoked_passkey_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    gw.revoke_passkey(OWNER, next(p.id for p in gw.passkeys(OWNER.owner_id)))
+    step_up.revoke(
+        gw, OWNER, next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
+    )
     shown = preview(gw, prepare(gw))
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyRevoked)
 
 
-def test_another_owners_passkey_is_refused(gw: Gateway, server: ContractServer) -> None:
+def test_another_owners_passkey_is_refused(gw: LocalGateway, server: ContractServer) -> None:
     bobs = register(gw, BOB)
     shown = preview(gw, prepare(gw))
     assertion = bobs.approve(unb64(str(shown.passkey_challenge)))
@@ -187,21 +192,21 @@ def test_another_owners_passkey_is_refused(gw: Gateway, server: ContractServer) 
 def test_a_resource_without_the_requirement_needs_no_passkey(
     server: ContractServer, data_dir: Path, open_gateway: Any
 ) -> None:
-    gateway: Gateway = open_gateway(make_config(server, data_dir))
+    gateway: LocalGateway = open_gateway(make_config(server, data_dir))
     shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
     assert shown.passkey_challenge is None
     assert confirm(gateway, shown, None) is JobState.APPLIED
 
 
 def test_server_wide_requirement(server: ContractServer, data_dir: Path, open_gateway: Any) -> None:
-    gateway: Gateway = open_gateway(make_config(server, data_dir, require_passkey=True))
+    gateway: LocalGateway = open_gateway(make_config(server, data_dir, require_passkey=True))
     shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
     assert shown.passkey_challenge is not None
     with pytest.raises(PasskeyRequired):
         confirm(gateway, shown, None)
 
 
-def _approved_ledger(gw: Gateway, key: SoftAuthenticator) -> tuple[Path, str]:
+def _approved_ledger(gw: LocalGateway, key: SoftAuthenticator) -> tuple[Path, str]:
     job_id = prepare(gw)
     shown = preview(gw, job_id)
     confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge))))
@@ -210,7 +215,7 @@ def _approved_ledger(gw: Gateway, key: SoftAuthenticator) -> tuple[Path, str]:
     return location, job_id
 
 
-def test_ledger_verify_rechecks_every_approval(gw: Gateway, key: SoftAuthenticator) -> None:
+def test_ledger_verify_rechecks_every_approval(gw: LocalGateway, key: SoftAuthenticator) -> None:
     """An attacker who rewrites an approval and recomputes every link after it still
     fails: the signature does not cover the forged preview."""
     db, _ = _approved_ledger(gw, key)
@@ -247,7 +252,7 @@ def test_ledger_verify_rechecks_every_approval(gw: Gateway, key: SoftAuthenticat
 
 
 def test_a_receipt_carries_the_approval_and_its_passkey(
-    gw: Gateway, key: SoftAuthenticator, tmp_path: Path
+    gw: LocalGateway, key: SoftAuthenticator, tmp_path: Path
 ) -> None:
     db, job_id = _approved_ledger(gw, key)
     receipt = tmp_path / "r.json"
@@ -284,14 +289,14 @@ def test_a_receipt_carries_the_approval_and_its_passkey(
 
 
 def test_a_restore_never_brings_back_a_revoked_passkey(
-    gw: Gateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
+    gw: LocalGateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
 ) -> None:
     from undogate.backup import backup_ledger, restore_ledger
     from undogate.ledger import Ledger
 
     backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
-    revoked = next(p.id for p in gw.passkeys(OWNER.owner_id))
-    gw.revoke_passkey(OWNER, revoked)
+    revoked = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
+    step_up.revoke(gw, OWNER, revoked)
     gw.ledger.close()
     assert restore_ledger(tmp_path / "before-revoking.sqlite3", data_dir).revocations_kept == 1
     ledger = Ledger.open(data_dir)
@@ -304,7 +309,7 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
 
 
 def test_accepting_the_observed_state_needs_the_passkey_too(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     job_id = prepare(gw)
     shown = preview(gw, job_id)
@@ -321,21 +326,21 @@ def test_accepting_the_observed_state_needs_the_passkey_too(
 
 
 def test_only_a_live_passkey_of_ones_own_can_be_revoked(
-    gw: Gateway, key: SoftAuthenticator
+    gw: LocalGateway, key: SoftAuthenticator
 ) -> None:
     from undogate.errors import NotFound
 
-    mine = next(p.id for p in gw.passkeys(OWNER.owner_id))
+    mine = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
     with pytest.raises(NotFound):
-        gw.revoke_passkey(BOB, mine)
-    gw.revoke_passkey(OWNER, mine)
+        step_up.revoke(gw, BOB, mine)
+    step_up.revoke(gw, OWNER, mine)
     with pytest.raises(NotFound):
-        gw.revoke_passkey(OWNER, mine)
+        step_up.revoke(gw, OWNER, mine)
     with pytest.raises(NotFound):
-        gw.revoke_passkey(OWNER, "no-such-passkey")
+        step_up.revoke(gw, OWNER, "no-such-passkey")
 
 
-def test_a_passkey_is_registered_once(gw: Gateway, key: SoftAuthenticator) -> None:
+def test_a_passkey_is_registered_once(gw: LocalGateway, key: SoftAuthenticator) -> None:
     from undogate.errors import InvalidRequest
 
     challenge = secrets.token_bytes(32)
@@ -343,5 +348,5 @@ def test_a_passkey_is_registered_once(gw: Gateway, key: SoftAuthenticator) -> No
         key.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
     )
     with pytest.raises(InvalidRequest, match="registered already"):
-        gw.register_passkey(BOB, again, label="stolen", rp_id=RP_ID, origin=ORIGIN)
-    assert gw.passkeys(BOB.owner_id) == []
+        step_up.register(gw, BOB, again, label="stolen", rp_id=RP_ID, origin=ORIGIN)
+    assert gw.ledger.read(lambda tx: tx.passkeys(BOB.owner_id)) == []

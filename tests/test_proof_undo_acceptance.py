@@ -15,7 +15,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     PasskeyNotVerified,
     PasskeyReplayed,
@@ -25,6 +24,7 @@ from undogate.errors import (
     UndogateError,
 )
 from undogate.ledger.chain_source import open_chain
+from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 from undogate.proof.ledger_check import verify_ledger
 
 from .browser import served, web_world
@@ -32,6 +32,7 @@ from .collections_world import contacts, record_passing_check
 from .conftest import OWNER, make_config
 from .soft_authenticator import unb64
 from .test_proof_passkeys import BOB, register
+from .worlds import LocalGateway
 
 
 @pytest.fixture
@@ -45,27 +46,27 @@ def config(server: ContractServer, data_dir: Path) -> Config:
 
 
 @pytest.fixture
-def gw(config: Config, open_gateway: Any) -> Gateway:
-    gateway: Gateway = open_gateway(config)
+def gw(config: Config, open_gateway: Any) -> LocalGateway:
+    gateway: LocalGateway = open_gateway(config)
     record_passing_check(gateway, config)
     record_passing_check(gateway, config, "open_contacts")
     return gateway
 
 
-def refused(gw: Gateway, assertion: str | None) -> UndogateError:
+def refused(gw: LocalGateway, assertion: str | None) -> UndogateError:
     """Accept, expect a refusal, and check nothing was accepted or approved."""
     with pytest.raises(UndogateError) as caught:
-        gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=assertion)
-    assert gw.undo_offer("contacts").accepted == frozenset()
+        accept_verified_undo(gw, OWNER, "contacts", passkey_assertion=assertion)
+    assert resource_undo_offer(gw, "contacts").accepted == frozenset()
     assert gw.ledger.read(lambda tx: tx.latest_undo_acceptance("contacts")) is None
     return caught.value
 
 
 def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
-    gw: Gateway, data_dir: Path
+    gw: LocalGateway, data_dir: Path
 ) -> None:
     key = register(gw, OWNER)
-    offer = gw.undo_offer("contacts")
+    offer = resource_undo_offer(gw, "contacts")
     assert offer.passkey_challenge is not None and offer.awaiting_acceptance
     challenge = unb64(offer.passkey_challenge)
 
@@ -77,12 +78,12 @@ def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
     assert isinstance(refused(gw, stranger), PasskeyUnknown)
 
     approval = key.approve(challenge)
-    accepted = gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=approval)
+    accepted = accept_verified_undo(gw, OWNER, "contacts", passkey_assertion=approval)
     assert accepted.accepted == accepted.verified == {"recreate", "undo_of_create"}
     # The next acceptance follows this one: its challenge is new, and this one is spent.
     assert accepted.passkey_challenge not in (None, offer.passkey_challenge)
     with pytest.raises(PasskeyReplayed):
-        gw.accept_verified_undo(OWNER, "contacts", passkey_assertion=approval)
+        accept_verified_undo(gw, OWNER, "contacts", passkey_assertion=approval)
 
     with open_chain(str(data_dir)) as source:
         verdict = verify_ledger(source)  # the approval is checked again, offline
@@ -91,9 +92,9 @@ def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
     assert len(approvals) == 1 and approvals[0].row.job_id is None
 
 
-def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: Gateway) -> None:
-    assert gw.undo_offer("open_contacts").passkey_challenge is None
-    accepted = gw.accept_verified_undo(OWNER, "open_contacts")
+def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: LocalGateway) -> None:
+    assert resource_undo_offer(gw, "open_contacts").passkey_challenge is None
+    accepted = accept_verified_undo(gw, OWNER, "open_contacts")
     assert accepted.accepted == accepted.verified
 
 
@@ -118,4 +119,4 @@ def test_the_api_refuses_an_acceptance_without_the_passkey(
             assert done.status_code in (400, 403) and done.json()["error"]["code"] == code, (
                 done.text
             )
-    assert world.gateway.undo_offer("notes").accepted == frozenset()
+    assert resource_undo_offer(world.gateway, "notes").accepted == frozenset()

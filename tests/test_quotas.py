@@ -18,7 +18,6 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import LimitReached, QuotaExceeded, RateLimited, UndogateError
 from undogate.jobs import (
     UNRESOLVED_STATES,
@@ -36,6 +35,7 @@ from undogate.operations.quotas import PrepareRate
 
 from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
 from .postgres import PostgresCluster
+from .worlds import LocalGateway
 
 PATH = "/records/customer-123"
 OTHER = Actor(id="other-agent", owner_id=AGENT.owner_id, kind="agent", access_path="test")
@@ -74,7 +74,7 @@ def quota_config(
 
 
 def prepare(
-    gw: Gateway, actor: Actor = AGENT, key: str | None = None, **set_: JsonValue
+    gw: LocalGateway, actor: Actor = AGENT, key: str | None = None, **set_: JsonValue
 ) -> Prepared:
     target = "ticket" if actor.id == OTHER.id else "customer"
     req = PrepareRequest(
@@ -85,13 +85,13 @@ def prepare(
     return gw.prepare(actor, actor.id, req)
 
 
-def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
+def run(gw: LocalGateway, job_id: str, op: Operation) -> JobState:
     preview = gw.preview(OWNER, job_id, op)
     assert preview.token is not None, preview.blockers
     return gw.confirm(OWNER, job_id, preview.token).job.state
 
 
-def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
+def unresolved(gw: LocalGateway, actor: Actor = AGENT) -> int:
     return int(
         gw.ledger.read(
             lambda tx: tx.connection.execute(
@@ -105,7 +105,7 @@ def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
 
 
 def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_room(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(quota_config(server, data_dir, max_unresolved_jobs_per_agent=2))
     rejected = prepare(gw, notes="a").job.id
@@ -138,7 +138,7 @@ def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_r
 
 
 def test_every_state_counts_exactly_as_documented(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     # docs/limits.md: applied, undone, rejected and invalidated are resolved.
     resolved = {JobState.APPLIED, JobState.UNDONE, JobState.REJECTED, JobState.INVALIDATED}
@@ -158,7 +158,7 @@ def test_every_state_counts_exactly_as_documented(
 
 
 def test_the_owner_quota_spans_its_agents_and_never_another_owner(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -191,7 +191,7 @@ def test_the_owner_quota_spans_its_agents_and_never_another_owner(
 def test_concurrent_prepares_from_one_agent_never_overshoot(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     limits: dict[str, int],
     refusal: type[UndogateError],
 ) -> None:
@@ -230,7 +230,7 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
 def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     postgres_cluster: PostgresCluster,
     limits: dict[str, int],
     refusal: type[UndogateError],
@@ -262,7 +262,7 @@ def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
 
 
 def test_refusals_come_before_any_read_of_the_resource(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -280,7 +280,7 @@ def test_refusals_come_before_any_read_of_the_resource(
         prepare(gw, status="other")
     assert server.armed_faults() == [("weak_etag", PATH, 1)]
     server.clear_faults()
-    gw.reject(OWNER, gw.list_jobs(OWNER.owner_id, AGENT.id)[0][0])
+    gw.reject(OWNER, gw.ledger.list_jobs(OWNER.owner_id, AGENT.id)[0][0])
     gw.reject(OWNER, prepare(gw).job.id)  # the second and last token of the burst
     server.arm("weak_etag", PATH)
     with pytest.raises(RateLimited):
@@ -289,7 +289,7 @@ def test_refusals_come_before_any_read_of_the_resource(
 
 
 def test_a_full_ledger_refuses_before_any_read_and_takes_no_token(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     # The quotas and the ledger's limits are checked in one read, before the rate.
     gw = open_gateway(
@@ -310,7 +310,7 @@ def test_a_full_ledger_refuses_before_any_read_and_takes_no_token(
 
 
 def test_the_rate_limit_says_when_to_retry_and_is_per_agent(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(quota_config(server, data_dir, max_prepares_per_minute=1, prepare_burst=2))
     prepare(gw, status="a")
@@ -361,7 +361,7 @@ def test_the_bucket_refills_at_its_rate_and_a_refusal_takes_nothing() -> None:
 
 
 def test_a_replay_is_neither_counted_nor_refused(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -383,13 +383,13 @@ def test_a_replay_is_neither_counted_nor_refused(
     with pytest.raises(RateLimited):
         prepare(gw, key="k2", status="other")
     assert prepare(gw, key="k1").job.id == original.job.id
-    assert len(gw.list_jobs(OWNER.owner_id, AGENT.id)) == 1
+    assert len(gw.ledger.list_jobs(OWNER.owner_id, AGENT.id)) == 1
 
 
 # -- counting stays cheap ----------------------------------------------------------------------
 
 
-def test_counting_reads_only_the_unresolved_index(gateway: Gateway) -> None:
+def test_counting_reads_only_the_unresolved_index(gateway: LocalGateway) -> None:
     with gateway.ledger.raw() as c:
         for sql, args in ((COUNT_AGENT_SQL, ("o", "a", 9)), (COUNT_OWNER_SQL, ("o", 9))):
             plan = " ".join(str(row[-1]) for row in c.execute("EXPLAIN QUERY PLAN " + sql, args))

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import MissingToken, UndogateError
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.receipts import agent_receipt, job_receipt
@@ -27,6 +26,7 @@ from undogate.redact import (
 )
 
 from .conftest import AGENT, OWNER, make_config, resource
+from .worlds import LocalGateway
 
 VAR = "CUSTOMER_SERVICE_TOKEN"
 PATH = "/records/customer-123"
@@ -44,7 +44,7 @@ def token_server() -> Iterator[ContractServer]:
         yield srv
 
 
-def prepare(gw: Gateway, **set_: object) -> str:
+def prepare(gw: LocalGateway, **set_: object) -> str:
     request = PrepareRequest(
         summary="Promote the lead",
         changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),  # type: ignore[arg-type]
@@ -79,7 +79,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
     scheme: str,
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -115,7 +115,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
     seen.add(preview, undo, applied, undone, final)
     for job in (applied, undone, final):
         seen.add(json.dumps(job_receipt(job), default=str), json.dumps(agent_receipt(job)))
-    seen.add(*gw.events(OWNER.owner_id, job_id))
+    seen.add(*gw.ledger.events(job_id))
     for record in caplog.records:
         seen.add(record.getMessage(), repr(record.__dict__))
         if record.exc_info:
@@ -134,7 +134,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
 def test_a_missing_variable_refuses_with_its_name_never_a_value(
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
 ) -> None:
     token = new_token("bearer")
     token_server.token = token
@@ -163,7 +163,7 @@ def test_a_missing_variable_refuses_with_its_name_never_a_value(
 def test_a_rotated_token_is_used_at_the_next_dispatch_without_a_restart(
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
 ) -> None:
     first, second = new_token("bearer"), new_token("bearer")
     token_server.token = first

@@ -19,7 +19,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 
 from .browser import (
     DOCUMENT,
@@ -33,6 +32,7 @@ from .browser import (
     served,
     web_world,
 )
+from .worlds import LocalGateway
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -53,7 +53,7 @@ TIMEOUT_MS = 15_000
 
 @pytest.fixture
 def world(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> WebWorld:
     return web_world(server, data_dir, open_gateway)
 
@@ -210,7 +210,7 @@ def test_an_expired_preview_refuses_to_confirm(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     world = web_world(server, data_dir, open_gateway, preview_ttl_s=1.5)
     with served(world.app) as site:

@@ -27,15 +27,16 @@ from rich.table import Table
 
 from . import receipts
 from .app import build_app
-from .auth import Keyring
 from .config import Config, parse_config
 from .contract_server import ContractServer
 from .diffs import unified_diff
-from .engine import Gateway
 from .jobs import Actor, Job, Operation, Preview
-from .ledger import Ledger
-from .net import RemoteHTTP
+from .operations.confirm import confirm_preview
+from .operations.context import Context
 from .operations.endpoint_check import check_endpoint
+from .operations.preview import preview_job
+from .operations.undo_offer import accept_verified_undo
+from .service import open_service
 from .terminal_values import render_rows
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
@@ -177,18 +178,25 @@ def _show_receipt(console: Console, job: Job) -> None:
     console.print(table)
 
 
-def _verify_create_undo(console: Console, gateway: Gateway, reviewer: Actor) -> None:
+def _verify_create_undo(console: Console, context: Context, reviewer: Actor) -> None:
     """Undo of a create is offered only once a test copy verified it and a reviewer
     accepted it (SPEC §12): the demo runs the check on its copy, then accepts."""
-    result = check_endpoint(
-        gateway.config, gateway.ledger, gateway.http, "contacts-copy", gateway.environ
-    )
+    result = check_endpoint(context, "contacts-copy")
     console.print(
         f"[bold]check-endpoint contacts-copy[/]: passed={result.passed}, "
         f"verified undos {list(result.undos)}"
     )
-    offer = gateway.accept_verified_undo(reviewer, "contacts")
+    offer = accept_verified_undo(context, reviewer, "contacts")
     console.print(f"[bold]accepted[/] the verified undos {sorted(offer.accepted)} of contacts")
+
+
+def _preview(context: Context, reviewer: Actor, job_id: str, operation: Operation) -> Preview:
+    return preview_job(context, reviewer, context.get_job(reviewer.owner_id, job_id), operation)
+
+
+def _confirm(context: Context, reviewer: Actor, job_id: str, token: str) -> Job:
+    job = context.get_job(reviewer.owner_id, job_id)
+    return confirm_preview(context, reviewer, job, token).job
 
 
 def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
@@ -207,12 +215,9 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         contacts_start = server.collection_records(contacts_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
         console.print(f"start:  {start.decode()}", soft_wrap=True)
-        ledger = Ledger.open(config.server.data_dir)
-        http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
-        try:
-            gateway = Gateway(config=config, ledger=ledger, http=http)
-            gateway.recover()
-            keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
+        with open_service(config, environ={}) as service:
+            context, keyring = service.context, service.keyring
+            service.recover()
             operator = keyring.create_operator(label="demo reviewer", actor="demo")
             agent_token = keyring.create_agent_token(
                 owner_id=operator.credential.id,
@@ -226,7 +231,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
                 kind="operator",
                 access_path="demo",
             )
-            with _served(build_app(gateway, keyring)) as gateway_url:
+            with _served(build_app(service)) as gateway_url:
                 console.print(f"[bold]gateway[/] {gateway_url} (API, review UI, /mcp)")
                 receipt = anyio.run(
                     _agent_prepares, f"{gateway_url}/mcp", agent_token, notes_start.decode()
@@ -235,24 +240,21 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             console.print_json(json.dumps(receipt))
             job_id = str(receipt["job_id"])
             console.print(f"[bold]prepared[/] {job_id} (nothing written yet)")
-            _verify_create_undo(console, gateway, reviewer)
-            preview = gateway.preview(reviewer, job_id, Operation.APPLY)
+            _verify_create_undo(console, context, reviewer)
+            preview = _preview(context, reviewer, job_id, Operation.APPLY)
             _show_preview(console, preview)
             assert preview.token is not None, preview.blockers
-            applied = gateway.confirm(reviewer, job_id, preview.token).job
+            applied = _confirm(context, reviewer, job_id, preview.token)
             _show_receipt(console, applied)
             console.print(f"after:  {server.raw_bytes(record_path).decode()}", soft_wrap=True)
             console.print(f"notes:  {server.raw_bytes(notes_path).decode()!r}")
             created = server.collection_records(contacts_path)
             console.print(f"contacts: {sorted(created)} (one new record)")
-            undo = gateway.preview(reviewer, job_id, Operation.UNDO)
+            undo = _preview(context, reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
-            undone = gateway.confirm(reviewer, job_id, undo.token).job
+            undone = _confirm(context, reviewer, job_id, undo.token)
             _show_receipt(console, undone)
-        finally:
-            http.close()
-            ledger.close()
         end = server.raw_bytes(record_path)
         console.print(f"end:    {end.decode()}", soft_wrap=True)
         restored = (

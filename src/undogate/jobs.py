@@ -378,6 +378,27 @@ class Prepared:
 
 
 @dataclass(frozen=True)
+class ConditionalWrite:
+    """The exact request a confirm sends (auth is added at dispatch, never stored).
+
+    ``if_match`` is the version the write is conditional on, when it has one."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes
+    if_match: str | None
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "url": self.url,
+            "headers": dict(self.headers),
+            "body": self.body.decode("utf-8"),
+        }
+
+
+@dataclass(frozen=True)
 class ChangeView:
     """One change as a preview shows it: current vs planned, and what blocks it.
 
@@ -411,6 +432,9 @@ class Preview:
     # The WebAuthn challenge (base64url of the preview digest, docs/proof.md) when
     # confirming needs the reviewer's passkey; None when it does not.
     passkey_challenge: str | None = None
+    # The writes confirming it sends, in order, as this preview's reads planned them
+    # (none while something blocks it, and none for accept_observed, which sends none).
+    requests: tuple[ConditionalWrite, ...] = ()
 
     @property
     def needs_acknowledgement(self) -> bool:

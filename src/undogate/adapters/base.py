@@ -24,13 +24,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from ..diffs import Hunk
 from ..errors import InvalidRequest
 from ..etag import ETag, parse_etag
 from ..jobs import ABSENT, AssertionKind, Change, ChangeRequest, ChangeView, SideValue
+from ..jobs import ConditionalWrite as ConditionalWrite  # the kinds build it; jobs.py holds it
 from ..jsonvalue import JsonObject, JsonValue
 from ..net import RemoteResponse
 from ..resources import Limits, Resource
@@ -194,27 +195,6 @@ class Plan:
             assertion_kind=assertion_kind,
             target=self.target,
         )
-
-
-@dataclass(frozen=True)
-class ConditionalWrite:
-    """The exact request a confirm sends (auth is added at dispatch, never stored).
-
-    ``if_match`` is the version the write is conditional on, when it has one."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    if_match: str | None
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "url": self.url,
-            "headers": dict(self.headers),
-            "body": self.body.decode("utf-8"),
-        }
 
 
 class Adapter(ABC):

@@ -13,8 +13,6 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import receipts
-from ..auth import Keyring
-from ..engine import Gateway
 from ..errors import UndogateError
 from ..openapi import openapi_document
 from ..openapi_operators import with_operators
@@ -27,20 +25,18 @@ from .routes import api_routes
 
 
 def create_app(
-    gateway: Gateway,
-    keyring: Keyring,
+    service: Service,
     *,
     routes: Sequence[BaseRoute] = (),
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     exception_handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]]
     | None = None,
-    service: Service | None = None,
 ) -> Starlette:
-    """The ASGI app: the API routes plus ``routes`` (web views, the MCP mount, ...).
+    """The ASGI app over ``service``: the API routes plus ``routes`` (web views, the MCP
+    mount, ...).
 
-    Extra routes share the service (``request.app.state.undogate``; pass ``service``
-    when they hold one already), the security headers and the error mapping;
-    ``exception_handlers`` adds to (or overrides) it.
+    Extra routes share the service (``request.app.state.undogate``), the security
+    headers and the error mapping; ``exception_handlers`` adds to (or overrides) it.
     """
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         UndogateError: _undogate_error,
@@ -52,7 +48,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers=handlers,
     )
-    app.state.undogate = service or Service(gateway, keyring)
+    app.state.undogate = service
     app.state.openapi = receipts.json_value(with_operators(openapi_document()))
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset

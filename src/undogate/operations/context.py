@@ -1,4 +1,6 @@
-"""What every operation works with: the config, the ledger, the wire, the clock."""
+"""What every operation works with: the config, the ledger, the wire, the clock, and the
+test-only crash hook (``UNDOGATE_CRASH_AT``, docs/recovery.md) that the dispatch loop fires
+at each of ``CRASH_POINTS``."""
 
 from __future__ import annotations
 
@@ -18,10 +20,19 @@ from ..webhooks.events import Notifier
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
 
+CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
+CRASH_ENV = "UNDOGATE_CRASH_AT"
+
+
+def crash_point_from_env(environ: Mapping[str, str]) -> str | None:
+    """The crash hook a process was started with (``UNDOGATE_CRASH_AT=apply:after_intent``);
+    unset, it is inert."""
+    return environ.get(CRASH_ENV) or None
+
 
 @dataclass
 class Context:
-    """The gateway's parts, as the operations use them."""
+    """The gateway's parts, as the operations use them: every operation takes one."""
 
     config: Config
     ledger: Store

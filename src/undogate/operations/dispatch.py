@@ -14,8 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Adapter, ConditionalWrite, Remote, Side, Verdict, adapter_for
-from ..config import Resource
+from ..adapters import Remote, Side, Verdict, adapter_for
 from ..errors import BlockedAddress, LedgerError, MissingToken, UndogateError
 from ..jobs import (
     ActionStatus,
@@ -34,6 +33,7 @@ from ..ledger import Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
 from .overlaps import check_overlaps
+from .preview import PlannedWrite
 
 
 def _lease_lost() -> LedgerError:
@@ -58,14 +58,6 @@ class Outcome:
     target: str | None = None  # the part the write landed on, once known
 
 
-@dataclass(frozen=True)
-class PlannedWrite:
-    change: Change
-    resource: Resource
-    adapter: Adapter
-    write: ConditionalWrite
-
-
 @dataclass
 class Dispatch:
     """The writes of one confirmed apply or undo, run in order until one does not land."""
@@ -87,9 +79,12 @@ class Dispatch:
         self.running = JobState.APPLYING if self.operation is Operation.APPLY else JobState.UNDOING
         self.states = {c.index: c.state for c in self.job.changes}
         self.started = False
+        self.finished: Job | None = None
 
-    def run(self) -> None:
-        """Raises: the re-check's error when it fails before anything was recorded."""
+    def run(self) -> Job:
+        """Returns the job as the run's last commit left it.
+
+        Raises: the re-check's error when it fails before anything was recorded."""
         start_event = (
             Transition.START_APPLY if self.operation is Operation.APPLY else Transition.START_UNDO
         )
@@ -97,7 +92,9 @@ class Dispatch:
         for number, planned in enumerate(self.writes):
             last = number == len(self.writes) - 1
             if not self._step(planned, last):
-                return
+                break
+        assert self.finished is not None  # every run ends in ``_finish_rows``
+        return self.finished
 
     def _step(self, planned: PlannedWrite, last: bool) -> bool:
         """One action; False when the run stops here (its finish is then recorded)."""
@@ -272,6 +269,8 @@ class Dispatch:
             from_state=self.running.value,
             to_state=final.value,
         )
+        # The job as this commit leaves it, read inside it: no read of its own after.
+        self.finished = tx.load_job(self.job.id)
 
     # -- the wire ---------------------------------------------------------------------------
 

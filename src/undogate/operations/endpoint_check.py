@@ -27,16 +27,15 @@ row and one event per check.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ..adapters import UNDO_OF_CREATE, Evidence, Remote, WholeResourceAdapter, adapter_for
-from ..config import Config, Resource
+from ..adapters import UNDO_OF_CREATE, Evidence, WholeResourceAdapter, adapter_for
+from ..config import Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store, Transaction
-from ..net import RemoteHTTP
 from ..urls import normalised_url
 from .collection_probes import (
     COLLECTION_REQUIRED,
@@ -44,6 +43,7 @@ from .collection_probes import (
     CollectionProbe,
     run_collection_check,
 )
+from .context import Context
 from .document_create_probes import DOCUMENT_CREATE_TITLES, run_document_create_probes
 from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
@@ -106,11 +106,8 @@ def _only_check_of(copy_id: str) -> Iterator[None]:
 
 
 def check_endpoint(
-    config: Config,
-    ledger: Store,
-    http: RemoteHTTP,
+    gw: Context,
     test_copy_id: str,
-    environ: Mapping[str, str],
     *,
     actor: str = "operator",
     access_path: str = "cli",
@@ -123,6 +120,7 @@ def check_endpoint(
         Conflict: a check of this test copy is already running in this process.
         LedgerError: the evidence could not be recorded.
     """
+    config, ledger, remote = gw.config, gw.ledger, gw.remote
     copy = config.resource(test_copy_id)
     if copy is None:
         raise NotFound(f"unknown resource {test_copy_id!r}", resource=test_copy_id)
@@ -138,7 +136,6 @@ def check_endpoint(
             resource=copy.id,
         )
     adapter = adapter_for(copy.kind)
-    remote = Remote(http, config.limits, environ)
     timeout = config.server.operation_timeout_s
     with _only_check_of(copy.id):
         ledger.write(

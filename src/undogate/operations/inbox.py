@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Actor, JobState
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
-from ..ledger import InboxQuery, InboxRow, Store
+from ..ledger import InboxQuery, InboxRow
 from ..receipts import review_path
 from .context import Context
 from .reject import check_reason, reject_job
@@ -167,10 +167,10 @@ def parse_filter(params: Mapping[str, list[str]], now: float) -> InboxFilter:
     )
 
 
-def read_inbox(ledger: Store, query: InboxQuery, limit: int, counted: tuple[str, ...]) -> InboxPage:
+def read_inbox(gw: Context, query: InboxQuery, limit: int, counted: tuple[str, ...]) -> InboxPage:
     """One page (``query`` asks for ``limit`` + 1 rows), and the counts per state of the
     owner's jobs of the ``counted`` agents, from one snapshot."""
-    rows, counts = ledger.read(
+    rows, counts = gw.ledger.read(
         lambda tx: (tx.inbox(query), tx.inbox_counts(query.owner_id, counted))
     )
     more = len(rows) > limit
@@ -208,7 +208,7 @@ def reject_many(
     out = []
     for job_id in dict.fromkeys(job_ids):
         try:
-            reject_job(gw, actor, job_id, reason)
+            reject_job(gw, actor, gw.get_job(actor.owner_id, job_id), reason)
         except UndogateError as exc:
             out.append(BulkOutcome(job_id, False, exc.code, exc.message))
         else:

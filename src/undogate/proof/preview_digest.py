@@ -15,28 +15,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..jobs import ConditionalWrite
 
 FORMAT = "undogate.preview/1"
 ACCEPTANCE_FORMAT = "undogate.undo_acceptance/1"
-
-
-@dataclass(frozen=True)
-class PlannedRequest:
-    """One request a confirm will send, as the digest covers it."""
-
-    method: str
-    url: str
-    if_match: str | None
-    body: bytes
 
 
 def preview_document(
     *,
     job_id: str,
     operation: str,
-    requests: Sequence[PlannedRequest],
+    requests: Sequence[ConditionalWrite],
     expires_at: float,
     token_hash: str,
 ) -> dict[str, Any]:
@@ -95,7 +86,6 @@ def preview_digest(document: Any) -> bytes:
 __all__ = [
     "ACCEPTANCE_FORMAT",
     "FORMAT",
-    "PlannedRequest",
     "acceptance_document",
     "canonical",
     "preview_digest",

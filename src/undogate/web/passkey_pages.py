@@ -28,10 +28,10 @@ from urllib.parse import urlsplit
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..auth import WRITE
+from ..auth import Principal
 from ..errors import InvalidRequest
 from ..passkeys import registration_options, request_options, verify_registration
-from ..service import Principal, Service
+from ..service import Service, Writer
 from .sessions import Session
 
 Form = Mapping[str, str]
@@ -73,9 +73,11 @@ class PasskeyPages:
     def _origin(self, request: Request) -> tuple[str, str]:
         return web_origin(request, self.service.config.server.public_url)
 
-    async def page(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        passkeys = await self.service.passkeys(principal)
+    async def page(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
+        principal = writer.principal
+        passkeys = await self.service.reviewers.passkeys(writer)
         _, rp_id = self._origin(request)
         issued = str(int(self.service.clock()))
         options = registration_options(
@@ -94,7 +96,9 @@ class PasskeyPages:
             issued=issued,
         )
 
-    async def register(self, request: Request, session: Session, form: Form) -> Response:
+    async def register(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
         issued = form.get("issued", "")
         age = self.service.clock() - int(issued) if issued.isascii() and issued.isdigit() else -1
         if not 0 <= age <= REGISTRATION_TTL_S:
@@ -107,18 +111,18 @@ class PasskeyPages:
         registered = verify_registration(
             form.get("credential", ""), challenge=challenge, rp_id=rp_id, origin=origin
         )
-        await self.service.register_passkey(
-            session.principal, "web", registered, label=label, rp_id=rp_id, origin=origin
+        await self.service.reviewers.register_passkey(
+            writer, registered, label=label, rp_id=rp_id, origin=origin
         )
         await self.notify(
             session, f"Passkey “{label}” registered. Previews that need it ask for it now."
         )
         return self.redirect("/passkeys")
 
-    async def revoke(self, request: Request, session: Session, form: Form) -> Response:
-        await self.service.revoke_passkey(
-            session.principal, "web", str(request.path_params["passkey_id"])
-        )
+    async def revoke(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
+        await self.service.reviewers.revoke_passkey(writer, str(request.path_params["passkey_id"]))
         await self.notify(session, "Passkey revoked: it approves nothing from now on.")
         return self.redirect("/passkeys")
 
@@ -128,10 +132,12 @@ class PasskeyPages:
         """The passkey step of a form that confirms a preview or accepts a verified undo
         (its ``passkey_challenge``); None when it needs no passkey (or this key cannot
         confirm at all)."""
-        if passkey_challenge is None or WRITE not in principal.scopes:
+        writer = Writer.may(principal, "web")
+        if passkey_challenge is None or writer is None:
             return None
         _, rp_id = self._origin(request)
-        live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
+        passkeys = await self.service.reviewers.passkeys(writer)
+        live = [p.id for p in passkeys if p.revoked_at is None]
         if not live:
             return ConfirmStep(options=None)
         challenge = _unb64(passkey_challenge)
