@@ -6,10 +6,13 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test lint bench clean
 
-$(STAMP): pyproject.toml
+# The tests' kind from outside (tests/kinds/keyvalue) is installed as its own
+# distribution, so that undogate finds it only through its entry point (docs/kinds.md).
+$(STAMP): pyproject.toml tests/kinds/keyvalue/pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-deps -e tests/kinds/keyvalue
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,4 +34,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .venv-kinto .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-kinto .venv-radicale .venv-xandikos .venv-moto .npm-servers .pytest_cache .mypy_cache .ruff_cache

@@ -3,7 +3,8 @@
 # (tests/test_apache_dav.py starts it from a config the test writes; no system service)
 # and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright), and
 # PostgreSQL (tests/postgres.py runs its initdb and pg_ctl in a temporary directory; the
-# package's own cluster is never started: policy-rc.d below).
+# package's own cluster is never started: policy-rc.d below), and Node.js with npm
+# (tests/server_envs.py installs pouchdb-server and Azurite with npm ci; Node 20 or later).
 # Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -24,6 +25,10 @@ fi
 
 if ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
     missing+=(postgresql)
+fi
+
+if ! command -v npm >/dev/null 2>&1; then
+    missing+=(nodejs npm)
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then
@@ -53,3 +58,4 @@ apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
 command -v apache2 >/dev/null 2>&1 || [ -x /usr/sbin/apache2 ]
 command -v chromium >/dev/null 2>&1 || [ -x /usr/bin/chromium ]
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null
+command -v npm >/dev/null 2>&1

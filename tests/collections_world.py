@@ -3,6 +3,8 @@ it, and a verified-and-accepted undo seeded the way a passing check records one.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from undogate.config import Config
@@ -11,7 +13,7 @@ from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, Prep
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .conftest import AGENT, OWNER
+from .conftest import AGENT, OWNER, make_config
 from .worlds import LocalGateway
 
 CONTACTS = "/collections/contacts"
@@ -48,6 +50,8 @@ def prepare(gw: LocalGateway, *changes: ChangeRequest, summary: str = "contacts"
 
 
 def change(**members: Any) -> ChangeRequest:
+    if "record_id" in members:  # the change's `id` member, named as the receipt names it
+        members["id"] = members.pop("record_id")
     return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
 
 
@@ -94,3 +98,15 @@ def state(gw: LocalGateway, job_id: str) -> JobState:
     job = gw.ledger.load_job(job_id)
     assert job is not None
     return job.state
+
+
+def open_contacts(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    **settings: Any,
+) -> tuple[LocalGateway, Config]:
+    """A gateway over the contacts collection (``settings`` override its own). A held
+    write ends at the gateway's request timeout, well before the server's hang."""
+    config = make_config(server, data_dir, contacts(server, **settings), request_timeout_s=0.5)
+    return open_gateway(config), config

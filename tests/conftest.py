@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -15,6 +15,11 @@ from undogate.ledger import open_store
 from undogate.net import RemoteHTTP
 
 from .worlds import ApiWorld, LocalGateway
+
+if TYPE_CHECKING:
+    from .caldav_servers import DavCollections
+    from .object_stores import BlobServer, S3Server
+    from .pouchdb_server import CouchServer
 
 OWNER = Actor(id="op_alice", owner_id="op_alice", kind="operator", access_path="test")
 AGENT = Actor(id="account-assistant", owner_id="op_alice", kind="agent", access_path="test")
@@ -629,3 +634,59 @@ def browser() -> Iterator[Any]:
             yield chromium
         finally:
             chromium.close()
+
+
+# -- real third-party servers, each in its own environment (tests/server_envs.py) --------
+# One per test module, started only when a test asks; each also works as a plain context
+# manager (radicale_server, xandikos_server, moto_s3_server, azurite_server, pouchdb_server).
+
+
+@pytest.fixture(scope="module")
+def radicale(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DavCollections]:
+    """Radicale 3 with basic auth, an address book and a calendar."""
+    from .caldav_servers import radicale_server
+
+    with radicale_server(tmp_path_factory.mktemp("radicale")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def xandikos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DavCollections]:
+    """Xandikos, anonymous, with its default address book and calendar."""
+    from .caldav_servers import xandikos_server
+
+    with xandikos_server(tmp_path_factory.mktemp("xandikos")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def moto_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 with request signatures enforced and one bucket."""
+    from .object_stores import moto_s3_server
+
+    with moto_s3_server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BlobServer]:
+    """Azurite's blob service (telemetry off), Shared Key required, one container."""
+    from .object_stores import azurite_server
+
+    with azurite_server(tmp_path_factory.mktemp("azurite")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def pouchdb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CouchServer]:
+    """pouchdb-server in memory with one database."""
+    from .pouchdb_server import pouchdb_server
+
+    with pouchdb_server(tmp_path_factory.mktemp("pouchdb")) as server:
+        yield server
+
+
+# The kit's pytest plugin (the ``undogate_kit`` fixture of the kinds' contract,
+# tests/test_kinds_contract.py and tests/test_kind_from_outside.py), loaded as a kind's
+# author loads it (docs/kinds.md).
+pytest_plugins = ["undogate.testing.plugin"]

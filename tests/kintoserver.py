@@ -2,7 +2,7 @@
 
 Kinto is not one of the project's dependencies: it gets its own virtual environment,
 ``.venv-kinto/`` at the repository root (gitignored), made once from PyPI the first time
-a test needs it and reused after (a stamp file names the installed requirement). Each
+a test needs it and reused after (tests/server_envs.py). Each
 server runs as a subprocess with the memory backends and basic auth (any
 ``user:password`` is a user; the user that creates a bucket owns it), waits for
 readiness with a bounded poll, and is stopped by its process id.
@@ -11,10 +11,6 @@ readiness with a bounded poll, and is stopped by its process id.
 from __future__ import annotations
 
 import contextlib
-import shutil
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,12 +19,10 @@ from typing import Any
 import httpx
 
 from .davservers import free_port
-from .processes import stop
+from .processes import start, stop, wait_http
+from .server_envs import python_env
 
 KINTO_REQUIREMENT = "kinto==26.5.*"
-VENV = Path(__file__).resolve().parents[1] / ".venv-kinto"
-STAMP = VENV / ".undogate-installed"
-INSTALL_TIMEOUT_S = 240  # under pytest-timeout's 300 s, so the pip output is shown
 READY_TIMEOUT_S = 30.0
 USER, PASSWORD = "undogate-test", "not-a-secret-0123"
 
@@ -81,22 +75,7 @@ def kinto_executable() -> Path:
     Raises:
         RuntimeError: the environment could not be made (the pip output is included).
     """
-    kinto = VENV / "bin" / "kinto"
-    if kinto.exists() and STAMP.exists() and STAMP.read_text() == KINTO_REQUIREMENT:
-        return kinto
-    shutil.rmtree(VENV, ignore_errors=True)  # a partial or older install: start over
-    steps = (
-        [sys.executable, "-m", "venv", str(VENV)],
-        [str(VENV / "bin" / "python"), "-m", "pip", "install", "--quiet", KINTO_REQUIREMENT],
-    )
-    for command in steps:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S, check=False
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
-    STAMP.write_text(KINTO_REQUIREMENT)
-    return kinto
+    return python_env("kinto", KINTO_REQUIREMENT) / "kinto"
 
 
 @dataclass
@@ -123,30 +102,10 @@ def kinto_server(folder: Path) -> Iterator[KintoServer]:
     ini.write_text(INI, encoding="utf-8")
     log = folder / "kinto.log"
     port = free_port()
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [str(kinto), "start", "--ini", str(ini), "--port", str(port)],
-            cwd=folder,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    proc = start([str(kinto), "start", "--ini", str(ini), "--port", str(port)], folder, log)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(base, proc, log)
+        wait_http(f"{base}/v1/", proc, log, READY_TIMEOUT_S, lambda r: r.status_code == 200)
         yield KintoServer(base)
     finally:
         stop(proc, grace_s=10)
-
-
-def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"kinto exited before it listened:\n{log.read_text()}")
-        with contextlib.suppress(httpx.TransportError):
-            if httpx.get(f"{base}/v1/", trust_env=False, timeout=1.0).status_code == 200:
-                return
-        time.sleep(0.05)  # poll interval of a bounded loop, not a fixed wait
-    raise RuntimeError(f"kinto did not answer within {READY_TIMEOUT_S}s:\n{log.read_text()}")

@@ -1,10 +1,58 @@
-"""Stopping a server the tests started: SIGTERM, a bounded wait, then SIGKILL."""
+"""Servers the tests start as processes: started detached from the test's terminal, waited
+for with a bounded poll, stopped as an operator would (SIGTERM, a bounded wait, SIGKILL)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
+
+import httpx
+
+
+def start(
+    command: list[str], cwd: Path, log: Path, env: Mapping[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` in ``cwd`` with no stdin, its output in ``log``, in its own session
+    (so a terminal's signals reach the test runner only)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=None if env is None else dict(env),
+        )
+
+
+def wait_http(
+    url: str,
+    proc: subprocess.Popen[Any],
+    log: Path,
+    timeout_s: float,
+    ready: Callable[[httpx.Response], bool] = lambda response: response.status_code < 500,
+) -> None:
+    """Poll ``url`` until ``ready`` holds for its answer.
+
+    Raises:
+        RuntimeError: the process exited first, or nothing ready answered within
+            ``timeout_s`` (the server's log is included).
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server exited before it answered:\n{log.read_text()}")
+        with contextlib.suppress(httpx.TransportError):
+            if ready(httpx.get(url, trust_env=False, timeout=1.0)):
+                return
+        time.sleep(0.05)  # poll interval of a bounded loop, not a fixed wait
+    raise RuntimeError(f"{url}: no answer within {timeout_s}s:\n{log.read_text()}")
 
 
 def stop(proc: subprocess.Popen[Any], grace_s: float = 15.0) -> None:

@@ -230,6 +230,16 @@ MATRIX: list[tuple[str, str, str, Any, str | None, dict[str, int]]] = [
         None,
         row(401, 401, 403, 403, 403, 403, 403, 200),
     ),
+    (
+        # Only the master key, which lives with the server, ever makes an enrolment code:
+        # an operator key, keys:admin or not, is the very thing the code guards against.
+        "passkey_enrol",
+        "POST",
+        "/api/v1/admin/passkey-enrolments",
+        {"owner": "{credential}"},
+        None,
+        row(401, 401, 403, 403, 403, 403, 403, 201),
+    ),
 ]
 
 
@@ -291,6 +301,8 @@ def test_access_matrix(world: Any, entry: tuple[Any, ...], caller: str) -> None:
     credential = ""
     if name == "admin_revoke":
         credential = world.keyring.create_operator(label="throwaway").credential.id
+    if name == "passkey_enrol":
+        credential = world.owner_id
     url = _fill(path, job, token or "", credential)
     payload = _fill(body, job, token or "", credential)
     headers = {}

@@ -164,7 +164,7 @@ def test_unknown_routes_and_methods_use_the_error_shape(api_world: Any) -> None:
 
 
 def test_receipt_views_mark_absent_fields_and_diff_text_by_line() -> None:
-    from undogate.receipts import field_rows, text_diff
+    from undogate.adapters import field_rows, text_diff
 
     rows = field_rows(["a", "b"], {"a": "1"}, {"b": JsonNumber("2")})
     assert rows == [

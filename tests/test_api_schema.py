@@ -10,9 +10,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import checks
 
+from undogate.api.openapi import openapi_document
 from undogate.jobs import Actor, ChangeRequest, PrepareRequest
-from undogate.openapi import openapi_document
-from undogate.openapi_operators import with_operators
 
 from .conftest import AGENT
 
@@ -26,7 +25,7 @@ CHECKS = [
 
 OPERATIONS = [
     (method.upper(), path)
-    for path, methods in with_operators(openapi_document())["paths"].items()
+    for path, methods in openapi_document()["paths"].items()
     for method in methods
 ]
 

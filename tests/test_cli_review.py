@@ -18,7 +18,7 @@ from rich.console import Console
 
 from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
-from undogate.receipts import request_view
+from undogate.views import request_view
 
 from .conftest import SERVED_PATH, cli
 

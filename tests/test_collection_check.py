@@ -115,3 +115,29 @@ def test_undo_is_offered_only_after_the_check_and_one_acceptance(
     server.arm("ignore_if_match")  # a later check that fails takes the offer away
     assert not _check(gw)[0]
     assert resource_undo_offer(gw, "contacts").verified == frozenset()
+
+
+def test_an_acceptance_belongs_to_the_check_it_accepted(
+    gw: LocalGateway, server: ContractServer
+) -> None:
+    """pass → accept → fail → pass: the old acceptance does not come back; the undo is
+    irreversible again until a reviewer accepts the new check, a new event."""
+    _seed_copy(server)
+    job_id = prepare(gw, change(create={"email": "new@example.com"}, record_id="new"))
+    assert _check(gw)[0]
+    accept_verified_undo(gw, OWNER, "contacts")
+    assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
+    server.arm("ignore_if_match")
+    assert not _check(gw)[0]
+    server.clear_faults()
+    assert _check(gw)[0]
+    offer = resource_undo_offer(gw, "contacts")
+    assert offer.verified == {"undo_of_create", "recreate"}
+    assert offer.accepted == frozenset() and offer.accepted_at is None
+    assert gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
+    accepted = accept_verified_undo(gw, OWNER, "contacts")
+    assert accepted.accepted == accepted.verified and accepted.check_id == offer.check_id
+    events = gw.ledger.read(lambda tx: tx.events_since(0, 0, 1000))
+    checks = [e.detail["check"] for e in events if e.operation == "undo_accepted"]
+    assert checks == [str(offer.check_id - 2), str(offer.check_id)]  # the third check's
+    assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement

@@ -230,6 +230,7 @@ class Cell:
         done = self.call(
             "POST", f"/api/v1/jobs/{job}/confirm", self.operator_key, {"preview_token": token}
         )
+        assert "job" in done, done
         return {"observations": observations, "state": done["job"]["state"]}
 
     def crash(self, verb: str, job: str, point: str, path: str) -> None:

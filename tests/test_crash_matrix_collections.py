@@ -65,7 +65,7 @@ class CollectionCell(Cell):
             res = config.resource(rid)
             assert res is not None
             evidence = {"kind": res.kind, "steps": [], "undos": ["recreate", "undo_of_create"]}
-            ledger.write(
+            check_id = ledger.write(
                 lambda tx, res=res, evidence=evidence: tx.record_endpoint_check(
                     resource_id=res.id,
                     test_copy_id=f"{res.id}-copy",
@@ -76,14 +76,15 @@ class CollectionCell(Cell):
                 )
             )
             ledger.write(
-                lambda tx, res=res: tx.add_event(
+                lambda tx, res=res, check_id=check_id: tx.add_event(
                     job_id=None,
                     actor="operator:crash-harness",
                     access_path="test",
                     operation="undo_accepted",
                     target=res.id,
                     detail={
-                        "check": "1",
+                        # An acceptance belongs to the check it accepted.
+                        "check": str(check_id),
                         "fingerprint": res.fingerprint,
                         "undos": ["recreate", "undo_of_create"],
                     },

@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 
 from undogate.config import Config, parse_config
-from undogate.errors import Ambiguous
-from undogate.jobs import JobState, Operation
+from undogate.errors import Ambiguous, TransitionNotAllowed
+from undogate.jobs import JobState, Observation, Operation
 from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .collections_world import change, prepare, run
+from .collections_world import change, prepare, run, verify_and_accept
 from .conftest import OWNER
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
+from .relay import relay
 from .worlds import LocalGateway
 
 BUCKET = "/buckets/undogate"
@@ -218,3 +219,52 @@ def test_post_create_and_query_lookup(
     assert job is not None and job.changes[0].target == rid
     run(gw, updated)
     assert listed(kinto, name)[rid]["status"] == "customer"
+
+
+@pytest.mark.parametrize("create", ["put", "post"])
+def test_a_held_create_never_adopts_a_third_partys_record(
+    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., LocalGateway], create: str
+) -> None:
+    """The create never reaches Kinto (a relay holds it and closes without an answer);
+    someone else then creates, where the lost create would be found, a record with its
+    values and more. Kinto's own members (``id``, ``last_modified``) are never compared,
+    but ``owner`` and ``status`` are: the record is never the job's, and never deleted."""
+    name = f"held-{create}"
+    kinto.request("PUT", f"{BUCKET}/collections/{name}", json={})
+    values = {"email": "ann@example.com", "name": "Ann"}
+    theirs = {**values, "owner": "third-party", "status": "vip-customer"}
+    with relay(kinto.base_url) as held:
+        resource = collection(kinto, "contacts", name, create=create)
+        resource["url"] = held.url(f"/v1{records(name)}")
+        config = parse_config(
+            {
+                "server": {"data_dir": str(data_dir)},
+                "resources": [resource],
+                "agents": [{"id": "account-assistant", "tools": ["list_resources"]}],
+            }
+        )
+        gw = open_gateway(config, environ=ENV)
+        verify_and_accept(gw, config)
+        asked = change(create=values, record_id="ann") if create == "put" else change(create=values)
+        job_id = prepare(gw, asked)
+        held.withhold_next_write()
+        assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+        assert [line.split(b" ")[0] for line in held.withheld] == [create.upper().encode()]
+        assert listed(kinto, name) == {}  # Kinto never saw it
+        if create == "put":
+            kinto.request("PUT", f"{records(name)}/ann", json={"data": theirs})
+        else:
+            kinto.request("POST", records(name), json={"data": theirs})
+        before = listed(kinto, name)
+
+        preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
+        assert preview.changes[0].observation is Observation.NEITHER and preview.token is None
+        (blocker,) = preview.blockers
+        assert blocker["code"] == "reconciliation_blocked"
+        assert "'owner'" in blocker["message"] and "'status'" in blocker["message"]
+        assert "last_modified" not in blocker["message"] and "third-party" not in blocker["message"]
+        with pytest.raises(TransitionNotAllowed):
+            gw.preview(OWNER, job_id, Operation.UNDO)
+        job = gw.ledger.load_job(job_id)
+        assert job is not None and job.changes[0].applied_etag is None
+        assert listed(kinto, name) == before  # nothing written, nothing deleted

@@ -17,7 +17,7 @@ from undogate.jobs import ABSENT, AssertionKind, Change, ChangeState
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import DB_NAME, Ledger
 from undogate.ledger import migrations as ledger_module
-from undogate.receipts import change_receipt
+from undogate.views import change_receipt
 
 BIG = "123456789012345678901234567890"  # 30 digits: no float holds it
 DECIMAL = "0.1000000000000000055511151231257827"

@@ -1,8 +1,10 @@
 """Passkeys in real Chromium (SPEC §14), with the DevTools virtual authenticator:
-register one on the passkeys page; confirm with user verification → applied; without
-it → refused, nothing written; one preview's assertion used for another → refused; a
-replay → refused; after revoking → refused. Accepting a verified undo (SPEC §12) on
-its page asks the passkey too.
+enrol one on the passkeys page with the code from the host; confirm with user
+verification → applied; without it → refused, nothing written; one preview's assertion
+used for another → refused; a replay → refused; after revoking → refused. Accepting a
+verified undo (SPEC §12) on its page asks the passkey too. Another passkey is added,
+and one revoked, only with a live one's approval: a stolen key in a browser of its own
+(a session, an authenticator, no passkey of the owner's) can do neither.
 
 WebAuthn needs a secure context and a relying party id that is a domain: the pages
 are opened on ``http://localhost:PORT`` (an IP address cannot be a relying party id).
@@ -23,7 +25,8 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.jobs import JobState
+from undogate.jobs import Actor, JobState
+from undogate.operations import owner_passkeys
 from undogate.operations.undo_offer import resource_undo_offer
 
 from .browser import (
@@ -62,6 +65,15 @@ SIGN = """async (discourage) => {
     clientDataJSON: text(cred.response.clientDataJSON),
     signature: text(cred.response.signature)}, clientExtensionResults: {}});
 }"""
+SUBMIT_INTO_CONFIRM = """(assertion) => {
+  const form = document.querySelector("form[action$='/confirm']");
+  const field = document.createElement("input");
+  field.type = "hidden";
+  field.name = "passkey_assertion";
+  field.value = assertion;
+  form.appendChild(field);
+  form.submit();
+}"""
 SUBMIT = """(assertion) => {
   const field = document.querySelector("input[data-passkey-options]");
   field.value = assertion;
@@ -81,23 +93,44 @@ class Reviewer:
         self.page.set_default_timeout(TIMEOUT_MS)
         self.cdp = self.context.new_cdp_session(self.page)
         self.cdp.send("WebAuthn.enable")
-        self.authenticator = self.cdp.send(
-            "WebAuthn.addVirtualAuthenticator",
-            {
-                "options": {
-                    "protocol": "ctap2",
-                    "transport": "internal",
-                    "hasResidentKey": True,
-                    "hasUserVerification": True,
-                    "isUserVerified": True,
-                    "automaticPresenceSimulation": True,
-                }
-            },
-        )["authenticatorId"]
+        self.authenticator = self.add_authenticator()
         self.page.goto(f"{self.url}/signin")
         self.page.get_by_label("Operator key").fill(world.keys["alice"])
         self.page.get_by_role("button", name="Sign in").click()
         self.page.wait_for_url(f"{self.url}/agents")
+
+    def add_authenticator(self, transport: str = "internal") -> str:
+        """Another authenticator in this browser (one built in, or a security key); its
+        id."""
+        options = {
+            "protocol": "ctap2",
+            "transport": transport,
+            "hasResidentKey": True,
+            "hasUserVerification": True,
+            "isUserVerified": True,
+            "automaticPresenceSimulation": True,
+        }
+        added = self.cdp.send("WebAuthn.addVirtualAuthenticator", {"options": options})
+        return str(added["authenticatorId"])
+
+    def enrol(self, label: str = "laptop") -> None:
+        """The first passkey, with a code an operator printed on the host."""
+        owner = self.world.ids["alice"]
+        host = Actor(id="host", owner_id=owner, kind="system", access_path="cli")
+        code = owner_passkeys.issue_enrolment(self.world.gateway, host, owner).code
+        self.page.goto(f"{self.url}/passkeys")
+        self.page.get_by_label("Enrolment code").fill(code)
+        self.page.get_by_label("Name it").fill(label)
+        self.page.get_by_role("button", name="Register a passkey").click()
+        self.page.wait_for_selector(f"text=Passkey “{label}” registered")
+
+    def add_passkey(self, label: str = "another") -> None:
+        """Make another passkey on the passkeys page: up to the page that asks a live
+        one to approve it."""
+        self.page.goto(f"{self.url}/passkeys")
+        self.page.get_by_label("Name it").fill(label)
+        self.page.get_by_role("button", name="Add a passkey").click()
+        self.page.wait_for_selector("text=Approve the new passkey")
 
     def user_verified(self, verified: bool) -> None:
         self.cdp.send(
@@ -147,11 +180,14 @@ def test_passkeys_approve_exact_previews_in_chromium(
         you = Reviewer(browser, site, world)
         page = you.page
 
-        # register
+        # enrol: without the code from the host, nothing is registered
         page.goto(f"{you.url}/passkeys")
-        page.get_by_label("Name it").fill("laptop")
+        page.get_by_label("Enrolment code").fill("AAAA-BBBB-CCCC-DDDD-EEEE-FFFF")
         page.get_by_role("button", name="Register a passkey").click()
-        page.wait_for_selector("text=Passkey “laptop” registered")
+        page.wait_for_selector("main h1")
+        assert "not one made for your key" in page.inner_text("main")
+        assert world.gateway.ledger.read(lambda tx: tx.passkeys(world.ids["alice"])) == []
+        you.enrol("laptop")
         assert [
             p.label for p in world.gateway.ledger.read(lambda tx: tx.passkeys(world.ids["alice"]))
         ] == ["laptop"]
@@ -199,14 +235,16 @@ def test_passkeys_approve_exact_previews_in_chromium(
         assert state(world, second) is JobState.APPLIED and server.write_count(RECORD) == 2
         you.user_verified(True)
 
-        # after revoking the passkey → refused
+        # after revoking the passkey (which approves its own revocation) → refused
         page.go_back()
-        signed_before = you.sign()
-        other_tab = you.context.new_page()
-        other_tab.goto(f"{you.url}/passkeys")
-        other_tab.get_by_role("button", name="Revoke").click()
-        other_tab.wait_for_selector("text=Passkey revoked")
-        assert "was revoked" in you.submit(signed_before)
+        signed_before, held_preview = you.sign(), page.url
+        page.goto(f"{you.url}/passkeys")
+        page.get_by_role("button", name="Revoke").click()
+        page.wait_for_selector("text=Passkey revoked")
+        page.goto(held_preview)  # it asks no passkey now (none is live): send one anyway
+        page.evaluate(SUBMIT_INTO_CONFIRM, signed_before)
+        page.wait_for_selector("main h1")
+        assert "was revoked" in page.inner_text("main")
         assert state(world, second) is JobState.APPLIED and server.write_count(RECORD) == 2
         you.preview(second, "undo")
         assert "you have none" in page.inner_text("#passkey-status")
@@ -239,9 +277,7 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
         page = you.page
         page.goto(f"{you.url}/resources/notes/undo")
         assert "you have none" in page.inner_text("#passkey-status")
-        page.goto(f"{you.url}/passkeys")
-        page.get_by_role("button", name="Register a passkey").click()
-        page.wait_for_selector("text=registered")
+        you.enrol()
 
         # without user verification → refused by the browser, nothing accepted
         page.goto(f"{you.url}/resources/notes/undo")
@@ -260,6 +296,103 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
         verified = cli("ledger", "verify", str(data_dir))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         you.context.close()
+
+
+def test_another_passkey_and_a_revocation_need_a_live_one_in_chromium(
+    browser: Any,
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+) -> None:
+    """Alice adds her phone (her laptop's passkey approves exactly it) and revokes the
+    laptop (the phone approves). A thief with her key signs in in a browser of its own:
+    the page's own step asks a passkey of alice's that its authenticator does not hold,
+    and the forms sent without it, or signed by its own authenticator, are refused."""
+    world = web_world(server, data_dir, open_gateway, require_passkey=True)
+    alice = world.ids["alice"]
+    with served(world.app) as site:
+        you = Reviewer(browser, site, world)
+        page = you.page
+        you.enrol("laptop")
+        [laptop] = world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+
+        thief = Reviewer(browser, site, world)  # the same key, another browser
+        thief.add_passkey()
+        assert "Enrol your first passkey" not in thief.page.inner_text("main")
+        thief.page.get_by_role("button", name="Approve with a passkey I have").click()
+        thief.page.wait_for_selector("#passkey-status[data-state=refused]")
+        signed = thief.page.evaluate(OWN_KEY)  # its own authenticator signs instead
+        assert "not one of yours" in thief.submit(signed)
+        thief.add_passkey()
+        thief.page.evaluate(SEND_UNSIGNED)
+        thief.page.wait_for_selector("main h1")
+        assert "needs the approval of one of your live passkeys" in thief.page.inner_text("main")
+        thief.page.goto(f"{thief.url}/passkeys")
+        thief.page.evaluate(SEND_UNSIGNED)  # the laptop's Revoke, unsigned
+        thief.page.wait_for_selector("main h1")
+        assert "passkey_approval_required" in thief.page.inner_text("main")
+        assert [
+            (p.id, p.revoked_at) for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+        ] == [(laptop.id, None)]
+
+        # a new authenticator makes the new passkey (the laptop's is away: a browser
+        # never registers one authenticator twice); the laptop's passkey, back as a
+        # security key, approves it
+        held = you.cdp.send("WebAuthn.getCredentials", {"authenticatorId": you.authenticator})
+        you.cdp.send("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": you.authenticator})
+        you.add_authenticator()
+        you.add_passkey("phone")
+        save_shot(page, "passkey-add")
+        you.authenticator = you.add_authenticator("usb")
+        for credential in held["credentials"]:
+            you.cdp.send(
+                "WebAuthn.addCredential",
+                {"authenticatorId": you.authenticator, "credential": credential},
+            )
+        page.get_by_role("button", name="Approve with a passkey I have").click()
+        page.wait_for_selector("text=Passkey “phone” registered")
+        live = [
+            p.label
+            for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+            if p.revoked_at is None
+        ]
+        assert live == ["laptop", "phone"]
+
+        # revoke the laptop: a live passkey approves it
+        page.locator("form[action$='/revoke'] button").first.click()
+        page.wait_for_selector("text=Passkey revoked")
+        live = [
+            p.label
+            for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+            if p.revoked_at is None
+        ]
+        assert live == ["phone"]
+        verified = cli("ledger", "verify", str(data_dir))
+        assert verified.returncode == 0, verified.stdout + verified.stderr
+        thief.context.close()
+        you.context.close()
+
+
+# A form that asks a passkey, signed by any passkey this browser's authenticator holds
+# (no allowed list): what a thief's own authenticator would send.
+OWN_KEY = """async () => {
+  const field = document.querySelector("input[data-passkey-options]");
+  const o = JSON.parse(field.getAttribute("data-passkey-options"));
+  const bytes = (t) => Uint8Array.from(atob(t.replace(/-/g, "+").replace(/_/g, "/")
+      + "===".slice((t.length + 3) % 4)), (c) => c.charCodeAt(0)).buffer;
+  const text = (b) => btoa(String.fromCharCode(...new Uint8Array(b)))
+      .replace(/\\+/g, "-").replace(/\\//g, "_").replace(/=+$/, "");
+  const cred = await navigator.credentials.get({publicKey: {
+    challenge: bytes(o.challenge), rpId: o.rpId, userVerification: "required"}});
+  return JSON.stringify({id: cred.id, rawId: text(cred.rawId), type: cred.type, response: {
+    authenticatorData: text(cred.response.authenticatorData),
+    clientDataJSON: text(cred.response.clientDataJSON),
+    signature: text(cred.response.signature)}, clientExtensionResults: {}});
+}"""
+# The first form that asks a passkey, sent as it is: no assertion.
+SEND_UNSIGNED = """() => {
+  document.querySelector("input[data-passkey-options]").form.submit();
+}"""
 
 
 def _terminal(command: str, output: str, bundle: Any) -> str:

@@ -27,16 +27,18 @@ from undogate.errors import (
 )
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
 from undogate.ledger.chain_source import open_chain
-from undogate.operations import step_up
-from undogate.passkeys import verify_registration
+from undogate.operations import owner_passkeys
+from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger
 
 from .conftest import AGENT, OWNER, cli, make_config, resource
+from .ledger.conftest import credential
 from .soft_authenticator import ORIGIN, RP_ID, SoftAuthenticator, unb64
 from .worlds import LocalGateway
 
 PATH = "/records/customer-123"
 BOB = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
+HOST = Actor(id="host", owner_id="", kind="system", access_path="cli")
 
 
 @pytest.fixture
@@ -51,14 +53,40 @@ def key(gw: LocalGateway) -> SoftAuthenticator:
     return register(gw, OWNER)
 
 
-def register(gw: LocalGateway, actor: Actor) -> SoftAuthenticator:
-    authenticator = SoftAuthenticator()
+def addition(authenticator: SoftAuthenticator, label: str = "laptop") -> Addition:
+    """A registration made with ``authenticator``, verified as the passkeys page does."""
     challenge = secrets.token_bytes(32)
     registered = verify_registration(
         authenticator.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
     )
-    step_up.register(gw, actor, registered, label="laptop", rp_id=RP_ID, origin=ORIGIN)
+    return Addition(registered, label, RP_ID, ORIGIN)
+
+
+def enrolment_code(gw: LocalGateway, owner_id: str, *, replace: bool = False) -> str:
+    """A code from the host for ``owner_id`` (an operator key the ledger holds)."""
+    if gw.ledger.read(lambda tx: tx.credential(owner_id)) is None:
+        gw.ledger.write(lambda tx: credential(tx, owner_id))
+    return owner_passkeys.issue_enrolment(gw, HOST, owner_id, replace=replace).code
+
+
+def register(gw: LocalGateway, actor: Actor) -> SoftAuthenticator:
+    """Enrol ``actor``'s owner's first passkey: a code from the host, then the page."""
+    authenticator = SoftAuthenticator()
+    code = enrolment_code(gw, actor.owner_id)
+    owner_passkeys.register(gw, actor, addition(authenticator), enrolment_code=code)
     return authenticator
+
+
+def approval(
+    gw: LocalGateway, by: SoftAuthenticator, act: Addition | str, owner: Actor = OWNER
+) -> Approval:
+    """``by``'s approval of adding ``act`` (an Addition) or revoking it (a passkey id)."""
+    asked = owner_passkeys.act_challenge(gw, owner.owner_id, act)
+    return Approval(by.approve(unb64(asked.challenge)), asked.expires_at_ms)
+
+
+def revoke(gw: LocalGateway, by: SoftAuthenticator, passkey_id: str, actor: Actor = OWNER) -> None:
+    owner_passkeys.revoke(gw, actor, passkey_id, approval(gw, by, passkey_id, actor))
 
 
 def prepare(gw: LocalGateway, status: str = "vip") -> str:
@@ -174,9 +202,7 @@ def test_a_sign_count_that_does_not_grow_is_refused(
 def test_a_revoked_passkey_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    step_up.revoke(
-        gw, OWNER, next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
-    )
+    revoke(gw, key, next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id))))
     shown = preview(gw, prepare(gw))
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyRevoked)
@@ -296,7 +322,7 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
 
     backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
     revoked = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
-    step_up.revoke(gw, OWNER, revoked)
+    revoke(gw, key, revoked)
     gw.ledger.close()
     assert restore_ledger(tmp_path / "before-revoking.sqlite3", data_dir).revocations_kept == 1
     ledger = Ledger.open(data_dir)
@@ -332,21 +358,18 @@ def test_only_a_live_passkey_of_ones_own_can_be_revoked(
 
     mine = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
     with pytest.raises(NotFound):
-        step_up.revoke(gw, BOB, mine)
-    step_up.revoke(gw, OWNER, mine)
+        owner_passkeys.revoke(gw, BOB, mine, approval(gw, key, mine, BOB))
+    revoke(gw, key, mine)
     with pytest.raises(NotFound):
-        step_up.revoke(gw, OWNER, mine)
+        revoke(gw, key, mine)
     with pytest.raises(NotFound):
-        step_up.revoke(gw, OWNER, "no-such-passkey")
+        revoke(gw, key, "no-such-passkey")
 
 
 def test_a_passkey_is_registered_once(gw: LocalGateway, key: SoftAuthenticator) -> None:
     from undogate.errors import InvalidRequest
 
-    challenge = secrets.token_bytes(32)
-    again = verify_registration(
-        key.register(challenge), challenge=challenge, rp_id=RP_ID, origin=ORIGIN
-    )
+    code = enrolment_code(gw, BOB.owner_id)
     with pytest.raises(InvalidRequest, match="registered already"):
-        step_up.register(gw, BOB, again, label="stolen", rp_id=RP_ID, origin=ORIGIN)
+        owner_passkeys.register(gw, BOB, addition(key, "stolen"), enrolment_code=code)
     assert gw.ledger.read(lambda tx: tx.passkeys(BOB.owner_id)) == []

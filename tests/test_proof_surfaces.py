@@ -1,8 +1,10 @@
 """The passkey step-up on a served gateway (``server.require_passkey``): the API
 refuses a confirm without an assertion (``passkey_required``) and applies one with it;
 the reviewer CLI shows the preview, cannot sign, points to the preview's page and never
-downgrades to a typed answer; a passkey is registered through the review pages' own
-form (a software authenticator plays the browser's part)."""
+downgrades to a typed answer; a passkey is enrolled through the review pages' own form
+with a one-time code ``undogate passkeys enrol`` prints on the host while the server
+runs (an operator key cannot make one), and another is added or one revoked only with
+a live one's approval (a software authenticator plays the browser's part)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,12 +24,11 @@ import yaml
 from undogate.contract_server import ContractServer
 
 from .conftest import MASTER_KEY, SERVED_PATH, cli, resource, serve_log, serving
-from .soft_authenticator import SoftAuthenticator, unb64
+from .soft_authenticator import SoftAuthenticator, b64, unb64
 from .test_cli_review import Terminal
 
 
-@pytest.fixture
-def gateway(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, Any]]:
+def _config(tmp_path: Path, server: ContractServer) -> Path:
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -39,6 +41,12 @@ def gateway(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, Any]]:
             }
         )
     )
+    return config
+
+
+@pytest.fixture
+def gateway(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, Any]]:
+    config = _config(tmp_path, server)
     env = {**os.environ, "UNDOGATE_MASTER_KEY": MASTER_KEY}
     operator = cli("init", "--config", str(config), env=env).stdout.strip()
     owner = "op_" + operator[4:16]
@@ -55,6 +63,8 @@ def gateway(tmp_path: Path, server: ContractServer) -> Iterator[dict[str, Any]]:
             "env": {**env, "UNDOGATE_URL": url, "UNDOGATE_KEY": operator},
             "proc": proc,
             "data": tmp_path / "data",
+            "config": config,
+            "owner": owner,
         }
 
 
@@ -75,8 +85,9 @@ def _prepare(g: dict[str, Any]) -> str:
     return str(made.json()["job_id"])
 
 
-def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
-    """Sign in, open /passkeys, answer its registration options, post the form."""
+@contextmanager
+def _signed_in(g: dict[str, Any]) -> Iterator[httpx.Client]:
+    """A browser's session on the review pages, signed in with the operator key."""
     with httpx.Client(
         base_url=g["url"], trust_env=False, timeout=30, follow_redirects=True
     ) as page:
@@ -84,11 +95,43 @@ def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
         token = re.search(r'name="csrf" value="([^"]+)"', form)
         assert token is not None
         page.post("/signin", data={"csrf": token.group(1), "key": g["operator"]})
-        shown = page.get("/passkeys").text
-        options = json.loads(html.unescape(re.findall(r'data-options="([^"]+)"', shown)[0]))
-        csrf = re.findall(r'name="csrf" value="([^"]+)"', shown)[-1]
-        issued = re.findall(r'name="issued" value="([^"]+)"', shown)[0]
-        form = {"csrf": csrf, "issued": issued}
+        yield page
+
+
+def _form(page: httpx.Client, path: str, action: str) -> tuple[dict[str, str], str]:
+    """The hidden fields of the form that posts to ``action`` on ``path``, and the page."""
+    shown = page.get(path).text
+    found = re.search(rf'<form method="post" action="{re.escape(action)}"(.*?)</form>', shown, re.S)
+    assert found is not None, shown
+    fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', found.group(1)))
+    return {k: html.unescape(v) for k, v in fields.items()}, shown
+
+
+def _options(text: str, attribute: str = "data-options") -> dict[str, Any]:
+    found = re.findall(rf'{attribute}="([^"]+)"', text)
+    assert found, text
+    options: dict[str, Any] = json.loads(html.unescape(found[0]))
+    return options
+
+
+def _enrol(g: dict[str, Any], *, replace: bool = False) -> str:
+    """``undogate passkeys enrol`` on the host while the server runs: through its API,
+    with the master key (the fixture's environment), never the operator key."""
+    env = {k: v for k, v in g["env"].items() if k != "UNDOGATE_KEY"}
+    more = ["--replace"] if replace else []
+    made = cli("passkeys", "enrol", "--config", str(g["config"]), *more, env=env)
+    assert made.returncode == 0, made.stderr
+    assert f"enrolment code for {g['owner']}, once, until" in made.stderr
+    return made.stdout.strip()
+
+
+def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
+    """Sign in, open /passkeys, answer its registration options, post the form: refused
+    without an enrolment code, kept with the code from the host."""
+    with _signed_in(g) as page:
+        form, shown = _form(page, "/passkeys", "/passkeys")
+        assert "Enrol your first passkey" in shown and 'name="enrolment_code"' in shown
+        options = _options(shown)
         too_long = page.post("/passkeys", data={**form, "label": "x" * 81})
         assert too_long.status_code == 400 and "at most 80 characters" in too_long.text
         for stale_issued in ("", "0", "x"):  # no page, or one made long ago
@@ -103,15 +146,92 @@ def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
         # challenge, so the answer does not verify.
         moved = page.post(
             "/passkeys",
-            data={**form, "issued": str(int(issued) - 1), "label": "ci", "credential": credential},
+            data={
+                **form,
+                "issued": str(int(form["issued"]) - 1),
+                "label": "ci",
+                "credential": credential,
+            },
         )
         assert moved.status_code == 403 and "registration did not verify" in moved.text
-        done = page.post("/passkeys", data={**form, "label": "ci", "credential": credential})
+        # The operator key alone: no code, and none it can make.
+        alone = page.post("/passkeys", data={**form, "label": "ci", "credential": credential})
+        assert alone.status_code == 403 and "enrolment_code_required" in alone.text
+        minted = _call(g, "/api/v1/admin/passkey-enrolments", {})
+        assert minted.status_code == 403 and minted.json()["error"]["code"] == "forbidden"
+        guessed = {**form, "label": "ci", "credential": credential, "enrolment_code": "AAAA-BBBB"}
+        assert "enrolment_code_unknown" in page.post("/passkeys", data=guessed).text
+        code = _enrol(g)
+        done = page.post("/passkeys", data={**guessed, "enrolment_code": code})
         assert "Passkey “ci” registered" in done.text, done.text
-        again = page.post("/passkeys", data={**form, "label": "x", "credential": credential})
+        assert "Add another passkey" in done.text  # no code asked any more
+        again = page.post("/passkeys", data={**guessed, "enrolment_code": code})
         assert again.status_code == 400  # a registration is kept once
         assert "registered already" in again.text
     return authenticator
+
+
+def test_another_passkey_and_a_revocation_need_a_live_ones_approval(
+    gateway: dict[str, Any],
+) -> None:
+    first = _register_through_the_page(gateway)
+    with _signed_in(gateway) as page:
+        form, shown = _form(page, "/passkeys", "/passkeys/add")
+        phone = SoftAuthenticator(origin=gateway["url"], rp_id="127.0.0.1")
+        credential = phone.register(unb64(_options(shown)["challenge"]))
+        made = {**form, "label": "phone", "credential": credential}
+        # Straight to the registration, without the approval step: refused.
+        direct = page.post("/passkeys", data=made)
+        assert direct.status_code == 403 and "passkey_approval_required" in direct.text
+        step = page.post("/passkeys/add", data=made)
+        assert step.status_code == 200 and "Approve the new passkey" in step.text
+        asks = _options(step.text, "data-passkey-options")
+        assert [c["id"] for c in asks["allowCredentials"]] == [unb64_id(first)]
+        approve = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', step.text))
+        approve = {k: html.unescape(v) for k, v in approve.items()}
+        challenge = unb64(asks["challenge"])
+        itself = {**approve, "passkey_assertion": phone.approve(challenge)}
+        assert "passkey_unknown" in page.post("/passkeys", data=itself).text
+        signed = {**approve, "passkey_assertion": first.approve(challenge)}
+        done = page.post("/passkeys", data=signed)
+        assert "Passkey “phone” registered" in done.text, done.text
+
+        revoke, shown = _form(page, "/passkeys", f"/passkeys/{unb64_id(first)}/revoke")
+        path = f"/passkeys/{unb64_id(first)}/revoke"
+        bare = page.post(path, data={"csrf": revoke["csrf"]})
+        assert bare.status_code == 403 and "passkey_approval_required" in bare.text
+        options = _options(shown, "data-passkey-options")
+        signed = {**revoke, "passkey_assertion": phone.approve(unb64(options["challenge"]))}
+        assert "Passkey revoked" in page.post(path, data=signed).text
+        assert page.post(path, data=signed).status_code == 404  # it is revoked already
+    verified = cli("ledger", "verify", str(gateway["data"]))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_passkeys_enrol_on_the_host_refuses_an_operator_key_and_replaces_a_lost_device(
+    gateway: dict[str, Any],
+) -> None:
+    config = str(gateway["config"])
+    operator_only = {k: v for k, v in gateway["env"].items() if k != "UNDOGATE_MASTER_KEY"}
+    refused = cli("passkeys", "enrol", "--config", config, env=operator_only)
+    assert refused.returncode != 0 and "UNDOGATE_MASTER_KEY" in refused.stderr
+    assert refused.stdout == ""
+    _register_through_the_page(gateway)
+    master = {k: v for k, v in gateway["env"].items() if k != "UNDOGATE_KEY"}
+    needed = cli("passkeys", "enrol", "--config", config, env=master)
+    assert needed.returncode != 0 and "enrolment_not_needed" in needed.stderr
+    code = _enrol(gateway, replace=True)
+    assert len(code.replace("-", "")) == 24
+    listed = cli("ledger", "verify", str(gateway["data"]))
+    assert listed.returncode == 0
+    with _signed_in(gateway) as page:
+        shown = page.get("/passkeys").text
+        assert "Enrol your first passkey" in shown and "revoked" in shown
+
+
+def unb64_id(authenticator: SoftAuthenticator) -> str:
+    """The credential id as the pages and the ledger spell it (base64url)."""
+    return b64(authenticator.credential_id)
 
 
 def test_the_api_refuses_a_confirm_without_the_passkey(
@@ -173,3 +293,18 @@ def test_the_cli_points_to_the_preview_page_and_never_downgrades(
     assert 'Type "apply"' not in text  # no typed answer stands in for the passkey
     assert server.write_count(SERVED_PATH) == 0
     assert gateway["operator"] not in term.text
+
+
+def test_passkeys_enrol_runs_on_the_ledger_itself_when_no_server_owns_it(
+    tmp_path: Path, server: ContractServer
+) -> None:
+    config = str(_config(tmp_path, server))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("UNDOGATE_")}
+    operator = cli("init", "--config", config, env=env).stdout.strip()
+    made = cli("passkeys", "enrol", "--config", config, env=env)  # no URL, no key at all
+    assert made.returncode == 0, made.stderr
+    owner = "op_" + operator[4:16]
+    assert f"enrolment code for {owner}" in made.stderr and operator not in made.stderr
+    assert re.fullmatch(r"([A-Z2-7]{4}-){5}[A-Z2-7]{4}\n", made.stdout)
+    nobody = cli("passkeys", "enrol", "--config", config, "--owner", "op_nobody", env=env)
+    assert nobody.returncode == 2 and "error [not_found]" in nobody.stderr

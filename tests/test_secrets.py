@@ -16,7 +16,6 @@ import pytest
 from undogate.contract_server import ContractServer
 from undogate.errors import MissingToken, UndogateError
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.receipts import agent_receipt, job_receipt
 from undogate.redact import (
     REDACTED,
     RedactSecrets,
@@ -24,6 +23,7 @@ from undogate.redact import (
     secret_forms,
     uninstall_redaction,
 )
+from undogate.views import agent_receipt, job_receipt
 
 from .conftest import AGENT, OWNER, make_config, resource
 from .worlds import LocalGateway

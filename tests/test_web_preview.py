@@ -15,7 +15,7 @@ from starlette.testclient import TestClient
 
 from undogate.contract_server import ContractServer
 from undogate.net import RemoteHTTP, RemoteResponse
-from undogate.receipts import request_view
+from undogate.views import request_view
 
 from .browser import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
 from .test_web import csrf_of, signed_in

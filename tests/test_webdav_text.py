@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from undogate.adapters import ResourceKind, adapter_for
+from undogate.adapters import WebDavTextAdapter, adapter_for
 from undogate.adapters.webdav_text import is_text_media_type
 from undogate.contract_server import ContractServer
 from undogate.diffs import NO_NEWLINE_MARK, diff_hunks, diff_stats, split_lines, unified_diff
@@ -82,7 +82,7 @@ def test_prepare_records_both_texts_and_the_exact_media_type(
     gateway, _ = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
     change = job.changes[0]
-    assert change.kind == ResourceKind.WEBDAV_TEXT
+    assert change.kind == WebDavTextAdapter.kind
     assert change.fields == ()
     assert change.before == {"text": server.get_text(NOTES), "media_type": "text/markdown"}
     assert change.after == {"text": NEW_NOTES, "media_type": "text/markdown"}

@@ -381,11 +381,32 @@ def test_an_unset_secret_signs_nothing_and_is_warned_about(
         h.http.close()
 
 
+@pytest.mark.parametrize(
+    ("answer", "endless"),
+    [(b"x" * (256 * 1024), False), (b"still talking", True)],
+    ids=["a-body-past-64-KiB", "a-body-that-never-ends"],
+)
+def test_a_2xx_delivers_whatever_follows_it(
+    hooked: Hooked, receiver: Receiver, answer: bytes, endless: bool
+) -> None:
+    """The status is the answer: a long body, or one that never ends, neither fails the
+    message nor makes the pass skip the receiver's others."""
+    receiver.status, receiver.answer, receiver.endless = 200, answer, endless
+    for _ in range(3):
+        hooked.prepare()
+    assert hooked.delivery.deliver_due() == 3
+    assert [(m.status, m.attempts, m.last_error) for m in hooked.messages()] == [
+        ("delivered", 1, None)
+    ] * 3
+    assert len(receiver.verified()) == 3
+
+
 def test_the_network_policy_applies_to_webhook_urls(
     server: ContractServer,
     data_dir: Path,
     open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     # A name that resolves to loopback over https: §7 allows loopback only over http to a
     # literal address with allow_loopback_http; the delivery is refused before sending.
@@ -394,13 +415,44 @@ def test_the_network_policy_applies_to_webhook_urls(
     h = Hooked(open_gateway(parse_config(data)), receiver.secret)
     try:
         h.prepare()
-        [failed] = h.deliver_until(all_settled)
+        with caplog.at_level(logging.WARNING, logger="undogate.webhooks.delivery"):
+            [failed] = h.deliver_until(all_settled)
         assert failed.status == "failed"
-        assert failed.last_error is not None
-        assert failed.last_error.startswith("refused by the network policy")
+        assert failed.last_error == (
+            "refused by the network policy: its host has a loopback address"
+        )
         assert receiver.received == []
     finally:
         h.http.close()
+    # Neither its host nor the address it resolved to, in the log or on the pages.
+    assert "failed for good after 3 attempt(s): refused by the network policy" in caplog.text
+    for where in ("localhost", "127.0.0.1", str(receiver.port)):
+        assert where not in caplog.text and where not in failed.last_error
+
+
+def test_a_name_that_does_not_resolve_is_not_named_in_the_log(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    receiver: Receiver,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    host = "hooks.undogate-test.invalid"  # RFC 6761: never resolves
+    data = webhook_config(
+        server, data_dir, f"https://{host}/hook", endpoint={"allow_loopback_http": False}
+    )
+    h = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    try:
+        h.prepare()
+        with caplog.at_level(logging.WARNING, logger="undogate.webhooks.delivery"):
+            [failed] = h.deliver_until(all_settled)
+    finally:
+        h.http.close()
+    assert failed.status == "failed" and failed.last_error is not None
+    assert failed.last_error.startswith("not delivered: ")
+    assert "its host" in failed.last_error  # could not resolve it, or timed out doing so
+    assert "attempt 1 of 3 failed: not delivered" in caplog.text
+    assert "undogate-test" not in caplog.text + failed.last_error
 
 
 @pytest.mark.parametrize(

@@ -1,6 +1,7 @@
 """A real webhook receiver on 127.0.0.1 for the webhook tests: it records every request
-(headers and exact body), answers with the status it is told to, and can be started and
-stopped on the same port (a receiver that is down, then comes back)."""
+(headers and exact body), answers with the status and body it is told to (or a body that
+never ends: announced longer than what it sends, the rest held until ``stop``), and can
+be started and stopped on the same port (a receiver that is down, then comes back)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class Receiver:
     def __init__(self, secret: str, status: int = 204) -> None:
         self.secret = secret
         self.status = status
+        self.answer = b""  # the body of every answer
+        self.endless = False  # announce more than ``answer`` and hold the rest back
+        self._released = threading.Event()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/hooks/undogate"
         self.received: list[Received] = []
@@ -43,6 +47,7 @@ class Receiver:
 
     def start(self) -> Receiver:
         receiver = self
+        self._released.clear()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
@@ -53,8 +58,16 @@ class Receiver:
                         Received(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
                     )
                 self.send_response(receiver.status)
-                self.send_header("Content-Length", "0")
+                announced = len(receiver.answer) + (1 << 30 if receiver.endless else 0)
+                self.send_header("Content-Length", str(announced))
                 self.end_headers()
+                try:
+                    self.wfile.write(receiver.answer)
+                    self.wfile.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    return  # the sender took the status and left: all it needs
+                if receiver.endless:
+                    receiver._released.wait(60)
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
@@ -64,6 +77,7 @@ class Receiver:
         return self
 
     def stop(self) -> None:
+        self._released.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

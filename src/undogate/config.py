@@ -8,6 +8,7 @@ lives in ``net``.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -17,10 +18,10 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from .adapters import adapter_for, kind_names
+from .adapters import adapter_for, kind_problem
 from .errors import ConfigError
 from .net import NetworkFlags, configured_url_problems
-from .resources import ID_PATTERN, KINDS_CONTEXT, StrictModel
+from .resources import COMMON_KEYS, ID_PATTERN, KINDS_CONTEXT, KindSettings, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
 from .urls import dot_segment, normalised_url
@@ -245,15 +246,17 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
             problems.append((where, f"{target.id!r} is itself a test copy"))
         elif target.kind != res.kind:
             problems.append((where, f"{target.id!r} is a {target.kind}, not a {res.kind}"))
-        elif sorted(target.fields) != sorted(res.fields):
-            problems.append((where, f"the fields must be the same as {target.id!r}'s"))
-        elif target.record_pointer != res.record_pointer:
-            problems.append((where, f"the record_pointer must be the same as {target.id!r}'s"))
+        elif _unread(res) or _unread(target):
+            continue  # its settings are refused already
+        elif problem := adapter_for(res.kind).test_copy_problem(res, target):
+            problems.append((where, problem))
     return problems
 
 
 def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str, str]]:
     """What the resource's kind needs of its settings (its adapter says)."""
+    if _unread(res):
+        return []
     return [
         (f"{where}.{setting}", problem)
         for setting, problem in adapter_for(res.kind).config_problems(res, limits)
@@ -261,21 +264,65 @@ def _kind_problems(res: Resource, where: str, limits: Limits) -> list[tuple[str,
 
 
 def _validate(
-    model: type[_M], data: Any, prefix: str, problems: list[tuple[str, str]]
+    model: type[_M],
+    data: Any,
+    prefix: str,
+    problems: list[tuple[str, str]],
+    unknown: str = "unknown setting",
 ) -> _M | None:
     try:
-        return model.model_validate(data, context={KINDS_CONTEXT: kind_names()})
+        return model.model_validate(data, context={KINDS_CONTEXT: kind_problem})
     except ValidationError as exc:
         for err in exc.errors():
-            msg = "unknown setting" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = unknown if err["type"] == "extra_forbidden" else err["msg"]
             loc = _path(tuple(err["loc"]))
             path = prefix + ("." + loc if loc and prefix else loc)
             problems.append((path, msg))
         return None
 
 
+def _validate_resource(data: Any, where: str, problems: list[tuple[str, str]]) -> Resource | None:
+    """One resource, flat as the YAML has it: the common keys by ``Resource``, every
+    other key by its kind's own settings model, each problem with its path."""
+    if not isinstance(data, dict):
+        return _validate(Resource, data, where, problems)
+    common = {k: v for k, v in data.items() if k in COMMON_KEYS}
+    own = {k: v for k, v in data.items() if k not in COMMON_KEYS}
+    kind = data.get("kind")
+    if not isinstance(kind, str) or kind_problem(kind) is not None:
+        # The kind is refused (with why) by the common check; its own keys cannot be
+        # read without it.
+        _validate(Resource, common, where, problems)
+        return None
+    model = adapter_for(kind).settings_model
+    named = ", ".join(sorted(model.model_fields)) or "none"
+    unknown = f"not a setting of a {kind} (its own settings: {named})"
+    settings = _validate(model, own, where, problems, unknown)
+    resource = _validate(Resource, common, where, problems)
+    if resource is None:
+        return None
+    # Settings that could not be read are reported; the resource still takes part in
+    # the checks of the whole file (its id, its URL), never in its kind's own.
+    return resource.model_copy(update={"settings": settings or _UNREAD})
+
+
+class _Unread(KindSettings):
+    """The settings of a resource whose kind's settings were refused (the file is
+    refused too): the checks that need them are skipped."""
+
+
+_UNREAD = _Unread()
+
+
+def _unread(resource: Resource) -> bool:
+    return isinstance(resource.settings, _Unread)
+
+
 def _validate_list(
-    model: type[_M], data: Any, name: str, problems: list[tuple[str, str]]
+    validate: Callable[[Any, str, list[tuple[str, str]]], _M | None],
+    data: Any,
+    name: str,
+    problems: list[tuple[str, str]],
 ) -> list[tuple[int, _M]]:
     if data is None:
         return []
@@ -284,10 +331,14 @@ def _validate_list(
         return []
     out: list[tuple[int, _M]] = []
     for i, item in enumerate(data):
-        parsed = _validate(model, item, f"{name}[{i}]", problems)
+        parsed = validate(item, f"{name}[{i}]", problems)
         if parsed is not None:
             out.append((i, parsed))
     return out
+
+
+def _validate_agent(data: Any, where: str, problems: list[tuple[str, str]]) -> Agent | None:
+    return _validate(Agent, data, where, problems)
 
 
 def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None = None) -> Config:
@@ -307,8 +358,8 @@ def parse_config(data: Any, *, source: str = "<memory>", base_dir: Path | None =
     ]
     server = _validate(ServerSettings, data.get("server") or {}, "server", problems)
     limits = _validate(Limits, data.get("limits") or {}, "limits", problems)
-    resources = _validate_list(Resource, data.get("resources"), "resources", problems)
-    agents = _validate_list(Agent, data.get("agents"), "agents", problems)
+    resources = _validate_list(_validate_resource, data.get("resources"), "resources", problems)
+    agents = _validate_list(_validate_agent, data.get("agents"), "agents", problems)
     webhooks = _validate(WebhookSettings, data.get("webhooks") or {}, "webhooks", problems)
     if webhooks is not None:
         problems.extend(webhook_problems(webhooks))

@@ -25,7 +25,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import receipts
+from . import views
 from .app import build_app
 from .config import Config, parse_config
 from .contract_server import ContractServer
@@ -140,7 +140,7 @@ def _show_preview(console: Console, preview: Preview) -> None:
     """Each change as its preview view shows it: a line diff, or its fields' rows (as the
     reviewer's CLI shows them: a table when it fits, never a value broken mid-number)."""
     console.print(f"[bold]Preview: {preview.operation.value}[/]")
-    changes = receipts.preview_view(preview, None, time.time())["changes"]
+    changes = views.preview_view(preview, None, time.time())["changes"]
     assert isinstance(changes, list)
     for change in changes:
         assert isinstance(change, dict)

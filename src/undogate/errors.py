@@ -35,12 +35,23 @@ its own vocabulary in one place.
     ├── IrreversibleNotAcknowledged irreversible_not_acknowledged
     ├── UndoNotVerified             undo_not_verified      (no verified undo to accept)
     ├── PasskeyRequired             passkey_required       (confirm on the preview's page)
+    │   └── PasskeyApprovalRequired passkey_approval_required (adding or revoking a passkey
+    │                                                       needs one of the owner's own)
     ├── PasskeyRefused              passkey_refused        (an assertion that does not hold)
     │   ├── PasskeyNotVerified      passkey_not_verified   (no user verification, bad signature)
     │   ├── PasskeyWrongPreview     passkey_wrong_preview  (signed another preview)
+    │   ├── PasskeyWrongAct         passkey_wrong_act      (signed another addition or
+    │   │                                                   revocation of a passkey)
+    │   ├── PasskeyApprovalExpired  passkey_approval_expired (what it signed expired)
     │   ├── PasskeyReplayed         passkey_replayed       (its challenge was used already)
     │   ├── PasskeyRevoked          passkey_revoked
     │   └── PasskeyUnknown          passkey_unknown        (not one of this owner's passkeys)
+    ├── EnrolmentRefused            enrolment_refused      (a first passkey's one-time code)
+    │   ├── EnrolmentCodeRequired   enrolment_code_required
+    │   ├── EnrolmentCodeUnknown    enrolment_code_unknown (no code this owner was given)
+    │   ├── EnrolmentCodeExpired    enrolment_code_expired
+    │   └── EnrolmentCodeUsed       enrolment_code_used
+    ├── EnrolmentNotNeeded          enrolment_not_needed   (the owner has a live passkey)
     ├── LedgerInUse                 ledger_in_use
     ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
@@ -220,6 +231,13 @@ class PasskeyRequired(UndogateError):
     code = "passkey_required"
 
 
+class PasskeyApprovalRequired(PasskeyRequired):
+    """Adding a passkey beside a live one, or revoking one, came without an approval
+    from a live passkey of the same owner."""
+
+    code = "passkey_approval_required"
+
+
 class PasskeyRefused(UndogateError):
     code = "passkey_refused"
 
@@ -232,6 +250,19 @@ class PasskeyWrongPreview(PasskeyRefused):
     code = "passkey_wrong_preview"
 
 
+class PasskeyWrongAct(PasskeyRefused):
+    """The passkey signed another addition or revocation than the one asked for."""
+
+    code = "passkey_wrong_act"
+
+
+class PasskeyApprovalExpired(PasskeyRefused):
+    """What the passkey signed (an acceptance, an addition, a revocation) carried an
+    expiry that has passed, or one no page of this gateway gives."""
+
+    code = "passkey_approval_expired"
+
+
 class PasskeyReplayed(PasskeyRefused):
     code = "passkey_replayed"
 
@@ -242,6 +273,36 @@ class PasskeyRevoked(PasskeyRefused):
 
 class PasskeyUnknown(PasskeyRefused):
     code = "passkey_unknown"
+
+
+class EnrolmentRefused(UndogateError):
+    """A first passkey is enrolled only with a one-time code printed on the server's
+    host (``undogate passkeys enrol``), and this one did not hold."""
+
+    code = "enrolment_refused"
+
+
+class EnrolmentCodeRequired(EnrolmentRefused):
+    code = "enrolment_code_required"
+
+
+class EnrolmentCodeUnknown(EnrolmentRefused):
+    code = "enrolment_code_unknown"
+
+
+class EnrolmentCodeExpired(EnrolmentRefused):
+    code = "enrolment_code_expired"
+
+
+class EnrolmentCodeUsed(EnrolmentRefused):
+    code = "enrolment_code_used"
+
+
+class EnrolmentNotNeeded(UndogateError):
+    """An enrolment code was asked for an owner who has a live passkey: that passkey
+    approves another, or ``--replace`` revokes them (a lost device)."""
+
+    code = "enrolment_not_needed"
 
 
 class LedgerInUse(UndogateError):

@@ -22,7 +22,7 @@ from enum import Enum, StrEnum
 from typing import Any, Final, Literal, TypeAlias
 
 from .errors import TransitionNotAllowed
-from .jsonvalue import JsonObject
+from .jsonvalue import JsonObject, JsonValue
 
 
 class JobState(StrEnum):
@@ -324,26 +324,46 @@ class Job:
     invalidated_reason: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ChangeRequest:
     """One change as an agent asked for it, before any read.
 
-    Records use ``set``/``remove`` (top-level field names); documents use ``text``. In a
-    collection, ``record_id`` names the record a ``set``/``remove`` or ``delete`` acts on
-    (or the id a ``create`` asks for); ``create`` and ``upsert`` carry a new record's
-    field values (SPEC §12).
+    The members every change has (``resource``, ``expected_version``,
+    ``assertion_kind``), and ``members``: the rest, as the agent sent them and the API
+    checked them member by member (``set``, ``text``, ...). Which members a change may
+    carry, and what they mean, is its resource's kind's business: only the kind reads
+    ``members``. Keyword arguments beyond the common ones are members:
+    ``ChangeRequest("customer", set={"status": "vip"})``.
     """
 
     resource_id: str
-    set: JsonObject | None = None
-    remove: tuple[str, ...] = ()
-    text: str | None = None
-    record_id: str | None = None
-    create: JsonObject | None = None
-    delete: bool = False
-    upsert: JsonObject | None = None
-    expected_version: str | None = None
-    assertion_kind: AssertionKind | None = None
+    members: JsonObject
+    expected_version: str | None
+    assertion_kind: AssertionKind | None
+
+    def __init__(
+        self,
+        resource_id: str,
+        members: JsonObject | None = None,
+        *,
+        expected_version: str | None = None,
+        assertion_kind: AssertionKind | None = None,
+        **given: Any,
+    ) -> None:
+        named = {**(members or {}), **given}
+        # A member left out and a member given as null are the same request.
+        kept: JsonObject = {k: _json_member(v) for k, v in named.items() if v is not None}
+        object.__setattr__(self, "resource_id", resource_id)
+        object.__setattr__(self, "members", kept)
+        object.__setattr__(self, "expected_version", expected_version)
+        object.__setattr__(self, "assertion_kind", assertion_kind)
+
+
+def _json_member(value: Any) -> JsonValue:
+    """A member's value as JSON (a tuple, as Python callers write a list, is one)."""
+    if isinstance(value, tuple):
+        return [_json_member(v) for v in value]
+    return value  # type: ignore[no-any-return]  # callers pass JSON values
 
 
 # -- what the operations take and give back ------------------------------------------
@@ -461,8 +481,11 @@ class UndoOffer:
     accepted: frozenset[str]  # what a reviewer accepted under the current identity
     accepted_at: float | None
     # The WebAuthn challenge of accepting it (base64url), where the resource requires
-    # the reviewer's passkey (SPEC §14); None where it does not or nothing is verified.
+    # the reviewer's passkey (SPEC §14), and until when it holds (milliseconds since
+    # the epoch; the acceptance sends it back); None where it does not or nothing is
+    # verified.
     passkey_challenge: str | None = None
+    passkey_expires_at_ms: int | None = None
 
     def offers(self, need: str) -> bool:
         return need in self.verified and need in self.accepted

@@ -3,13 +3,19 @@ the options a browser registers a passkey with, the check of that registration, 
 the check of an assertion over a preview digest, online (with the sign count) or
 offline (``ledger verify``, ``verify-receipt``). User verification is always required.
 
-What leaves here is plain data: base64url strings, and the assertion's four parts as
-the ledger stores them with the confirmation (``AssertionParts``).
+What leaves here is plain data: base64url strings, the assertion's four parts as the
+ledger stores them with the confirmation (``AssertionParts``), and what an owner's
+passkeys are managed with: the one-time code that enrols a first passkey
+(``new_enrolment_code``, ``enrolment_code_sha256``) and the challenge a live passkey
+signs to add or revoke one (``ActChallenge``).
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import secrets
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +41,9 @@ RP_NAME = "undogate"
 #: How long a browser may wait for the person (a hint to the browser).
 TIMEOUT_MS = 120_000
 _MAX_CREDENTIAL_CHARS = 8192
+#: An enrolment code: 120 random bits in base32, typed by a person in groups of four.
+_ENROLMENT_BYTES = 15
+_ENROLMENT_GROUP = 4
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,36 @@ class Registered:
     id: str  # the credential id, base64url
     public_key: str  # COSE, base64url
     sign_count: int
+
+
+@dataclass(frozen=True)
+class Addition:
+    """A verified registration to keep under an owner, as the page named it and the
+    relying party and origin it was made on."""
+
+    registered: Registered
+    label: str
+    rp_id: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class ActChallenge:
+    """What a page asks a live passkey to sign to add or revoke one: the challenge
+    (base64url) and the expiry its document carries, which the form sends back."""
+
+    challenge: str
+    expires_at_ms: int
+
+
+@dataclass(frozen=True)
+class Approval:
+    """A live passkey's approval of adding or revoking one, as a form sent it: the
+    assertion (``PublicKeyCredential`` JSON text) and the expiry its page showed (None
+    when the form carried none: refused)."""
+
+    assertion: str
+    expires_at_ms: int | None
 
 
 @dataclass(frozen=True)
@@ -191,6 +230,20 @@ def verify_assertion(
     return int(verified.new_sign_count)
 
 
+def new_enrolment_code() -> str:
+    """A fresh one-time enrolment code, as a person reads and types it
+    (``ABCD-EFGH-...``)."""
+    text = base64.b32encode(secrets.token_bytes(_ENROLMENT_BYTES)).decode("ascii")
+    return "-".join(text[i : i + _ENROLMENT_GROUP] for i in range(0, len(text), _ENROLMENT_GROUP))
+
+
+def enrolment_code_sha256(code: str) -> str:
+    """The SHA-256 the ledger keeps of a code, however it was typed (case, spaces and
+    dashes do not matter)."""
+    typed = "".join(c for c in code.upper() if c.isascii() and c.isalnum())
+    return hashlib.sha256(typed.encode("ascii")).hexdigest()
+
+
 def _credential_json(text: str) -> dict[str, Any]:
     if len(text) > _MAX_CREDENTIAL_CHARS:
         raise InvalidRequest("the passkey credential is too large")
@@ -211,9 +264,14 @@ def _bytes(b64: str) -> bytes:
 
 
 __all__ = [
+    "ActChallenge",
+    "Addition",
+    "Approval",
     "AssertionParts",
     "Registered",
     "assertion_parts",
+    "enrolment_code_sha256",
+    "new_enrolment_code",
     "registration_options",
     "request_options",
     "verify_assertion",

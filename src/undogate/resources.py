@@ -2,18 +2,28 @@
 
 Pure models, below both ``config`` (which loads and checks a whole file) and
 ``adapters`` (which check what each kind needs of a resource). A resource's ``kind`` is
-an opaque key here: which kinds exist is the adapters' registry's business, and
-``config`` passes its names in as validation context.
+an opaque key here, and its kind's settings an opaque model: which kinds exist and what
+they take is the adapters' registry's business, and ``config`` asks it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 from pydantic_core import PydanticCustomError
 
 from .digests import sha256_label
@@ -21,14 +31,19 @@ from .digests import sha256_label
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 _MAX_SHARE = 1_000_000_000
-# The validation context key under which ``config`` passes the known kinds' names.
+# However many records of whatever size the limits allow, one listing is read into memory
+# whole: never more than this.
+MAX_LISTING_BYTES = 32 * 1024 * 1024
+# The validation context key under which ``config`` passes ``KindProblem``.
 KINDS_CONTEXT = "kinds"
 
 
 class StrictModel(BaseModel):
     """Unknown settings are refused; a validated value never changes."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # A ``pattern`` is anchored with ``$``: in pydantic-core's Rust engine that is the
+    # end of the text, while Python's ``re`` (``python-re``) lets ``"r1\n"`` through.
+    model_config = ConfigDict(extra="forbid", frozen=True, regex_engine="rust-regex")
 
 
 class Limits(StrictModel):
@@ -56,24 +71,30 @@ class Limits(StrictModel):
     # most this many records; a longer one is refused, never truncated.
     max_collection_records: int = Field(1000, ge=1)
 
-
-class IdentityRule(StrictModel):
-    """One field whose value is evidence of a record's identity (SPEC §12). Which
-    evidence kinds exist is the adapters' business: anything else is refused there."""
-
-    field: str = Field(min_length=1, max_length=128)
-    evidence: str = Field(min_length=1, max_length=40)
+    @property
+    def max_listing_bytes(self) -> int:
+        """The most a collection listing may weigh: room for ``max_collection_records``
+        records of up to ``max_document_bytes`` each, within ``MAX_LISTING_BYTES``."""
+        return min(self.max_collection_records * self.max_document_bytes, MAX_LISTING_BYTES)
 
 
-class Lookup(StrictModel):
-    """How an upsert finds records by evidence: a query template appended to the
-    collection URL (``?email={value}``), or a bounded listing matched locally."""
+class KindSettings(StrictModel):
+    """The settings a kind adds to a resource's common ones (flat beside them in the
+    YAML). A kind subclasses this with its own keys; ``config`` validates them with
+    the kind's model, each problem with its path.
+    """
 
-    query: str | None = Field(None, min_length=1, max_length=512)
-    list: bool = False
+    def fingerprint_part(self) -> dict[str, Any]:
+        """What of these settings makes it the same resource (SPEC §2), merged into its
+        fingerprint. Unless a kind says otherwise: every one of them."""
+        return self.model_dump(mode="json")
 
 
 class Resource(StrictModel):
+    """A resource as the config declares it: the keys every kind shares, and its kind's
+    own ``settings`` (opaque here; only the kind reads them). The YAML is flat: the
+    kind's keys sit beside the common ones, and a dump puts them back there."""
+
     id: str = Field(pattern=ID_PATTERN)
     agent_id: str = Field(pattern=ID_PATTERN)
     name: str = Field(min_length=1, max_length=200)
@@ -81,38 +102,40 @@ class Resource(StrictModel):
     url: str = Field(min_length=1, max_length=2048)
     token_env: str | None = Field(None, pattern=_ENV_RE)
     token_scheme: Literal["bearer", "basic"] = "bearer"  # noqa: S105 - a scheme name
-    fields: tuple[str, ...] = ()
-    record_pointer: str = ""
     conditional_writes: bool = False
     allow_private_host: bool = False
     allow_loopback_http: bool = False
-    # Records that appear and disappear (SPEC §12): how a create is sent (``put`` or
-    # ``post`` for a collection, ``true`` for a document), identity evidence, its lookup,
-    # the record's id member, and the members the server rewrites on every write (never
-    # sent back by a re-create, never compared). Each kind says which it accepts.
-    create: Literal["put", "post"] | bool | None = None
-    identity: tuple[IdentityRule, ...] = ()
-    lookup: Lookup | None = None
-    id_field: str = Field("id", min_length=1, max_length=128)
-    server_fields: tuple[str, ...] = ()
     # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
     # the fingerprint below is unchanged by it.
     test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
     # Confirming a write to it needs the reviewer's passkey over the exact preview
     # (SPEC §14, docs/proof.md). Not identity: turning it on invalidates nothing.
     require_passkey: bool = False
+    settings: KindSettings = Field(default_factory=KindSettings)
 
     @field_validator("kind")
     @classmethod
-    def _a_known_kind(cls, value: str, info: ValidationInfo) -> str:
-        known = (info.context or {}).get(KINDS_CONTEXT)
-        if known is not None and value not in known:
-            raise PydanticCustomError(
-                "enum",
-                "Input should be {expected}",
-                {"expected": _alternatives([repr(k) for k in known])},
-            )
+    def _an_installed_kind(cls, value: str, info: ValidationInfo) -> str:
+        problem: KindProblem | None = (info.context or {}).get(KINDS_CONTEXT)
+        why = problem(value) if problem is not None else None
+        if why is not None:
+            raise PydanticCustomError("kind", "{why}", {"why": why})
         return value
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """The kind's settings beside the common keys, as the YAML has them."""
+        data = handler(self)
+        if isinstance(data, dict):
+            data.pop("settings", None)
+            data.update(
+                self.settings.model_dump(
+                    mode=info.mode,
+                    exclude_none=info.exclude_none,
+                    exclude_defaults=info.exclude_defaults,
+                )
+            )
+        return data
 
     @cached_property
     def fingerprint(self) -> str:
@@ -132,20 +155,17 @@ class Resource(StrictModel):
             "port": _effective_port(self.url),
             "allow_private_host": self.allow_private_host,
             "allow_loopback_http": self.allow_loopback_http,
-            "record_pointer": self.record_pointer,
-            "fields": sorted(self.fields),
+            **self.settings.fingerprint_part(),
         }
-        if self.create is not None:
-            # How records appear is identity too; absent, the digest of a resource
-            # declared before §12 stays what it was.
-            identity["create"] = self.create
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return sha256_label(text)
 
 
-def _alternatives(names: list[str]) -> str:
-    """``'a'``, ``'a' or 'b'``, ``'a', 'b' or 'c'``: pydantic's own wording for an enum."""
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+# What ``config`` passes as validation context: why a kind name cannot be used (not
+# installed, or its distribution failed to load), or None when it can.
+KindProblem = Callable[[str], "str | None"]
+# The keys of a resource that every kind shares; every other key is its kind's.
+COMMON_KEYS = frozenset(name for name in Resource.model_fields if name != "settings")
 
 
 def _effective_port(url: str) -> int | None:
@@ -160,11 +180,13 @@ def _effective_port(url: str) -> int | None:
 
 
 __all__ = [
+    "COMMON_KEYS",
     "ID_PATTERN",
     "KINDS_CONTEXT",
-    "IdentityRule",
+    "MAX_LISTING_BYTES",
+    "KindProblem",
+    "KindSettings",
     "Limits",
-    "Lookup",
     "Resource",
     "StrictModel",
 ]

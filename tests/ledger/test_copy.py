@@ -24,7 +24,7 @@ from undogate.proof.ledger_check import verify_ledger
 
 from ..postgres import PostgresCluster
 from .conftest import begin, change, credential, event, insert, job, preview
-from .test_store_passkeys import passkey
+from .test_store_passkeys import enrolment, passkey
 
 
 def fill(store: Store) -> None:
@@ -66,6 +66,9 @@ def fill(store: Store) -> None:
         tx.record_passkey_use(challenge="c1", passkey_id="pk_1", job_id="job_1", sign_count=4)
         tx.insert_passkey(passkey("pk_2"))
         tx.revoke_passkey("pk_2")
+        tx.insert_passkey_enrolment(enrolment("sha-spent"))
+        tx.spend_passkey_enrolment("sha-spent", passkey_id="pk_1", at=time.time())
+        tx.insert_passkey_enrolment(enrolment("sha-live", owner="op_2"))
 
     store.write(history)
 

@@ -1,5 +1,5 @@
 """The store contract, passkeys (SPEC §14): kept per owner, a challenge used once, a
-revocation final."""
+revocation final, an enrolment code kept as its hash and spent once."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from undogate.errors import LedgerError
-from undogate.ledger import Store, StoredPasskey
+from undogate.ledger import Store, StoredEnrolment, StoredPasskey
 
 
 def passkey(passkey_id: str, owner: str = "op_1") -> StoredPasskey:
@@ -54,3 +54,32 @@ def test_passkeys_are_kept_per_owner_used_once_and_revoked_once(store: Store) ->
     assert revoked is not None and revoked.revoked_at is not None
     with pytest.raises(LedgerError):
         store.write(lambda tx: tx.revoke_passkey("pk_a"))
+
+
+def enrolment(code_sha256: str, owner: str = "op_1") -> StoredEnrolment:
+    now = time.time()
+    return StoredEnrolment(
+        code_sha256=code_sha256,
+        owner_id=owner,
+        created_at=now,
+        expires_at=now + 900.25,
+        used_at=None,
+        passkey_id=None,
+    )
+
+
+def test_an_enrolment_code_is_kept_as_given_and_spent_once(store: Store) -> None:
+    made = enrolment("sha-1")
+    store.write(lambda tx: tx.insert_passkey_enrolment(made))
+    assert store.read(lambda tx: tx.passkey_enrolment("sha-1")) == made
+    assert store.read(lambda tx: tx.passkey_enrolment("sha-none")) is None
+    with pytest.raises(LedgerError):  # one code, one row
+        store.write(lambda tx: tx.insert_passkey_enrolment(enrolment("sha-1", owner="op_2")))
+    store.write(lambda tx: tx.insert_passkey(passkey("pk_a")))
+    spent_at = time.time()
+    store.write(lambda tx: tx.spend_passkey_enrolment("sha-1", passkey_id="pk_a", at=spent_at))
+    spent = store.read(lambda tx: tx.passkey_enrolment("sha-1"))
+    assert spent is not None and (spent.used_at, spent.passkey_id) == (spent_at, "pk_a")
+    assert (spent.owner_id, spent.expires_at) == (made.owner_id, made.expires_at)
+    with pytest.raises(LedgerError):  # spent once, whatever the caller does
+        store.write(lambda tx: tx.spend_passkey_enrolment("sha-1", passkey_id="pk_b", at=1.0))

@@ -1,31 +1,31 @@
-"""The one interface every resource kind implements, and the registry of kinds.
+"""The one interface every resource kind implements: ``Adapter``, and the values it
+trades in (``Snapshot``, ``Plan``, ``ConditionalWrite``).
 
 An ``Adapter`` is everything one kind knows, and nothing else in the house asks which
 kind it is dealing with: a change, a resource and a job carry their kind as an opaque
-key, and whoever needs kind-specific behaviour looks the adapter up with
-``adapter_for(kind)``. An adapter is stateless (one instance serves its kind); what it
-needs of the world comes in as arguments, and the wire itself is ``remote.Remote``.
+key, and whoever needs kind-specific behaviour looks the adapter up in the registry
+(``registry.adapter_for``). An adapter is stateless (one instance serves its kind); what
+it needs of the world comes in as arguments, and the wire itself is ``remote.Remote``,
+handed to a kind as a ``Reader`` (GETs only) or, on a test copy, a ``Prober``.
 
-What a kind owns, in the order a change lives through it: the checks of its settings
-in the config; parsing what a read returns; planning a change (its two sides, which
-only the adapter interprets); whether a resource shows a side; the conditional write
-that moves it from one side to the other and how that write's answer is classified
-(SPEC §4); which other changes it overlaps; and what every surface shows of it (the
-event diff, the receipt's and the preview's values, a page's line diff, the words on
-reversibility). The endpoint check's kind-specific steps (SPEC §11) live here too,
-in ``WholeResourceAdapter``: the kinds whose resource is one object at one URL (a
-collection, whose records appear and disappear, is checked by its own probes).
+What a kind owns, in the order a change lives through it: its settings (a model of its
+own keys, and the checks that need the whole resource); the members a change of it
+takes (``shapes``); parsing what a read returns; planning a change (its two sides,
+which only the adapter interprets); whether a resource shows a side; the conditional
+write that moves it from one side to the other and how that write's answer is
+classified (SPEC §4); which other changes it overlaps; what every surface shows of it
+(the event diff, the receipt's and the preview's values, a page's line diff, the words
+on reversibility); and its endpoint check on a test copy (SPEC §11, ``checks``).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import ClassVar, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from typing import ClassVar, Protocol
 
 from ..diffs import Hunk
 from ..errors import InvalidRequest
@@ -34,15 +34,9 @@ from ..jobs import ABSENT, AssertionKind, Change, ChangeRequest, ChangeView, Sid
 from ..jobs import ConditionalWrite as ConditionalWrite  # the kinds build it; jobs.py holds it
 from ..jsonvalue import JsonObject, JsonValue
 from ..net import RemoteResponse
-from ..resources import Limits, Resource
-
-
-class ResourceKind(StrEnum):
-    """The names of the kinds this gateway serves: the registry's keys."""
-
-    JSON_RECORD = "json_record"
-    WEBDAV_TEXT = "webdav_text"
-    JSON_COLLECTION = "json_collection"
+from ..resources import KindSettings, Limits, Resource
+from .checks.steps import CheckRun
+from .shapes import ChangeMember, ChangeShape
 
 
 class Side(StrEnum):
@@ -61,9 +55,6 @@ class Verdict(StrEnum):
 # SPEC §4: these answers mean the server changed nothing.
 REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 SUCCESS_STATUSES = frozenset({200, 204})
-
-# What the endpoint check records of a step: digests, counts, statuses, never values.
-Evidence = dict[str, bool | int | str]
 
 # A snapshot's version where the resource does not exist (never a quoted entity-tag).
 ABSENT_VERSION = "absent"
@@ -136,33 +127,55 @@ def absent_snapshot(
     )
 
 
-class Wire(Protocol):
-    """What an adapter may ask of the wire (``remote.Remote``) for its own reads."""
+class Reader(Protocol):
+    """What a kind may ask of the wire (``remote.Remote``) while a change is prepared,
+    previewed or confirmed: reads, nothing else. Its writes are the ``ConditionalWrite``
+    values it builds, which the preview shows and the confirm sends; the credential is
+    added when a request leaves, never handed to a kind."""
 
-    limits: Limits
+    @property
+    def limits(self) -> Limits: ...
 
     def read(
         self, resource: Resource, deadline: float | None = None, *, absent_ok: bool = False
-    ) -> Snapshot: ...
+    ) -> Snapshot:
+        """GET ``resource`` and check it against the remote contract (SPEC §6)."""
+        ...
 
-    def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+    def fetch(
+        self,
+        resource: Resource,
+        url: str,
+        deadline: float | None,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        max_body: int | None = None,
+    ) -> RemoteResponse:
+        """A read of ``url`` (a listing, a query, a ``PROPFIND``) under ``resource``'s
+        credentials and flags, its answer read up to ``max_body`` bytes (by default four
+        documents' worth); a method that is not a read is refused."""
+        ...
+
+
+class Prober(Reader, Protocol):
+    """What an endpoint check may send to a disposable test copy (SPEC §11) besides
+    reads: a kind's own conditional writes, and a bare request (a DELETE of a probe)."""
+
+    def send_write(
+        self, resource: Resource, write: ConditionalWrite, deadline: float | None
     ) -> RemoteResponse: ...
 
-
-def not_for_this_kind(resource: Resource, *, create: bool = False) -> list[tuple[str, str]]:
-    """The §12 settings a kind without records that appear refuses (``create``: it
-    takes ``create: true``)."""
-    problems: list[tuple[str, str]] = []
-    if resource.create is not None and not (create and resource.create is True):
-        allowed = "only create: true" if create else "no create setting"
-        problems.append(("create", f"a {resource.kind} takes {allowed}"))
-    for name in ("identity", "lookup", "server_fields"):
-        if getattr(resource, name):
-            problems.append((name, f"only a json_collection has {name}"))
-    if resource.id_field != "id":
-        problems.append(("id_field", "only a json_collection has id_field"))
-    return problems
+    def send_bare(
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
+    ) -> RemoteResponse: ...
 
 
 @dataclass(frozen=True)
@@ -200,16 +213,53 @@ class Plan:
 class Adapter(ABC):
     """Everything one resource kind knows. Stateless: the registry holds one of each."""
 
-    kind: ClassVar[str]  # the registry key
+    kind: ClassVar[str]  # the registry key: the ``kind`` a config names
     noun: ClassVar[str]  # what the pages call one resource of this kind
     accept: ClassVar[str]  # the Accept header of a read
+    summary: ClassVar[str]  # what one resource of this kind is, in a line (docs, agents)
+    # How an agent writes a change of this kind, in a few sentences of the tool's
+    # description (MCP ``prepare_changes``); it names the members below.
+    agent_guide: ClassVar[str]
+    settings_model: ClassVar[type[KindSettings]] = KindSettings  # its own config keys
+    change_members: ClassVar[tuple[ChangeMember, ...]] = ()
+    change_shapes: ClassVar[tuple[ChangeShape, ...]] = ()
 
     # -- the config ------------------------------------------------------------------
 
-    @abstractmethod
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-        """What is wrong with ``resource``'s settings for this kind: (setting, problem)
-        pairs, the setting's path relative to the resource (``fields[2]``)."""
+        """What is wrong with ``resource``'s settings for this kind beyond what its
+        ``settings_model`` checks: (setting, problem) pairs, the setting's path relative
+        to the resource (``fields[2]``)."""
+        return []
+
+    def test_copy_problem(self, copy: Resource, production: Resource) -> str | None:
+        """Why ``copy`` (of the same kind) cannot stand for ``production`` in an
+        endpoint check (``None``: it can)."""
+        return None
+
+    def agent_fields(self, resource: Resource) -> tuple[str, ...]:
+        """The parts of the resource an agent may name in a change (its ``fields``)."""
+        return ()
+
+    def members(self, request: ChangeRequest) -> JsonObject:
+        """The change's members that this kind declares; a member it does not take
+        (another kind's) is refused here, so no kind reads what it does not know. One
+        that asks nothing (empty, false) is let be, as an absent one.
+
+        Raises:
+            InvalidRequest: a member this kind does not take.
+        """
+        mine = {m.name for m in self.change_members}
+        for name, value in request.members.items():
+            if name not in mine and value not in (False, "", [], {}):
+                taken = ", ".join(sorted(mine)) or "no member"
+                raise InvalidRequest(
+                    f"{request.resource_id} is a {self.noun}: a change of it takes {taken}, "
+                    f"not {name}",
+                    resource=request.resource_id,
+                    member=name,
+                )
+        return request.members
 
     # -- reading and planning ----------------------------------------------------------
 
@@ -233,7 +283,7 @@ class Adapter(ABC):
 
     def prepare(
         self,
-        wire: Wire,
+        wire: Reader,
         resource: Resource,
         request: ChangeRequest,
         limits: Limits,
@@ -242,12 +292,12 @@ class Adapter(ABC):
         """Read what a change needs and plan it (the read is returned for prepare's own
         checks). Unless a kind reads more: one read of the resource, then ``plan``.
 
-        Raises: as ``plan`` and ``Remote.read``."""
+        Raises: as ``plan`` and ``Reader.read``."""
         snapshot = wire.read(resource, deadline)
         return self.plan(resource, request, snapshot, limits), snapshot
 
     def read_change(
-        self, wire: Wire, resource: Resource, change: Change, deadline: float | None
+        self, wire: Reader, resource: Resource, change: Change, deadline: float | None
     ) -> Snapshot:
         """What the change's resource shows now. A change with a side on which the
         resource does not exist may find it absent.
@@ -281,6 +331,12 @@ class Adapter(ABC):
     @abstractmethod
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         """True when the resource currently shows ``side`` of the change."""
+
+    def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
+        """The parts of the resource that show neither side of ``change``, by name only
+        (never a value: whoever may see the job may see these); empty where the kind
+        names no parts, or where the resource does not exist."""
+        return ()
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         """SPEC §2's undo guard. Unless a kind is stricter: it shows the after side."""
@@ -359,64 +415,22 @@ class Adapter(ABC):
     def reversibility(self, change: Change) -> str:
         """What undo can restore of the change, in plain words."""
 
-
-class WholeResourceAdapter(Adapter):
-    """A kind whose resource is one object at one URL, and what the endpoint check's §11
-    steps (``operations/endpoint_probes``) ask of it. A kind whose records appear and disappear
-    (a collection) is checked by its own probes instead (``operations/collection_probes``).
-    """
-
-    def sibling_url(self, url: str, name: str) -> str:
-        """A URL beside ``url``, made with ``name``, where nothing should exist: unless
-        a kind knows better, ``url`` with ``-{name}`` after its path."""
-        parts = urlsplit(url)
-        path = parts.path
-        stem = path.rstrip("/")
-        return urlunsplit(parts._replace(path=f"{stem}-{name}{path[len(stem) :]}"))
+    # -- the endpoint check (SPEC §11) ---------------------------------------------------
 
     @abstractmethod
-    def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
-        """A change only the check would make: ``marker`` written into the copy."""
-
-    @abstractmethod
-    def shows_marker(
-        self, copy: Resource, start: Snapshot, now: Snapshot, markers: Sequence[str]
-    ) -> bool:
-        """The copy shows one of the check's own marker writes (so writing the start back
-        loses nothing)."""
-
-    @abstractmethod
-    def restored(self, copy: Resource, start: Snapshot, now: Snapshot) -> bool:
-        """The copy is as it was at the start, as far as the gateway may change it."""
-
-    @abstractmethod
-    def restore_request(self, copy: Resource, start: Snapshot) -> ChangeRequest:
-        """The change that puts the start back (planned against the copy as it is now)."""
-
-    @abstractmethod
-    def create_attempt(
-        self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
-    ) -> ConditionalWrite:
-        """A write conditional on ``tag`` to ``url``, where nothing exists: it must be
-        refused and create nothing."""
-
-    @abstractmethod
-    def restore_evidence(
-        self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool
-    ) -> tuple[Evidence, str]:
-        """What the undo step records beyond status and digest, and its summary."""
-
-    @abstractmethod
-    def restore_by_hand(
+    def endpoint_check(
         self,
+        wire: Prober,
         copy: Resource,
-        start: Snapshot,
-        now: Snapshot | None,
+        production: Resource,
+        timeout_s: float,
         keep: Callable[[bytes], Path | None],
-    ) -> str:
-        """Exactly what a person must restore by hand (``now``: the copy as last read,
-        if it could be). ``keep`` saves bytes privately and says where (None: it could
-        not)."""
+    ) -> CheckRun:
+        """Check the endpoint on the disposable test ``copy`` of ``production``: every
+        request the gateway would send, each refusal it relies on, and the copy put back
+        (or exactly what to restore by hand; ``keep`` saves bytes privately and says
+        where, None: it could not). ``production`` is only ever read.
+        """
 
 
 def _single_strong_etag(response: RemoteResponse) -> ETag | None:
@@ -430,35 +444,3 @@ def _single_strong_etag(response: RemoteResponse) -> ETag | None:
     except ValueError:
         return None
     return None if tag.weak else tag
-
-
-# -- the registry ----------------------------------------------------------------------
-
-_REGISTRY: dict[str, Adapter] = {}
-_A = TypeVar("_A", bound=type[Adapter])
-
-
-def register(cls: _A) -> _A:
-    """Class decorator: one stateless instance of ``cls`` serves its kind from now on."""
-    key = str(cls.kind)
-    if key in _REGISTRY:
-        raise RuntimeError(f"two adapters for the kind {key}")
-    _REGISTRY[key] = cls()
-    return cls
-
-
-def adapter_for(kind: str) -> Adapter:
-    """The adapter of ``kind``.
-
-    Raises:
-        InvalidRequest: no adapter serves that kind.
-    """
-    adapter = _REGISTRY.get(kind)
-    if adapter is None:
-        raise InvalidRequest(f"resources of kind {kind} are not supported yet")
-    return adapter
-
-
-def kind_names() -> tuple[str, ...]:
-    """Every registered kind's name, in registration order."""
-    return tuple(_REGISTRY)

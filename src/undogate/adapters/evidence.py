@@ -1,8 +1,10 @@
 """Identity evidence (SPEC §12): the only ways two records are the same one.
 
-``email``: trimmed, lower-cased, its domain in IDNA (ASCII) form. ``domain``: lower-cased,
-IDNA, with no scheme, ``www.``, path, port or trailing dot. ``exact``: NFC, then
-byte-exact. Nothing else: name similarity, fuzzy matching and the like match nothing,
+``email``: trimmed, lower-cased, its local part in Unicode NFC, its domain in its IDNA 2008
+ASCII form (UTS 46 mapping, non-transitional: ``faß.de`` is ``xn--fa-hia.de``, never
+``fass.de``). ``domain``: lower-cased, the same IDNA form, with no scheme, ``www.``, path,
+port or trailing dot. ``exact``: NFC, then byte-exact. A domain IDNA 2008 refuses gives
+no evidence. Nothing else: name similarity, fuzzy matching and the like match nothing,
 ever, and a config that asks for them is refused.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+import idna
+
 from ..jsonvalue import JsonValue
 
 EVIDENCE_KINDS = ("email", "domain", "exact")
@@ -18,9 +22,11 @@ _SCHEME_RE = re.compile(r"^[a-z][a-z0-9+.-]*://")
 
 
 def _idna(host: str) -> str | None:
+    # Python's own "idna" codec is IDNA 2003, which maps ß to ss: it would make
+    # bob@faß.de the same person as bob@fass.de. The gateway's hosts are IDNA 2008.
     try:
-        return host.encode("idna").decode("ascii")
-    except UnicodeError:
+        return idna.encode(host, uts46=True).decode("ascii")
+    except idna.IDNAError:
         return None
 
 
@@ -29,7 +35,7 @@ def _email(text: str) -> str | None:
     if not at or not local or not domain:
         return None
     ascii_domain = _idna(domain.rstrip("."))
-    return f"{local}@{ascii_domain}" if ascii_domain else None
+    return f"{unicodedata.normalize('NFC', local)}@{ascii_domain}" if ascii_domain else None
 
 
 def _domain(text: str) -> str | None:

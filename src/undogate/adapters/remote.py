@@ -1,27 +1,34 @@
 """The wire for every kind: reads and writes a resource over HTTP.
 
-One place sends a resource's requests: it reads the token from its variable at each
-request (so rotation needs no restart), applies the resource's network flags, checks a
-read against the remote contract (SPEC §6) and hands the body to the kind's adapter to
-parse, and translates transport failures into the gateway's errors, once.
+One place sends a resource's requests, on the one pinned, policy-checked client
+(``net.RemoteHTTP``): it adds the credential for exactly the request that leaves
+(``credentials``), applies the resource's network flags, checks a read against the
+remote contract (SPEC §6) and hands the body to the kind's adapter to parse, and
+translates transport failures into the gateway's errors, once. A kind reaches it only
+as a ``base.Reader`` (reads), or on a test copy a ``base.Prober``; the writes of a
+confirm are sent by the operation that recorded their intent.
 """
 
 from __future__ import annotations
 
-import base64
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..digests import sha256_label
-from ..errors import MissingToken, RemoteContractBreach, RemoteUnavailable
+from ..errors import RemoteContractBreach, RemoteUnavailable
 from ..etag import ETag, parse_etag
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
 from ..resources import Limits, Resource
-from .base import ConditionalWrite, Snapshot, absent_snapshot, adapter_for
+from .base import ConditionalWrite, Snapshot, absent_snapshot
+from .credentials import Credentials
+from .registry import adapter_for
 
 # What a read answers where nothing exists.
 ABSENT_STATUSES = frozenset({404, 410})
+# The methods a kind may send while a change is prepared, previewed or confirmed: the
+# ones that change nothing (RFC 9110 safe methods, and WebDAV's reads).
+READ_METHODS = frozenset({"GET", "HEAD", "PROPFIND", "REPORT"})
 
 
 @dataclass
@@ -32,26 +39,12 @@ class Remote:
     limits: Limits
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 
-    def auth_headers(self, resource: Resource) -> dict[str, str]:
-        """Read the token from its variable now, so rotation needs no restart.
+    def __post_init__(self) -> None:
+        self._credentials = Credentials(self.environ)
 
-        Raises:
-            MissingToken: the variable is unset or empty (named, never its value).
-        """
-        if resource.token_env is None:
-            return {}
-        value = self.environ.get(resource.token_env)
-        if not value:
-            raise MissingToken(
-                f"the token variable {resource.token_env} is not set; "
-                "set it in the gateway's environment",
-                variable=resource.token_env,
-                resource=resource.id,
-            )
-        if resource.token_scheme == "basic":  # noqa: S105 - a scheme name
-            encoded = base64.b64encode(value.encode("utf-8")).decode("ascii")
-            return {"Authorization": f"Basic {encoded}"}
-        return {"Authorization": f"Bearer {value}"}
+    def check_credentials(self, resource: Resource) -> None:
+        """Raises: MissingToken: the resource's credential cannot be read now."""
+        self._credentials.secret(resource)
 
     def flags(self, resource: Resource) -> NetworkFlags:
         return NetworkFlags(
@@ -71,7 +64,7 @@ class Remote:
                 malformed data.
             MissingToken, BlockedAddress: before anything is sent.
         """
-        headers = {"Accept": adapter_for(resource.kind).accept, **self.auth_headers(resource)}
+        headers = self._signed(resource, "GET", resource.url, self._accept(resource))
         try:
             response = self.http.send(
                 "GET",
@@ -125,7 +118,7 @@ class Remote:
             TransportFailure: below HTTP; ``sent`` says whether anything left.
             MissingToken, BlockedAddress: before anything is sent.
         """
-        headers = {**write.headers, **self.auth_headers(resource)}
+        headers = self._signed(resource, write.method, write.url, write.headers, write.body)
         return self.http.send(
             write.method,
             write.url,
@@ -138,15 +131,24 @@ class Remote:
         )
 
     def send_bare(
-        self, resource: Resource, method: str, url: str, deadline: float | None
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        deadline: float | None,
+        *,
+        max_body: int | None = None,
     ) -> RemoteResponse:
         """A request with no body (a GET or DELETE) to ``url``, under ``resource``'s
-        credentials and network flags; anything but a GET on a fresh connection.
+        credentials and network flags; anything but a GET on a fresh connection. Its
+        answer's body is read up to ``max_body`` bytes (a listing's bound; by default
+        four documents' worth).
 
         Raises:
-            TransportFailure, MissingToken, BlockedAddress.
+            TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
+            BlockedAddress.
         """
-        headers = {"Accept": adapter_for(resource.kind).accept, **self.auth_headers(resource)}
+        headers = self._signed(resource, method, url, self._accept(resource))
         return self.http.send(
             method,
             url,
@@ -154,8 +156,60 @@ class Remote:
             flags=self.flags(resource),
             deadline=deadline,
             fresh_connection=method != "GET",
-            max_body=self.limits.max_document_bytes * 4,
+            max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
         )
+
+    def fetch(
+        self,
+        resource: Resource,
+        url: str,
+        deadline: float | None,
+        *,
+        method: str = "GET",
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        max_body: int | None = None,
+    ) -> RemoteResponse:
+        """A read of ``url`` (a listing, a query, a WebDAV ``PROPFIND``) under
+        ``resource``'s credentials and network flags: only a method that changes
+        nothing (``READ_METHODS``). Its answer's body is read up to ``max_body`` bytes
+        (a listing's bound; by default four documents' worth).
+
+        Raises:
+            TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
+            BlockedAddress. ValueError: not a read.
+        """
+        if method not in READ_METHODS:
+            raise ValueError(f"{method} is not a read: a kind writes only what it plans")
+        sent = self._signed(
+            resource, method, url, {**self._accept(resource), **(headers or {})}, body
+        )
+        return self.http.send(
+            method,
+            url,
+            headers=sent,
+            content=body or None,
+            flags=self.flags(resource),
+            deadline=deadline,
+            max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
+        )
+
+    def _accept(self, resource: Resource) -> dict[str, str]:
+        return {"Accept": adapter_for(resource.kind).accept}
+
+    def _signed(
+        self,
+        resource: Resource,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes = b"",
+    ) -> dict[str, str]:
+        """``headers`` with the credential for exactly this request added.
+
+        Raises: MissingToken."""
+        auth = self._credentials.headers_for(resource, method, url, headers, body)
+        return {**headers, **auth}
 
 
 def _strong_etag(resource: Resource, response: RemoteResponse) -> ETag:

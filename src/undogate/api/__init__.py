@@ -3,7 +3,7 @@ lifespan and exception handlers.
 
 Routes only translate: each declares the caller it needs (``routes.requires``), reads
 the request (the body losslessly, ``bodies``), calls the ``Service`` and renders a view
-from ``receipts``. Errors become HTTP statuses by class in one place
+from ``views``. Errors become HTTP statuses by class in one place
 (``statuses``), for the web pages and ``/mcp`` too.
 """
 

@@ -12,14 +12,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute
 
-from .. import receipts
+from .. import views
 from ..errors import UndogateError
-from ..openapi import openapi_document
-from ..openapi_operators import with_operators
 from ..request_body import DrainUnreadBody
 from ..service import Service
 from .export import export_routes
 from .inbox import inbox_routes
+from .openapi import openapi_document
 from .responses import SecurityHeaders, _http_error, _undogate_error
 from .routes import api_routes
 
@@ -49,7 +48,7 @@ def create_app(
         exception_handlers=handlers,
     )
     app.state.undogate = service
-    app.state.openapi = receipts.json_value(with_operators(openapi_document()))
+    app.state.openapi = views.json_value(openapi_document())
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset
     return app

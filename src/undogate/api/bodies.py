@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
+from ..adapters import change_member
 from ..errors import InvalidRequest
 from ..jobs import AssertionKind, ChangeRequest, PrepareRequest
 from ..jsonvalue import JsonObject, JsonValue
-from ..request_body import MAX_BODY_BYTES, parse_object, read_body
+from ..request_body import parse_object, read_body
 
 # -- bodies --------------------------------------------------------------------------
 
@@ -63,38 +64,23 @@ def _bool(body: JsonObject, key: str) -> bool:
     return value
 
 
+# The members every change has; the others are its kind's (``adapters.change_member``).
+CHANGE_COMMON = ("resource", "expected_version", "assertion_kind")
+
+
 def _change_request(value: JsonValue, i: int) -> ChangeRequest:
     where = f"changes[{i}]"
     if not isinstance(value, dict):
         raise InvalidRequest(f"{where} must be an object")
-    _only(
-        value,
-        (
-            "resource",
-            "set",
-            "remove",
-            "text",
-            "expected_version",
-            "assertion_kind",
-            "id",
-            "create",
-            "delete",
-            "upsert",
-        ),
-        where,
-    )
+    known = {name: change_member(name) for name in value if name not in CHANGE_COMMON}
+    _only(value, [*CHANGE_COMMON, *(name for name, m in known.items() if m)], where)
     resource = _str(value, "resource", required=True, max_len=64)
     assert resource is not None
-    set_ = value.get("set")
-    if set_ is not None and not isinstance(set_, dict):
-        raise InvalidRequest(f"{where}.set must be an object of field values")
-    remove = value.get("remove") or []
-    if not isinstance(remove, list) or not all(isinstance(r, str) for r in remove):
-        raise InvalidRequest(f"{where}.remove must be a list of field names")
-    for member in ("create", "upsert"):
-        if value.get(member) is not None and not isinstance(value.get(member), dict):
-            raise InvalidRequest(f"{where}.{member} must be an object of field values")
-    create, upsert = value.get("create"), value.get("upsert")
+    members: JsonObject = {}
+    for name, member in known.items():
+        given = value[name]
+        if member is not None and given is not None:
+            members[name] = member.parse(given, where)
     kind = _str(value, "assertion_kind", max_len=20)
     try:
         assertion = AssertionKind(kind) if kind is not None else None
@@ -103,16 +89,10 @@ def _change_request(value: JsonValue, i: int) -> ChangeRequest:
             f"{where}.assertion_kind must be one of " + ", ".join(k.value for k in AssertionKind)
         ) from None
     return ChangeRequest(
-        resource_id=resource,
-        set=set_,
-        remove=tuple(str(r) for r in remove),
-        text=_str(value, "text", max_len=10 * MAX_BODY_BYTES),
+        resource,
+        members,
         expected_version=_str(value, "expected_version", max_len=300),
         assertion_kind=assertion,
-        record_id=_str(value, "id", max_len=128),
-        create=create if isinstance(create, dict) else None,
-        delete=_bool(value, "delete"),
-        upsert=upsert if isinstance(upsert, dict) else None,
     )
 
 

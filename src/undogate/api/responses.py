@@ -10,7 +10,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import receipts
+from .. import views
 from ..errors import RateLimited, UndogateError, log_refusal
 from ..jsonvalue import JsonObject, dumps
 from .statuses import status_for, status_for_code
@@ -48,7 +48,7 @@ def error_response(
 def _details(exc: UndogateError) -> JsonObject:
     out: JsonObject = {}
     for key, value in exc.details.items():
-        out[key] = receipts.json_value(value)
+        out[key] = views.json_value(value)
     return out
 
 
@@ -57,7 +57,7 @@ async def _undogate_error(request: Request, exc: Exception) -> Response:
     log_refusal(exc, f"{request.method} {request.url.path}")
     status = status_for(exc)
     if getattr(request.state, "agent_facing", False):
-        message, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
+        message, details = views.agent_refusal(exc.code, exc.message, exc.details)
         response = error_response(exc.code, message, details, status=status)
     else:
         response = error_response(exc.code, exc.message, _details(exc), status=status)

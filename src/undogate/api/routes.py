@@ -17,13 +17,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from .. import receipts
+from .. import views
 from ..auth import READ, WRITE, Principal
 from ..errors import InvalidRequest, UndogateError
 from ..jobs import Operation
-from ..jsonvalue import JsonObject, dumps
+from ..jsonvalue import JsonNumber, JsonObject, dumps
 from ..operations import endpoint_check
-from ..service import Administrator, AgentCaller, Caller, Reader, Reviewer, Service
+from ..service import Administrator, AgentCaller, Caller, Master, Reader, Reviewer, Service
 from .bodies import _bool, _only, _str, _str_list, json_body, parse_prepare
 from .responses import NO_STORE, JSONResponse, error_response
 
@@ -94,7 +94,7 @@ async def openapi(request: Request) -> Response:
 
 @requires(AgentCaller)
 async def list_resources(request: Request, agent: AgentCaller) -> Response:
-    resources = [receipts.resource_view(r) for r in service(request).agents.list_resources(agent)]
+    resources = [views.resource_view(r) for r in service(request).agents.list_resources(agent)]
     return JSONResponse({"agent": agent.agent_id, "resources": resources})
 
 
@@ -110,7 +110,7 @@ async def prepare_job(request: Request, agent: AgentCaller) -> Response:
     prepare = parse_prepare(await json_body(request))
     done = await service(request).agents.prepare(agent, prepare)
     return JSONResponse(
-        receipts.agent_receipt(done.job, replay=done.replay),
+        views.agent_receipt(done.job, replay=done.replay),
         status_code=200 if done.replay else 201,
     )
 
@@ -121,26 +121,26 @@ async def list_jobs(request: Request, reader: Reader) -> Response:
     if not agent_id:
         raise InvalidRequest("name the agent: /api/v1/jobs?agent=ID")
     rows = await service(request).reviewers.list_jobs(reader, agent_id)
-    return JSONResponse(receipts.job_rows(agent_id, rows))
+    return JSONResponse(views.job_rows(agent_id, rows))
 
 
 @requires(Reader)
 async def webhook_messages(request: Request, reader: Reader) -> Response:
     status = request.query_params.get("status") or None
     messages = await service(request).reviewers.webhook_messages(reader, status)
-    return JSONResponse(receipts.webhook_messages_view(messages), headers=NO_STORE)
+    return JSONResponse(views.webhook_messages_view(messages), headers=NO_STORE)
 
 
 @requires(Reader)
 async def get_job(request: Request, reader: Reader) -> Response:
     job = await service(request).reviewers.job(reader, request.path_params["job_id"])
-    return JSONResponse(receipts.job_receipt(job), headers=NO_STORE)
+    return JSONResponse(views.job_receipt(job), headers=NO_STORE)
 
 
 @requires(Reader)
 async def job_events(request: Request, reader: Reader) -> Response:
     job, events = await service(request).reviewers.events(reader, request.path_params["job_id"])
-    return JSONResponse(receipts.events_view(job.id, events), headers=NO_STORE)
+    return JSONResponse(views.events_view(job.id, events), headers=NO_STORE)
 
 
 @requires(Reviewer)
@@ -157,7 +157,7 @@ async def preview_job(request: Request, reviewer: Reviewer) -> Response:
     svc = service(request)
     job_id = request.path_params["job_id"]
     job, preview = await svc.reviewers.preview(reviewer, job_id, operation)
-    view = receipts.preview_view(preview, job, svc.clock())
+    view = views.preview_view(preview, job, svc.clock())
     if preview.blockers:
         # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
         # first blocked change, and per change what blocks it, as a raised guard gives.
@@ -183,7 +183,7 @@ async def confirm_job(request: Request, reviewer: Reviewer) -> Response:
         acknowledge_irreversible=_bool(body, "acknowledge_irreversible"),
         passkey_assertion=_assertion(body),
     )
-    return JSONResponse(receipts.confirmation_view(confirmation), headers=NO_STORE)
+    return JSONResponse(views.confirmation_view(confirmation), headers=NO_STORE)
 
 
 @requires(Reviewer)
@@ -193,7 +193,7 @@ async def reject_job(request: Request, reviewer: Reviewer) -> Response:
     reason = _str(body, "reason", max_len=2000)
     job_id = request.path_params["job_id"]
     done = await service(request).reviewers.reject(reviewer, job_id, reason)
-    return JSONResponse(receipts.job_receipt(done), headers=NO_STORE)
+    return JSONResponse(views.job_receipt(done), headers=NO_STORE)
 
 
 @requires(Reviewer)
@@ -251,25 +251,37 @@ async def admin_revoke_key(request: Request, admin: Administrator) -> Response:
     return JSONResponse(revocation.to_json())
 
 
+@requires(Master)
+async def admin_enrol_passkey(request: Request, master: Master) -> Response:
+    """A one-time code that enrols an owner's first passkey: the master key only."""
+    body = await json_body(request, optional=True)
+    _only(body, ("owner", "replace"))
+    issued = await service(request).administrators.issue_passkey_enrolment(
+        master, _str(body, "owner", max_len=64), replace=_bool(body, "replace")
+    )
+    return JSONResponse(issued.to_json(), status_code=201, headers=NO_STORE)
+
+
 @requires(Reader)
 async def get_undo_offer(request: Request, reader: Reader) -> Response:
     """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
     resource_id = request.path_params["resource_id"]
     offer = await service(request).reviewers.undo_offer(reader, resource_id)
-    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+    return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
 
 
 @requires(Reviewer)
 async def accept_undo(request: Request, reviewer: Reviewer) -> Response:
     """A reviewer accepts, once, the undos the latest endpoint check verified."""
     body = await json_body(request, optional=True)
-    _only(body, ("passkey_assertion",))
+    _only(body, ("passkey_assertion", "passkey_expires_at_ms"))
     offer = await service(request).reviewers.accept_verified_undo(
         reviewer,
         request.path_params["resource_id"],
         passkey_assertion=_assertion(body),
+        passkey_expires_at_ms=_expiry(body),
     )
-    return JSONResponse(receipts.undo_offer_view(offer), headers=NO_STORE)
+    return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
 
 
 def _assertion(body: JsonObject) -> str | None:
@@ -278,6 +290,16 @@ def _assertion(body: JsonObject) -> str | None:
     if assertion is not None and not isinstance(assertion, dict):
         raise InvalidRequest("passkey_assertion must be the PublicKeyCredential JSON object")
     return None if assertion is None else dumps(assertion)
+
+
+def _expiry(body: JsonObject) -> int | None:
+    """The optional ``passkey_expires_at_ms`` the offer showed (milliseconds)."""
+    found = body.get("passkey_expires_at_ms")
+    if found is None:
+        return None
+    if not isinstance(found, JsonNumber) or not (found.text.isdigit() and len(found.text) < 16):
+        raise InvalidRequest("passkey_expires_at_ms must be the integer the offer showed")
+    return int(found.text)
 
 
 def api_routes() -> list[BaseRoute]:
@@ -301,4 +323,5 @@ def api_routes() -> list[BaseRoute]:
         Route("/api/v1/admin/keys", admin_list_keys, methods=["GET"]),
         Route("/api/v1/admin/keys", admin_create_key, methods=["POST"]),
         Route("/api/v1/admin/keys/{credential_id}/revoke", admin_revoke_key, methods=["POST"]),
+        Route("/api/v1/admin/passkey-enrolments", admin_enrol_passkey, methods=["POST"]),
     ]

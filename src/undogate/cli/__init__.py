@@ -15,6 +15,7 @@ from . import proof
 from .common import _KEY, _URL, _ask, _review
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
+from .kinds import kinds_command
 
 
 def _sqlite_only(ledger_url: str | None, doing: str) -> None:
@@ -401,6 +402,34 @@ def keys_master() -> None:
     click.echo(new_master_key())
 
 
+@main.group()
+def passkeys() -> None:
+    """Passkeys (docs/proof.md): enrol an owner's first passkey from the server's host."""
+
+
+@passkeys.command("enrol")
+@_CONFIG
+@click.option("--owner", default=None, help="The operator key (op_...); default: the only one.")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="First revoke the owner's live passkeys (a lost device), each an event in the chain.",
+)
+def passkeys_enrol(config_path: Path, owner: str | None, replace: bool) -> None:
+    """Print a one-time code (15 minutes, once) that enrols the owner's first passkey on
+    the passkeys page. Directly on the ledger, or through the running server with
+    UNDOGATE_URL and UNDOGATE_MASTER_KEY (never an operator key)."""
+    from .passkeys import enrolment_lines, run_enrolment
+
+    try:
+        issued, _ = run_enrolment(config_path, owner, replace, os.environ)
+    except UndogateError as exc:
+        _fail(exc)
+    for line in enrolment_lines(issued):
+        click.echo(line, err=True)
+    click.echo(issued["code"] if isinstance(issued, dict) else "")
+
+
 # -- reviewing over the API --------------------------------------------------------
 
 
@@ -409,6 +438,7 @@ def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
 
 
+main.add_command(kinds_command)
 jobs.add_command(jobs_list)
 jobs.add_command(jobs_reject_stale)
 

@@ -161,7 +161,7 @@ def _render_record_operation(console: Console, change: dict[str, Any]) -> None:
 
 
 def render_body(console: Console, request: dict[str, Any]) -> None:
-    """A request body (``receipts.request_view``) as the lines it is made of (a PUT of a
+    """A request body (``views.request_view``) as the lines it is made of (a PUT of a
     document is text, not one line of escapes), each line exact and never re-wrapped;
     invisible characters marked."""
     lines = [str(line) for line in _list(request.get("body_lines"))]

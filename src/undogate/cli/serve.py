@@ -23,6 +23,7 @@ from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..redact import install_redaction, uninstall_redaction
 from ..service import Service, open_service
 from ..webhooks.delivery import WebhookDelivery, webhook_warnings
+from .kinds import kind_warnings
 
 Echo = Callable[[str], None]
 
@@ -179,6 +180,8 @@ def serve(
             for warning in missing_token_warnings(svc.config, os.environ):
                 echo(warning)
             for warning in webhook_warnings(svc.config.webhooks, os.environ):
+                echo(warning)
+            for warning in kind_warnings():
                 echo(warning)
             if not is_loopback(host):
                 echo(

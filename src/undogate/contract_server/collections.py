@@ -14,7 +14,9 @@ otherwise (GET, conditional JSON Patch). What a collection adds:
   stale tag (unless ``ignore_if_match`` is armed), 428 without one, 404 where nothing is.
 
 A collection can be told that a deleted id can never be re-created (``refuse_recreate``:
-a store that keeps tombstones; answered 409). The write faults fire on these writes too.
+a store that keeps tombstones; answered 409), or that its listing comes in pages (``Link``
+fields sent with every listing, as the test gives them). The write faults fire on these
+writes too.
 """
 
 from __future__ import annotations
@@ -64,11 +66,13 @@ class Collections:
         self._attempts = attempts
         self.no_recreate: set[str] = set()  # collections that keep tombstones
         self.deleted: set[str] = set()  # record paths deleted since the last reset
+        self.links: dict[str, list[str]] = {}  # collection → Link field values of a listing
 
     def reset(self) -> None:
         with self._lock:
             self.no_recreate.clear()
             self.deleted.clear()
+            self.links.clear()
 
     def records(self, collection: str) -> dict[str, JsonObject]:
         """Every record of ``collection`` by id (under the server's lock)."""
@@ -109,7 +113,8 @@ class Collections:
             if all(record.get(k) == v for k, v in wanted)
         ]
         body = dumps(listed, sort_keys=False).encode("utf-8")
-        return Reply(200, [("Content-Type", RECORD_MEDIA_TYPE)], body)
+        links = [("Link", value) for value in self.links.get(collection, [])]
+        return Reply(200, [("Content-Type", RECORD_MEDIA_TYPE), *links], body)
 
     def _parse(self, request: Request) -> JsonObject | Reply:
         if parse_media_type(request.headers.get("content-type", ""))[0] != RECORD_MEDIA_TYPE:

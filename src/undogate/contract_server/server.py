@@ -331,6 +331,12 @@ class ContractServer:
         with self._lock:
             self._collections.no_recreate.add(collection)
 
+    def link_listing(self, collection: str, *field_values: str) -> None:
+        """From now on every listing of ``collection`` carries these ``Link`` fields (one
+        each, as given), until ``reset``."""
+        with self._lock:
+            self._collections.links[collection] = list(field_values)
+
     def delete_record(self, path: str) -> None:
         """Delete a record as an outside party would. Raises: KeyError: none there."""
         with self._lock:

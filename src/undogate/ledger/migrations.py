@@ -351,6 +351,27 @@ _MIGRATIONS: list[Migration] = [
     CREATE TRIGGER passkey_uses_append_only_delete BEFORE DELETE ON passkey_uses
         BEGIN SELECT RAISE(ABORT, 'passkey uses are append-only'); END;
     """,
+    # 15: the one-time codes that enrol an owner's first passkey (``undogate passkeys
+    # enrol`` on the server's host): only a code's SHA-256 is kept, never deleted; the
+    # code is spent once, by the passkey it enrolled, and nothing else of it changes.
+    """
+    CREATE TABLE passkey_enrolments (
+        code_sha256 TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        expires_at REAL NOT NULL,
+        used_at REAL,
+        passkey_id TEXT
+    );
+    CREATE TRIGGER passkey_enrolments_never_deleted BEFORE DELETE ON passkey_enrolments
+        BEGIN SELECT RAISE(ABORT, 'enrolment codes are never deleted'); END;
+    CREATE TRIGGER passkey_enrolments_immutable BEFORE UPDATE OF
+        code_sha256, owner_id, created_at, expires_at ON passkey_enrolments
+        BEGIN SELECT RAISE(ABORT, 'an enrolment code never changes'); END;
+    CREATE TRIGGER passkey_enrolments_spent_once BEFORE UPDATE OF used_at, passkey_id
+        ON passkey_enrolments WHEN OLD.used_at IS NOT NULL
+        BEGIN SELECT RAISE(ABORT, 'an enrolment code is spent once'); END;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -46,6 +46,7 @@ _KEYS = {
     "webhook_outbox": ("seq",),
     "passkeys": ("id",),
     "passkey_uses": ("challenge",),
+    "passkey_enrolments": ("code_sha256",),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (

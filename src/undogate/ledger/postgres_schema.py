@@ -335,6 +335,26 @@ _MIGRATIONS: list[Migration] = [
         f"EXECUTE FUNCTION undogate_refuse('{t} are never deleted');\n"
         for t in ("passkeys", "passkey_uses")
     ),
+    # 9: one-time passkey enrolment codes, as hashes (migrations.py 15).
+    """
+    CREATE TABLE passkey_enrolments (
+        code_sha256 text PRIMARY KEY,
+        owner_id text NOT NULL,
+        created_at double precision NOT NULL,
+        expires_at double precision NOT NULL,
+        used_at double precision,
+        passkey_id text
+    );
+    CREATE TRIGGER passkey_enrolments_immutable BEFORE UPDATE OF
+        code_sha256, owner_id, created_at, expires_at ON passkey_enrolments FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('an enrolment code never changes');
+    CREATE TRIGGER passkey_enrolments_spent_once BEFORE UPDATE OF used_at, passkey_id
+        ON passkey_enrolments FOR EACH ROW WHEN (OLD.used_at IS NOT NULL)
+        EXECUTE FUNCTION undogate_refuse('an enrolment code is spent once');
+    CREATE TRIGGER passkey_enrolments_truncate_refused BEFORE TRUNCATE ON passkey_enrolments
+        FOR EACH STATEMENT EXECUTE FUNCTION undogate_refuse('enrolment codes are never deleted');
+    """
+    + _refuse("passkey_enrolments", "DELETE", "enrolment codes are never deleted"),
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -354,6 +374,7 @@ TABLES = (
     "webhook_outbox",
     "passkeys",
     "passkey_uses",
+    "passkey_enrolments",
 )
 
 

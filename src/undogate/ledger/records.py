@@ -248,6 +248,7 @@ __all__ = [
     "OpenChange",
     "OutboxMessage",
     "StoredCredential",
+    "StoredEnrolment",
     "StoredPasskey",
     "StoredPreview",
     "StoredWebPreview",
@@ -270,3 +271,17 @@ class StoredPasskey:
     origin: str
     created_at: float
     revoked_at: float | None
+
+
+@dataclass(frozen=True)
+class StoredEnrolment:
+    """A one-time code that enrols an owner's first passkey: its SHA-256 (the code
+    itself is never kept), whose it is, until when it holds, and when it was spent and
+    on which passkey."""
+
+    code_sha256: str
+    owner_id: str
+    created_at: float
+    expires_at: float
+    used_at: float | None
+    passkey_id: str | None

@@ -54,6 +54,7 @@ from .records import (
     OpenChange,
     StoredCheck,
     StoredCredential,
+    StoredEnrolment,
     StoredPasskey,
     StoredPreview,
     StoredWebPreview,
@@ -213,11 +214,16 @@ class Reader(OutboxReader, Protocol):
         ...
 
     def passkeys(self, owner_id: str) -> list[StoredPasskey]:
-        """The owner's passkeys, revoked ones included, oldest first."""
+        """The owner's passkeys, revoked ones included, oldest first. In a write, the
+        owner is held until the commit: another write that asks waits."""
         ...
 
     def passkey_challenge_used(self, challenge: str) -> bool:
         """Whether an approval with this challenge was recorded (a write holds it)."""
+        ...
+
+    def passkey_enrolment(self, code_sha256: str) -> StoredEnrolment | None:
+        """The enrolment code with this SHA-256 (a write holds its row), spent or not."""
         ...
 
     # -- endpoint checks --------------------------------------------------------------------
@@ -462,6 +468,15 @@ class Transaction(Reader, OutboxWriter, Protocol):
         """Spend ``challenge`` (an approval's preview digest) once, and keep the
         passkey's new sign count. A second use of one challenge fails at the insert.
         ``job_id`` is None for the acceptance of a verified undo (it approves no job)."""
+        ...
+
+    def insert_passkey_enrolment(self, enrolment: StoredEnrolment) -> None:
+        """Keep a new enrolment code (its hash). Only its spending changes it after."""
+        ...
+
+    def spend_passkey_enrolment(self, code_sha256: str, *, passkey_id: str, at: float) -> None:
+        """Spend an enrolment code on the passkey it enrolled; the ledger refuses to
+        spend one twice."""
         ...
 
     # -- start-up recovery and endpoint checks ------------------------------------------------

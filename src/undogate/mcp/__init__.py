@@ -19,7 +19,7 @@ An agent sees only the tools its config lists (``agents.opted_in``); there is no
 tool to apply, confirm, undo, reconcile or reject: those are a person's acts. The
 tools are thin: they call the same service functions as the API
 (``agents.list_resources``, ``parse_prepare`` + ``agents.prepare``) and render the
-same views (``receipts.resource_view``, ``receipts.agent_receipt``). Results never
+same views (``views.resource_view``, ``views.agent_receipt``). Results never
 carry URLs, tokens or before-values; refusals are MCP tool errors whose text starts
 with the stable error code and says what the model can do next.
 """

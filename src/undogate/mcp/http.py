@@ -33,7 +33,7 @@ from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import receipts
+from .. import views
 from ..api import error_response, parse_prepare, status_for
 from ..config import AGENT_TOOLS, Limits
 from ..errors import TooManyStreams, UndogateError, log_refusal
@@ -101,7 +101,7 @@ class ServiceBackend:
         except UndogateError as exc:
             log_refusal(exc, "MCP list_resources")
             raise Refusal.of(exc) from None
-        return [receipts.resource_view(r) for r in found]
+        return [views.resource_view(r) for r in found]
 
     async def prepare(self, body: JsonObject) -> JsonValue:
         try:
@@ -110,7 +110,7 @@ class ServiceBackend:
         except UndogateError as exc:
             log_refusal(exc, "MCP prepare_changes")
             raise Refusal.of(exc) from None
-        return receipts.agent_receipt(done.job, replay=done.replay)
+        return views.agent_receipt(done.job, replay=done.replay)
 
     async def job_status(self, job_id: str) -> JsonValue:
         try:
@@ -211,7 +211,7 @@ class McpApp:
 def _refused(exc: UndogateError) -> Response:
     """A refusal to an agent, exactly as the API words it (``api._undogate_error``)."""
     log_refusal(exc, "MCP")
-    sentence, details = receipts.agent_refusal(exc.code, exc.message, exc.details)
+    sentence, details = views.agent_refusal(exc.code, exc.message, exc.details)
     return error_response(exc.code, sentence, details, status=status_for(exc))
 
 

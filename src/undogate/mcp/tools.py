@@ -1,8 +1,8 @@
 """The agent tools (SPEC §9, §15): ``list_resources``, ``prepare_changes`` and the opt-in
-``job_status``, their schemas,
-what a model sees of a refusal, and ``build_server``, one MCP server offering exactly an
-agent's tools over an ``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``;
-forwarded to a running gateway by ``undogate mcp``, ``bridge.RemoteBackend``)."""
+``job_status`` (what they say of themselves: ``descriptions``), what a model sees of a
+refusal, and ``build_server``, one MCP server offering exactly an agent's tools over an
+``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``; forwarded to a
+running gateway by ``undogate mcp``, ``bridge.RemoteBackend``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import (
     Any,
-    Literal,
     NotRequired,  # pydantic needs it below Python 3.12
     Protocol,
 )
@@ -23,133 +22,17 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict
 
-from .. import __version__, receipts
+from .. import __version__, views
 from ..errors import UndogateError
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
-from .wire import inbound_message
-
-INSTRUCTIONS = (
-    "undogate lets you propose changes to a few configured external records and "
-    "documents. You prepare a job; a person reviews the exact before/after values and "
-    "confirms or rejects it. You can never apply, confirm, undo or reject anything, and "
-    "preparing writes nothing to the external system."
+from .descriptions import (
+    INSTRUCTIONS,
+    JOB_STATUS_DESCRIPTION,
+    list_resources_description,
+    prepare_changes_description,
+    prepare_changes_schema,
 )
-
-LIST_RESOURCES_DESCRIPTION = """\
-List the external resources you may prepare changes to.
-
-Each resource has an `id` (use it in prepare_changes), a `name`, a `kind` and `fields`:
-- kind `json_record`: a JSON record; you may set or remove only the listed top-level
-  `fields`.
-- kind `webdav_text`: a whole UTF-8 text document; a change replaces the whole text.
-- kind `json_collection`: a collection of JSON records, each with an id; you may
-  update a record's listed `fields`, create a record, delete one, or upsert by identity
-  evidence (a normalized email, a domain or an exact id: never name similarity).
-
-Read-only: it changes nothing, and it never shows current values, URLs or credentials.
-Safe to call at any time and as often as you like."""
-
-PREPARE_CHANGES_DESCRIPTION = """\
-Prepare a job of 1 to 8 changes for a person to review. It writes NOTHING to the
-external system: undogate reads each resource now and records its current and planned
-values. A person then reviews the exact before/after values and confirms or rejects
-the job. You cannot apply, confirm, undo or reject a job, and you never need to.
-
-Each change names a resource `id` from list_resources and then, for a `json_record`,
-`set` (field -> new JSON value) and/or `remove` (field names), or, for a
-`webdav_text`, `text` (the complete new document). For a `json_collection`, exactly
-one of: `id` + `set`/`remove` (update that record), `create` (field -> value of a new
-record; `id` optional where the collection lets you choose it), `id` + `delete: true`,
-or `upsert` (field -> value: updates the one record whose identity evidence matches,
-creates one if none does; if several match, nothing is prepared and you get
-`ambiguous` with the candidates' ids). A person is told before confirming whether a
-create or delete can be undone. Optional per change:
-`expected_version` (the version you based the change on; if the resource has moved on,
-nothing is prepared and you get `stale_version` with the current version) and
-`assertion_kind` (how you know the value: observed, inferred, imported or supplied).
-`summary` tells the reviewer what and why, in one or two sentences.
-
-Retry safely: always pass an `idempotency_key` (a new unique string, e.g. a UUID, per
-intended job). If a call fails, times out or you are unsure it ran, call again with
-the same key and the same input: you get the original job back (`replay: true`) and no
-duplicate is created. The same key with different input is refused
-(`idempotency_key_reused`): use a new key for a new change.
-
-Returns the job id, its state, the resources and fields it will touch, and the path
-where a person reviews it. Errors start with a stable code (for example
-`stale_version`, `not_found`, `invalid_request`) followed by what to do next."""
-
-JOB_STATUS_DESCRIPTION = """\
-Read the state of a job you prepared: prepared (waiting for a person), applied,
-rejected, undone, needs_review, and so on, when it last changed, and, when a person
-rejected it and said why, their reason. It never shows values, and only your own jobs:
-any other id is `not_found`.
-
-Read-only: it changes nothing. Pass the `job_id` that prepare_changes returned."""
-
-
-# -- tool input and output ----------------------------------------------------------
-
-
-class ChangeInput(BaseModel):
-    """One change in a prepare_changes call."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    resource: str = Field(description="A resource id from list_resources.")
-    set: dict[str, Any] | None = Field(
-        default=None,
-        description="json_record only: field name -> new JSON value (top-level fields only).",
-    )
-    remove: list[str] | None = Field(
-        default=None, description="json_record only: field names to remove."
-    )
-    text: str | None = Field(
-        default=None, description="webdav_text only: the complete new text of the document."
-    )
-    id: str | None = Field(
-        default=None,
-        description="json_collection only: the record this change updates or deletes, or "
-        "the id a create asks for.",
-    )
-    create: dict[str, Any] | None = Field(
-        default=None, description="json_collection only: field -> value of a new record."
-    )
-    delete: bool | None = Field(
-        default=None, description="json_collection only: true deletes the record `id`."
-    )
-    upsert: dict[str, Any] | None = Field(
-        default=None,
-        description="json_collection only: field -> value; updates the one record whose "
-        "identity evidence matches, creates one if none does, refuses `ambiguous` if "
-        "several do.",
-    )
-    expected_version: str | None = Field(
-        default=None,
-        description="The version (entity tag) you based this change on; a mismatch is "
-        "refused as stale_version and nothing is prepared.",
-    )
-    assertion_kind: Literal["observed", "inferred", "imported", "supplied"] | None = Field(
-        default=None,
-        description="How you know the new value: observed, inferred, imported or supplied.",
-    )
-
-
-class PrepareChangesInput(BaseModel):
-    """The arguments of prepare_changes as its input schema shows them to a model. The
-    tool reads the arguments with the API's parser (``api.parse_prepare``), not with
-    this model: it only describes them."""
-
-    model_config = ConfigDict(extra="forbid", title="prepare_changesArguments")
-
-    summary: str = Field(description="What and why, for the reviewer, in one or two sentences.")
-    changes: list[ChangeInput] = Field(description="1 to 8 changes.")
-    idempotency_key: str | None = Field(
-        default=None, description="A new unique string per intended job; repeat it on retries."
-    )
-    attribution_label: str | None = Field(
-        default=None, description="A label the reviewer sees as caller-supplied and unverified."
-    )
+from .wire import inbound_message
 
 
 class JobStatusInput(BaseModel):
@@ -245,7 +128,7 @@ _UNKNOWN_OUTCOME = (
 def agent_error(refusal: Refusal, tool: str = "prepare_changes") -> ToolError:
     """The tool error a model sees: ``<code>: <sentence> <next step> Details: {...}``."""
     code = refusal.code
-    sentence, details = receipts.agent_refusal(code, refusal.message, refusal.details)
+    sentence, details = views.agent_refusal(code, refusal.message, refusal.details)
     step = _NEXT_STEP.get(code, _UNKNOWN_OUTCOME)
     if tool == "job_status":  # it prepares nothing: its own next steps
         step = _NEXT_STEP["job_not_found"] if code == "not_found" else "Do not retry."
@@ -359,7 +242,6 @@ def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
         raise Refusal.of(exc) from None
 
 
-PREPARE_CHANGES_SCHEMA = PrepareChangesInput.model_json_schema()
 JOB_STATUS_SCHEMA = JobStatusInput.model_json_schema()
 
 
@@ -397,7 +279,7 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
                 list_resources,
                 name="list_resources",
                 title="List the resources you may change",
-                description=LIST_RESOURCES_DESCRIPTION,
+                description=list_resources_description(),
                 annotations=ToolAnnotations(
                     read_only_hint=True, idempotent_hint=True, open_world_hint=False
                 ),
@@ -408,7 +290,7 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
             prepare_changes,
             name="prepare_changes",
             title="Prepare changes for a person to review",
-            description=PREPARE_CHANGES_DESCRIPTION,
+            description=prepare_changes_description(),
             annotations=ToolAnnotations(
                 read_only_hint=False,
                 destructive_hint=False,
@@ -418,7 +300,7 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
         )
         # The function takes its arguments from the wire, so its signature says nothing
         # about them: the schema a model sees is the documented one.
-        offered.append(tool.model_copy(update={"parameters": PREPARE_CHANGES_SCHEMA}))
+        offered.append(tool.model_copy(update={"parameters": prepare_changes_schema()}))
     if "job_status" in tools:
         tool = Tool.from_function(
             job_status,
@@ -440,13 +322,10 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
 
 
 __all__ = [
-    "PREPARE_CHANGES_SCHEMA",
     "AgentBackend",
     "BackendFor",
-    "ChangeInput",
     "JobReceipt",
     "JobStatusResult",
-    "PrepareChangesInput",
     "Refusal",
     "ResourceInfo",
     "agent_error",

@@ -26,7 +26,7 @@ from typing import Any
 
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
-from .. import receipts
+from .. import views
 from ..errors import UndogateError
 from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
 from ..request_body import json_refusal, require_object
@@ -68,7 +68,7 @@ class WireRefusal(Exception):
     def response(self) -> JSONRPCError:
         """The JSON-RPC error: ``data`` carries the stable code and the safe details."""
         code = self.error.code
-        sentence, details = receipts.agent_refusal(code, self.error.message, self.error.details)
+        sentence, details = views.agent_refusal(code, self.error.message, self.error.details)
         data: JsonObject = {"code": code, **details}
         return JSONRPCError(
             jsonrpc="2.0",

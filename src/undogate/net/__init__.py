@@ -19,12 +19,15 @@ as a certain refusal and the second as ``uncertain``. A policy refusal raises
 
 Inside, each arrow points down: ``client`` (pinned pools, ``RemoteHTTP``, the one
 mapping of httpcore's errors) uses ``policy`` (address classes, verdicts, the URL check;
-pure), and both use ``resolve`` (the one DNS lookup) and ``errors`` (``TransportFailure``).
+pure), and both use ``resolve`` (the one DNS lookup) and ``errors`` (``TransportFailure``,
+and ``ResponseTooLarge`` for a body past its bound). ``link_header`` reads an answer's
+RFC 8288 ``Link`` fields (pure).
 """
 
 from ..errors import BlockedAddress
 from .client import RemoteHTTP, RemoteResponse
-from .errors import TransportFailure
+from .errors import ResponseTooLarge, TransportFailure
+from .link_header import Link, parse_links
 from .policy import (
     ALWAYS_BLOCKED,
     AddressClass,
@@ -36,6 +39,7 @@ from .policy import (
     configured_url_problems,
     host_spelling_problem,
     is_loopback_literal,
+    url_host,
 )
 from .resolve import Resolver, system_resolver
 
@@ -44,16 +48,20 @@ __all__ = [
     "AddressClass",
     "AddressVerdict",
     "BlockedAddress",
+    "Link",
     "NetworkFlags",
     "PinnedTarget",
     "RemoteHTTP",
     "RemoteResponse",
     "Resolver",
+    "ResponseTooLarge",
     "TransportFailure",
     "address_verdict",
     "check_url",
     "configured_url_problems",
     "host_spelling_problem",
     "is_loopback_literal",
+    "parse_links",
     "system_resolver",
+    "url_host",
 ]

@@ -30,7 +30,7 @@ import httpx
 
 from .. import __version__
 from ..errors import BlockedAddress
-from .errors import TransportFailure
+from .errors import ResponseTooLarge, TransportFailure
 from .policy import IPNetwork, NetworkFlags, PinnedTarget, check_url, parse_networks
 from .resolve import Resolver, system_resolver
 
@@ -318,10 +318,14 @@ class RemoteHTTP:
         deadline: float | None = None,
         fresh_connection: bool = False,
         max_body: int = 1024 * 1024,
+        read_body: bool = True,
     ) -> RemoteResponse:
         """Check, resolve once, connect to the checked address, and read a bounded body.
 
         The time allowed is ``min(request_timeout_s, deadline - now)``, resolution included.
+        ``read_body=False`` answers with the status and headers as soon as they arrive and
+        an empty body: whatever follows them is never read, so it can neither delay nor
+        fail the request (a webhook's receiver).
 
         Raises:
             BlockedAddress: the URL or an address of its host is refused (nothing sent).
@@ -365,12 +369,12 @@ class RemoteHTTP:
             except _HTTPCORE_ERRORS as exc:
                 raise _fate_unknown(exc) from None
             address = _peer_address(response, target)
+            body = bytearray()
             try:
-                body = bytearray()
-                for chunk in response.iter_stream():
+                for chunk in response.iter_stream() if read_body else ():
                     body.extend(chunk)
                     if len(body) > max_body:
-                        raise TransportFailure("response body over the size limit", sent=True)
+                        raise ResponseTooLarge("response body over the size limit", sent=True)
                     if time.monotonic() > ends_at:
                         raise TransportFailure("timed out reading the response body", sent=True)
             except _HTTPCORE_ERRORS as exc:

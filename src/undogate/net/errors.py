@@ -16,3 +16,7 @@ class TransportFailure(Exception):
         super().__init__(reason)
         self.reason = reason
         self.sent = sent
+
+
+class ResponseTooLarge(TransportFailure):
+    """The answer's body ran past the bound its caller set; the rest was not read."""

@@ -241,9 +241,9 @@ def _judge(
 
 # -- URL spelling ----------------------------------------------------------------------
 
-_NUMERIC_LABEL = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$", re.IGNORECASE)
+_NUMERIC_LABEL = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_CANONICAL_IPV4 = re.compile(rf"^{_OCTET}(?:\.{_OCTET}){{3}}$")
+_CANONICAL_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
@@ -277,8 +277,8 @@ def _literal_host(host: str) -> IPAddress | None:
     labels = host.split(".")
     if any(not label for label in labels):
         raise BlockedAddress(f"the host {host!r} has an empty label")
-    if _NUMERIC_LABEL.match(labels[-1]):
-        if not _CANONICAL_IPV4.match(host):
+    if _NUMERIC_LABEL.fullmatch(labels[-1]):
+        if not _CANONICAL_IPV4.fullmatch(host):
             raise BlockedAddress(
                 f"the host {host!r} is numeric but not a canonical IPv4 address "
                 "(decimal, hex, octal and shortened forms are refused)"
@@ -355,6 +355,15 @@ def configured_url_problems(url: str, flags: NetworkFlags, *, userinfo: str) -> 
     return problems
 
 
+def url_host(url: str) -> str:
+    """The host of ``url`` as the policy and the client spell it in their messages
+    (ASCII, IDNA-encoded, lower case); "" when it is no URL."""
+    try:
+        return httpx.URL(url).raw_host.decode("ascii").lower()
+    except httpx.InvalidURL:
+        return ""
+
+
 def check_url(
     url: str | httpx.URL,
     flags: NetworkFlags,
@@ -381,7 +390,7 @@ def check_url(
         raise BlockedAddress("a URL must not carry user-info; use token_env")
     if parsed.fragment:
         raise BlockedAddress("a URL must not carry a fragment")
-    host = parsed.raw_host.decode("ascii").lower()
+    host = parsed.raw_host.decode("ascii").lower()  # as url_host spells it
     if not host:
         raise BlockedAddress("the URL names no host")
     literal_ip = _literal_host(host)

@@ -4,5 +4,5 @@
 ``confirm`` and ``dispatch`` (the writes: intent, request, read-back, outcome),
 ``reconcile`` (accept an observed state), ``reject``, ``overlaps`` (which jobs hold a
 resource), ``recovery`` (what a stop or a refused commit left behind), ``quotas``, and
-``endpoint_check`` with its ``endpoint_probes`` (earning the attestation on a test copy).
+``endpoint_check`` (earning the attestation on a test copy: each kind runs its probes).
 """

@@ -101,7 +101,7 @@ class Dispatch:
         try:
             if self.reauthorize is not None:
                 self.reauthorize()
-            self.remote.auth_headers(planned.resource)
+            self.remote.check_credentials(planned.resource)
             action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:

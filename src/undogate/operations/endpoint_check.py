@@ -2,54 +2,33 @@
 
 ``conditional_writes: true`` is the operator's word that an endpoint honours the remote
 contract (§6). ``check_endpoint`` tests that word against a resource declared as a test
-copy (``test_copy_of``) of a production resource, one probe per step
-(``endpoint_probes``):
-
-1. the production resource is read (never written);
-2. the test copy's GET carries one strong ETag and valid data;
-3. a good conditional write answers 200/204 and a read-back shows a new strong ETag and
-   the desired values;
-4. a write with the tag from before that write (one the endpoint itself issued, now
-   stale) is refused with 412 and changes nothing;
-5. a write with the weak form of the current tag is refused and changes nothing;
-6. a conditional write to a URL beside the copy, where nothing exists, creates nothing;
-7. the undo write restores the start exactly (records: every allow-listed field; text:
-   the bytes and media type);
-8. the production resource is unchanged.
-
-A refusal probe that fails does not stop the others; a failure that leaves the copy's
-state unknown does. Whenever the copy may not be at its start, the check puts it back
-(only over one of its own writes) or says exactly what to restore by hand. Evidence
-(statuses, digests, counts, outcomes; never values) goes to the ledger, one append-only
-row and one event per check.
+copy (``test_copy_of``) of a production resource: the resource's kind runs its probes
+(``Adapter.endpoint_check``: every request the gateway would send, each refusal it
+relies on, the copy put back or exactly what to restore by hand), and this module
+records the evidence (statuses, digests, counts, outcomes; never values) in the ledger,
+one append-only row and one event per check.
 """
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from ..adapters import UNDO_OF_CREATE, Evidence, WholeResourceAdapter, adapter_for
+from ..adapters import MARKER_PREFIX, CheckRun, Step, adapter_for
 from ..config import Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store, Transaction
 from ..urls import normalised_url
-from .collection_probes import (
-    COLLECTION_REQUIRED,
-    COLLECTION_STEP_TITLES,
-    CollectionProbe,
-    run_collection_check,
-)
 from .context import Context
-from .document_create_probes import DOCUMENT_CREATE_TITLES, run_document_create_probes
-from .endpoint_probes import MARKER_PREFIX, CopyProbe, Step, StepFailed, same_version
 
 __all__ = [
     "MARKER_PREFIX",
-    "STEP_TITLES",
     "CheckResult",
     "Step",
     "check_endpoint",
@@ -58,22 +37,9 @@ __all__ = [
     "result_view",
 ]
 
-STEP_TITLES: dict[str, str] = {
-    "production_read": "read the production resource (never written)",
-    "strong_etag": "GET of the test copy has one strong ETag and valid data",
-    "good_write": "a good conditional write gives a new strong ETag and the desired values",
-    "stale_write_refused": "If-Match with a tag the endpoint issued earlier (now stale) "
-    "is refused with 412 and no effect",
-    "weak_if_match_refused": 'the weak form of the current tag (W/"...") is refused with no effect',
-    "missing_not_created": "If-Match on a resource that does not exist creates nothing",
-    "undo_restores": "the undo write restores the start exactly",
-    "restore_test_copy": "put the test copy back after a failure",
-    "production_unchanged": "the production resource is unchanged",
-}
-# Every step a passing check has, in order (restore_test_copy only follows a failure).
-REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
-# A collection's check (SPEC §12) names its own steps.
-TITLES = {**STEP_TITLES, **COLLECTION_STEP_TITLES, **DOCUMENT_CREATE_TITLES}
+# Where a test copy's original bytes are kept, beside the ledger, when the check cannot
+# put them back itself.
+ORIGINALS_DIR = "endpoint-check-originals"
 
 
 @dataclass(frozen=True)
@@ -84,7 +50,8 @@ class CheckResult:
     passed: bool
     steps: tuple[Step, ...]
     undos: tuple[str, ...] = ()  # what it verified of undos offered only once verified
-    required: tuple[str, ...] = REQUIRED_STEPS
+    required: tuple[str, ...] = ()
+    titles: Mapping[str, str] = field(default_factory=dict)
 
 
 _running: set[str] = set()
@@ -137,6 +104,7 @@ def check_endpoint(
         )
     adapter = adapter_for(copy.kind)
     timeout = config.server.operation_timeout_s
+    keep = _keeper(config.server.data_dir, copy.id)
     with _only_check_of(copy.id):
         ledger.write(
             lambda tx: tx.add_event(
@@ -148,78 +116,38 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        if not isinstance(adapter, WholeResourceAdapter):
-            # Records that appear and disappear: its own probes (SPEC §12).
-            collection = CollectionProbe(adapter, remote, copy, timeout)
-            steps, undos = run_collection_check(collection, production)
-            required: tuple[str, ...] = COLLECTION_REQUIRED
-            names = {s.name for s in steps}
-            # Re-creating a deleted id is an answer either way: it decides RECREATE only.
-            passed = set(required) <= names and all(
-                s.passed for s in steps if s.name != "recreate_deleted_id"
-            )
-        else:
-            probe = CopyProbe(adapter, remote, copy, timeout, config.server.data_dir)
-            steps, undos, required = _run(probe, production), [], REQUIRED_STEPS
-            passed = tuple(s.name for s in steps) == required and all(s.passed for s in steps)
-            if passed and copy.create is True:
-                # A document the gateway may create (SPEC §12): is its undo safe here?
-                created, works = run_document_create_probes(adapter, remote, copy, timeout)
-                steps += created
-                undos = [UNDO_OF_CREATE] if works else []
-    verified = tuple(undos) if passed else ()
-    return _record(ledger, production, copy, passed, steps, verified, required, actor, access_path)
+        run = adapter.endpoint_check(remote, copy, production, timeout, keep)
+    return _record(ledger, production, copy, run, actor, access_path)
 
 
-def _run(probe: CopyProbe, production: Resource) -> list[Step]:
-    steps: list[Step] = []
-    prod_before = None
-    wrote = restored = False
-    try:
-        # A document the gateway may create need not exist yet (SPEC §12).
-        maybe_absent = production.create is True
-        prod_before = probe.read(production, "production_read", absent_ok=maybe_absent)
-        read: Evidence = {"digest": prod_before.digest, "bytes": prod_before.size}
-        steps.append(Step("production_read", True, "read", read))
-        steps.append(probe.begin())
-        wrote = True
-        step, current = probe.good_write()
-        steps.append(step)
-        step, current = probe.stale_write(current)
-        steps.append(step)
-        step, current = probe.weak_write(current)
-        steps.append(step)
-        steps.append(probe.missing_resource(current))
-        steps.append(probe.undo(current))
-        restored = True
-    except StepFailed as failed:
-        steps.append(failed.step)
-    if wrote and not restored:
-        steps.append(probe.restore())
-    if prod_before is not None:
+def _keeper(data_dir: Path, copy_id: str) -> Callable[[bytes], Path | None]:
+    """Saves a copy's start bytes (mode 0600) beside the ledger; None on failure."""
+
+    def keep(original: bytes) -> Path | None:
+        folder = data_dir / ORIGINALS_DIR
+        path = folder / f"{copy_id}-{time.time_ns()}.original"
         try:
-            prod_after = probe.read(production, "production_unchanged", absent_ok=maybe_absent)
-        except StepFailed as failed:
-            steps.append(failed.step)
-        else:
-            same = same_version(prod_after, prod_before)
-            why = "same ETag and bytes" if same else "the production resource changed"
-            evidence: Evidence = {"unchanged": same, "digest": prod_after.digest}
-            steps.append(Step("production_unchanged", same, why, evidence))
-    return steps
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(original)
+        except OSError:
+            return None
+        return path
+
+    return keep
 
 
 def _record(
     ledger: Store,
     production: Resource,
     copy: Resource,
-    passed: bool,
-    steps: list[Step],
-    undos: tuple[str, ...],
-    required: tuple[str, ...],
+    run: CheckRun,
     actor: str,
     access_path: str,
 ) -> CheckResult:
+    passed, steps = run.passed, run.steps
+    undos = run.undos if passed else ()
     steps_json: list[JsonValue] = [
         from_python({"name": s.name, "passed": s.passed, "summary": s.summary, **s.evidence})
         for s in steps
@@ -254,7 +182,9 @@ def _record(
         return check_id
 
     check_id = ledger.write(write)
-    return CheckResult(check_id, production.id, copy.id, passed, tuple(steps), undos, required)
+    return CheckResult(
+        check_id, production.id, copy.id, passed, steps, undos, run.required, run.titles
+    )
 
 
 def latest_verification(ledger: Store, resource: Resource) -> bool:
@@ -272,10 +202,11 @@ def result_view(result: CheckResult) -> JsonObject:
         "passed": result.passed,
         "verified_undos": [*result.undos],
         "required_steps": [*result.required],
+        "step_titles": {name: title for name, title in result.titles.items()},
         "steps": [
             {
                 "name": s.name,
-                "title": TITLES.get(s.name, s.name),
+                "title": result.titles.get(s.name, s.name),
                 "passed": s.passed,
                 "summary": s.summary,
                 "evidence": from_python(s.evidence),
@@ -299,9 +230,11 @@ def report_lines(view: JsonObject) -> list[str]:
             lines.append(f"         {step.get('message')}")
     ran = {step.get("name") for step in steps}
     required = view.get("required_steps")
+    titles = view.get("step_titles")
+    titled = titles if isinstance(titles, dict) else {}
     lines.extend(
-        f"  [ -- ] {TITLES.get(str(name), str(name))}: not run (an earlier step failed)"
-        for name in (required if isinstance(required, list) else REQUIRED_STEPS)
+        f"  [ -- ] {titled.get(str(name), str(name))}: not run (an earlier step failed)"
+        for name in (required if isinstance(required, list) else [])
         if name not in ran
     )
     verdict = "verified on a test copy" if view.get("passed") is True else "not verified"

@@ -17,7 +17,7 @@ from ..errors import InvalidRequest, UndogateError
 from ..jobs import Actor, JobState
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..ledger import InboxQuery, InboxRow
-from ..receipts import review_path
+from ..views import review_path
 from .context import Context
 from .reject import check_reason, reject_job
 
@@ -38,9 +38,9 @@ VIEW_WORDS = {
 PAGE = 100
 MAX_SEARCH = 64
 MAX_BULK = 100
-_DURATION = re.compile(r"^(\d{1,6})([mhd])$")
+_DURATION = re.compile(r"(\d{1,6})([mhd])")
 _UNIT_S = {"m": 60, "h": 3600, "d": 86400}
-_SEARCH = re.compile(r"^[a-z0-9_]{1,64}$")
+_SEARCH = re.compile(r"[a-z0-9_]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def parse_time(text: str, now: float, *, name: str) -> float:
         InvalidRequest: neither.
     """
     text = text.strip()
-    relative = _DURATION.match(text)
+    relative = _DURATION.fullmatch(text)
     if relative:
         return now - int(relative.group(1)) * _UNIT_S[relative.group(2)]
     try:
@@ -145,7 +145,7 @@ def parse_filter(params: Mapping[str, list[str]], now: float) -> InboxFilter:
     search = one("id")
     if search is not None:
         search = search.lower()
-        if not _SEARCH.match(search):
+        if not _SEARCH.fullmatch(search):
             raise InvalidRequest("search a job id by its start: letters, digits, _", field="id")
     limit_text = one("limit")
     limit = PAGE

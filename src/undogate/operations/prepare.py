@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import secrets
 
-from ..adapters import Snapshot, adapter_for
+from ..adapters import Snapshot, adapter_for, change_member, digest_defaults
 from ..config import Resource
 from ..digests import sha256_hex
 from ..errors import (
@@ -220,8 +220,7 @@ def _check_text_input(request: PrepareRequest) -> None:
             request.idempotency_key,
         ]
         for c in request.changes:
-            values += [c.resource_id, c.set, list(c.remove), c.text, c.expected_version]
-            values += [c.record_id, c.create, c.upsert]
+            values += [c.resource_id, c.expected_version, *c.members.values()]
         check_encodable(values)
     except JsonError:
         raise InvalidRequest("the request holds text that is not valid Unicode") from None
@@ -250,7 +249,12 @@ def _payload_size(summary: str, changes: list[Change]) -> int:
 
 
 def _request_digest(agent_id: str, request: PrepareRequest) -> str:
-    """What makes two prepares "the same" for idempotency (the key itself excluded)."""
+    """What makes two prepares "the same" for idempotency (the key itself excluded).
+
+    A change's members count where they ask something (a member given as its default,
+    ``delete: false``, asks nothing); the first release's members are in every digest
+    (``digest_defaults``), so that an earlier job's digest stays what it was."""
+    defaults = digest_defaults()
     body: JsonObject = {
         "agent": agent_id,
         "summary": request.summary,
@@ -258,21 +262,13 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
         "changes": [
             {
                 "resource": ch.resource_id,
-                "set": ch.set,
-                "remove": list(ch.remove),
-                "text": ch.text,
                 "expected_version": ch.expected_version,
                 "assertion_kind": ch.assertion_kind.value if ch.assertion_kind else None,
-                # Only where present, so an earlier job's digest stays what it was.
+                **defaults,
                 **{
-                    key: value
-                    for key, value in (
-                        ("id", ch.record_id),
-                        ("create", ch.create),
-                        ("delete", True if ch.delete else None),
-                        ("upsert", ch.upsert),
-                    )
-                    if value is not None
+                    name: value
+                    for name, value in ch.members.items()
+                    if name in defaults or not _asks_nothing(name, value)
                 },
             }
             for ch in request.changes
@@ -280,3 +276,8 @@ def _request_digest(agent_id: str, request: PrepareRequest) -> str:
     }
     # surrogatepass: a lone surrogate must reach the adapter's clear refusal, not crash here.
     return sha256_hex(dumps(body).encode("utf-8", "surrogatepass"))
+
+
+def _asks_nothing(name: str, value: JsonValue) -> bool:
+    member = change_member(name)
+    return member is not None and value == member.default

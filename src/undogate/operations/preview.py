@@ -53,6 +53,8 @@ IRREVERSIBLE_NOTE = (
 
 log = logging.getLogger(__name__)
 
+_NAMES_SHOWN = 10  # of the differing parts a blocked reconciliation names
+
 
 @dataclass(frozen=True)
 class PlannedWrite:
@@ -135,8 +137,7 @@ def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Pr
                     "change": change.index,
                     "resource": change.resource_id,
                     "code": ReconciliationBlocked.code,
-                    "message": f"{change.resource_id} shows neither the before nor the "
-                    "after values: investigate by hand before accepting anything",
+                    "message": neither_message(change, adapter.differing(change, snap)),
                 }
             )
         elif operation is not Operation.ACCEPT_OBSERVED and view.moved_since_prepare:
@@ -287,6 +288,19 @@ def _view(
         moved_since_prepare=blocked,
         reversible=not (operation is Operation.UNDO and blocked),
         note=note if blocked else None,
+    )
+
+
+def neither_message(change: Change, differing: tuple[str, ...]) -> str:
+    """Why an uncertain change cannot be reconciled: it shows neither side, and (names
+    only, never values) what differs."""
+    shown = ", ".join(repr(name[:64]) for name in differing[:_NAMES_SHOWN])
+    if len(differing) > _NAMES_SHOWN:
+        shown += f" and {len(differing) - _NAMES_SHOWN} more"
+    what = f" ({shown} differ)" if shown else ""
+    return (
+        f"{change.resource_id} shows neither the before nor the after values{what}: "
+        "reconciliation is blocked until someone investigates by hand"
     )
 
 

@@ -24,7 +24,7 @@ from ..jobs import (
 )
 from ..ledger import Transaction
 from .context import Context
-from .preview import observe
+from .preview import neither_message, observe
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +44,11 @@ def accept_observed(
         snap = snaps[change.index]
         observation = observe(adapter, job, change, snap)
         if observation is Observation.NEITHER:
+            differing = adapter.differing(change, snap)
             raise ReconciliationBlocked(
-                f"{change.resource_id} shows neither the before nor the after values; "
-                "reconciliation is blocked until someone investigates by hand",
+                neither_message(change, differing),
                 resource=change.resource_id,
+                differing=list(differing),
             )
         decisions.append((change, observation, snap))
     if dry_run:

@@ -5,8 +5,9 @@ only with an assertion whose challenge is that preview's digest
 verification, used once. The approval is recorded, with its preview document and the
 assertion, as a ``passkey_approved`` event in the chain before anything is sent.
 
-A passkey is registered (``register``) and revoked (``revoke``) here too, each with
-its event, so the chain holds every public key an approval is checked against.
+The same check (``approve_in``) approves the other documents a passkey signs: the
+acceptance of a verified undo (``undo_offer``), and adding or revoking a passkey
+(``owner_passkeys``, where passkeys are registered and revoked).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from collections.abc import Iterable, Sequence
 from ..config import Resource
 from ..errors import (
     InvalidRequest,
-    NotFound,
+    PasskeyApprovalExpired,
+    PasskeyRefused,
     PasskeyReplayed,
     PasskeyRequired,
     PasskeyRevoked,
@@ -27,10 +29,14 @@ from ..errors import (
 from ..jobs import Actor, Change, ConditionalWrite, Job, Operation
 from ..jsonvalue import JsonObject, from_python
 from ..ledger import StoredPasskey, Transaction
-from ..passkeys import AssertionParts, Registered, assertion_parts, verify_assertion
-from ..proof.assertions import APPROVED, REGISTERED, REVOKED
+from ..passkeys import AssertionParts, assertion_parts, verify_assertion
+from ..proof.assertions import APPROVED
 from ..proof.preview_digest import preview_digest, preview_document
 from .context import Context
+
+#: How far ahead of this process's clock the clock of another process of a shared ledger
+#: (which may have made the page) may run.
+CLOCK_SKEW_MS = 5_000
 
 
 def required(gw: Context, targets: Iterable[Change]) -> bool:
@@ -43,6 +49,30 @@ def required(gw: Context, targets: Iterable[Change]) -> bool:
 def resource_required(gw: Context, resource: Resource) -> bool:
     """Whether accepting a verified undo of ``resource`` needs a passkey."""
     return gw.config.server.require_passkey or resource.require_passkey
+
+
+def approval_expiry(gw: Context) -> int:
+    """Until when (milliseconds since the epoch) an approval asked for now holds: as
+    long as a preview (``server.preview_ttl_s``)."""
+    return round((gw.clock() + gw.config.server.preview_ttl_s) * 1000)
+
+
+def refuse_expired(gw: Context, expires_at_ms: int | None) -> int:
+    """The expiry an approval's document carried (its page showed it), while it holds.
+
+    Raises: InvalidRequest (none given), PasskeyApprovalExpired (past, or later than any
+    page of this gateway gives).
+    """
+    if expires_at_ms is None:
+        raise InvalidRequest("a passkey approval needs the expiry its page or offer showed")
+    now_ms = gw.clock() * 1000
+    if expires_at_ms < now_ms:
+        raise PasskeyApprovalExpired(
+            "this passkey approval expired before it was sent; open the page again"
+        )
+    if expires_at_ms > approval_expiry(gw) + CLOCK_SKEW_MS:
+        raise PasskeyApprovalExpired("this passkey approval carries an expiry no page gives")
+    return expires_at_ms
 
 
 def challenge_text(document: dict[str, object]) -> str:
@@ -114,12 +144,14 @@ def approve_in(
     assertion: AssertionParts,
     *,
     job_id: str | None,
-) -> None:
+    signed_another: PasskeyRefused | None = None,
+) -> StoredPasskey:
     """Inside ``tx``: check ``assertion`` over ``document``'s digest and record the
     approval (its challenge spent, the sign count, a ``passkey_approved`` event).
+    Returns the passkey that approved it.
 
-    Raises: PasskeyUnknown, PasskeyRevoked, PasskeyReplayed, PasskeyWrongPreview,
-    PasskeyNotVerified.
+    Raises: PasskeyUnknown, PasskeyRevoked, PasskeyReplayed, PasskeyNotVerified;
+    ``signed_another`` (by default PasskeyWrongPreview) when it signed another document.
     """
     digest = preview_digest(document)
     passkey = tx.passkey(assertion.credential_id)
@@ -131,7 +163,7 @@ def approve_in(
     if tx.passkey_challenge_used(signed.hex()):
         raise PasskeyReplayed("this passkey approval was used already; preview again")
     if signed != digest:
-        raise PasskeyWrongPreview(
+        raise signed_another or PasskeyWrongPreview(
             "the passkey approved another preview, not this one; preview again",
             **({"job": job_id} if job_id is not None else {}),
         )
@@ -156,70 +188,7 @@ def approve_in(
             {"preview": document, "digest": digest.hex(), "assertion": assertion.as_json()}
         ),
     )
-
-
-def register(
-    gw: Context, actor: Actor, registered: Registered, *, label: str, rp_id: str, origin: str
-) -> StoredPasskey:
-    """Keep a verified registration under the actor's owner, with its event (which
-    carries the public key, so the chain holds it).
-
-    Raises: InvalidRequest (that credential is registered already, to anyone).
-    """
-    passkey = StoredPasskey(
-        id=registered.id,
-        owner_id=actor.owner_id,
-        label=label,
-        public_key=registered.public_key,
-        sign_count=registered.sign_count,
-        rp_id=rp_id,
-        origin=origin,
-        created_at=gw.clock(),
-        revoked_at=None,
-    )
-
-    def record(tx: Transaction) -> None:
-        if tx.passkey(passkey.id) is not None:
-            raise InvalidRequest("that passkey is registered already")
-        tx.insert_passkey(passkey)
-        tx.add_event(
-            job_id=None,
-            actor=actor.label,
-            access_path=actor.access_path,
-            operation=REGISTERED,
-            target=passkey.id,
-            detail=_object(
-                {
-                    "owner_id": passkey.owner_id,
-                    "label": label,
-                    "public_key": passkey.public_key,
-                    "rp_id": rp_id,
-                    "origin": origin,
-                }
-            ),
-        )
-
-    gw.ledger.write(record)
     return passkey
-
-
-def revoke(gw: Context, actor: Actor, passkey_id: str) -> None:
-    """Raises: NotFound (not one of the owner's live passkeys)."""
-
-    def record(tx: Transaction) -> None:
-        passkey = tx.passkey(passkey_id)
-        if passkey is None or passkey.owner_id != actor.owner_id or passkey.revoked_at is not None:
-            raise NotFound("no live passkey of yours has that id")
-        tx.revoke_passkey(passkey_id)
-        tx.add_event(
-            job_id=None,
-            actor=actor.label,
-            access_path=actor.access_path,
-            operation=REVOKED,
-            target=passkey_id,
-        )
-
-    gw.ledger.write(record)
 
 
 def _document(

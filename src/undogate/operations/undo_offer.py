@@ -46,7 +46,14 @@ def undo_offer(tx: Reader, resource: Resource) -> UndoOffer:
     accepted: frozenset[str] = frozenset()
     accepted_at: float | None = None
     acceptance = tx.latest_undo_acceptance(resource.id)
-    if acceptance is not None and acceptance.detail.get("fingerprint") == resource.fingerprint:
+    # An acceptance belongs to the check it accepted: any later check (one that failed,
+    # then one that passed again) asks for a new one.
+    if (
+        acceptance is not None
+        and check is not None
+        and acceptance.detail.get("check") == str(check.id)
+        and acceptance.detail.get("fingerprint") == resource.fingerprint
+    ):
         accepted = _names(acceptance.detail.get("undos")) & verified
         accepted_at = acceptance.at
     return UndoOffer(
@@ -69,8 +76,11 @@ def undo_offered(gw: Context, change: Change) -> bool:
     return gw.ledger.read(lambda tx: undo_offer(tx, resource)).offers(need)
 
 
-def _acceptance(tx: Reader, resource: Resource, offer: UndoOffer) -> dict[str, object]:
-    """The document a passkey signs to accept ``offer`` (its check verified something)."""
+def _acceptance(
+    tx: Reader, resource: Resource, offer: UndoOffer, expires_at_ms: int
+) -> dict[str, object]:
+    """The document a passkey signs to accept ``offer`` (its check verified something)
+    until ``expires_at_ms``."""
     assert offer.check_id is not None
     latest = tx.latest_undo_acceptance(resource.id)
     return acceptance_document(
@@ -79,11 +89,13 @@ def _acceptance(tx: Reader, resource: Resource, offer: UndoOffer) -> dict[str, o
         check_id=offer.check_id,
         undos=sorted(offer.verified),
         after_acceptance=latest.event_id if latest is not None else None,
+        expires_at_ms=expires_at_ms,
     )
 
 
 def resource_undo_offer(gw: Context, resource_id: str) -> UndoOffer:
-    """The offer, with the passkey challenge of accepting it where one is needed.
+    """The offer, with the passkey challenge of accepting it (and when that challenge
+    expires) where one is needed.
 
     Raises: NotFound."""
     resource = gw.resource(resource_id)
@@ -92,28 +104,38 @@ def resource_undo_offer(gw: Context, resource_id: str) -> UndoOffer:
         offer = undo_offer(tx, resource)
         if not offer.verified or not step_up.resource_required(gw, resource):
             return offer
-        challenge = step_up.challenge_text(_acceptance(tx, resource, offer))
-        return replace(offer, passkey_challenge=challenge)
+        expires_at_ms = step_up.approval_expiry(gw)
+        challenge = step_up.challenge_text(_acceptance(tx, resource, offer, expires_at_ms))
+        return replace(offer, passkey_challenge=challenge, passkey_expires_at_ms=expires_at_ms)
 
     return gw.ledger.read(offered)
 
 
 def accept_verified_undo(
-    gw: Context, actor: Actor, resource_id: str, *, passkey_assertion: str | None = None
+    gw: Context,
+    actor: Actor,
+    resource_id: str,
+    *,
+    passkey_assertion: str | None = None,
+    passkey_expires_at_ms: int | None = None,
 ) -> UndoOffer:
     """Record a reviewer's acceptance of the undos the latest check verified, with the
-    passkey's approval of exactly that where the resource requires one.
+    passkey's approval of exactly that where the resource requires one (over the
+    offer's document until ``passkey_expires_at_ms``, which the offer showed).
 
     Raises:
         NotFound: no such resource.
         UndoNotVerified: no passing check under its current identity verified an undo.
-        PasskeyRequired, PasskeyRefused (its subclasses): as a confirm's step-up.
+        InvalidRequest: an assertion without its expiry.
+        PasskeyRequired, PasskeyRefused (its subclasses, ``PasskeyApprovalExpired``
+        too): as a confirm's step-up.
     """
     resource = gw.resource(resource_id)
     required = step_up.resource_required(gw, resource)
     assertion = None
     if passkey_assertion is not None:
         assertion = step_up.refuse_replay(gw, passkey_assertion)
+        passkey_expires_at_ms = step_up.refuse_expired(gw, passkey_expires_at_ms)
 
     def commit(tx: Transaction) -> None:
         offer = undo_offer(tx, resource)
@@ -130,7 +152,9 @@ def accept_verified_undo(
                     "passkey: open the resource's undo page in a browser and accept it there",
                     resource=resource_id,
                 )
-            step_up.approve_in(tx, actor, _acceptance(tx, resource, offer), assertion, job_id=None)
+            assert passkey_expires_at_ms is not None  # refuse_expired gave it
+            document = _acceptance(tx, resource, offer, passkey_expires_at_ms)
+            step_up.approve_in(tx, actor, document, assertion, job_id=None)
         undos: list[JsonValue] = [*sorted(offer.verified)]
         tx.add_event(
             job_id=None,

@@ -7,11 +7,11 @@
 - **Authorize by name, once.** A caller is a principal that a surface proved fit for
   one audience, on one access path: ``AgentCaller`` (an agent token), ``Reader``
   (agents:read), ``Writer`` (agents:write), ``Reviewer`` (both: a preview, a confirm or a
-  reject shows a job's values) and ``Administrator`` (the master key, or an operator key
-  with keys:admin). Each class's ``of`` is the one place its question is asked; a
-  surface declares, beside each route, which caller the route needs (the API's
-  ``requires``), and every service verb takes that caller, so no verb can be reached
-  without it and none asks again.
+  reject shows a job's values), ``Administrator`` (the master key, or an operator key
+  with keys:admin) and ``Master`` (the master key alone). Each class's ``of`` is the one
+  place its question is asked; a surface declares, beside each route, which caller the
+  route needs (the API's ``requires``), and every service verb takes that caller, so no
+  verb can be reached without it and none asks again.
 """
 
 from __future__ import annotations
@@ -209,12 +209,28 @@ class Administrator(Caller):
         return "master" if self.principal.kind == "master" else self.principal.credential_id
 
 
+@dataclass(frozen=True)
+class Master(Caller):
+    """The master key, which lives with the server: enrolling an owner's first passkey."""
+
+    @classmethod
+    def of(cls, principal: Principal, via: str) -> Self:
+        """Raises: Forbidden unless the master key (an operator key never may)."""
+        if principal.kind != "master":
+            raise Forbidden(
+                "an enrolment code is made on the server's host (`undogate passkeys enrol`) "
+                "or with the master key, never with an operator key"
+            )
+        return cls(principal, via)
+
+
 __all__ = [
     "MAX_KEY_CHARS",
     "Administrator",
     "AgentCaller",
     "Authentication",
     "Caller",
+    "Master",
     "Reader",
     "Reviewer",
     "Writer",

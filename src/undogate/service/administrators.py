@@ -1,5 +1,6 @@
 """What an administrator may do (the master key, or an operator key with keys:admin):
-list, issue and revoke keys, and page through the audit export of every owner."""
+list, issue and revoke keys, and page through the audit export of every owner; and what
+the master key alone may do: issue the code that enrols an owner's first passkey."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from dataclasses import dataclass
 from ..auth import CredentialInfo, IssuedKey, Keyring, Revocation
 from ..errors import InvalidRequest
 from ..jsonvalue import JsonObject
+from ..operations import owner_passkeys
 from ..operations.context import Context
 from ..operations.export import events_page, jobs_page
-from .access import Administrator, in_thread
+from ..operations.owner_passkeys import IssuedEnrolment
+from .access import Administrator, Master, in_thread
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,19 @@ class Administrators:
     async def revoke(self, caller: Administrator, credential_id: str, *, force: bool) -> Revocation:
         """Raises: what ``Keyring.revoke`` raises."""
         return await in_thread(self.keyring.revoke, credential_id, force=force, actor=caller.label)
+
+    async def issue_passkey_enrolment(
+        self, caller: Master, owner_id: str | None, *, replace: bool
+    ) -> IssuedEnrolment:
+        """A code that enrols an owner's first passkey (``replace``: after revoking its
+        live ones). Unnamed, the owner is the only live operator key.
+
+        Raises: InvalidRequest (no owner named and not exactly one operator key), and
+        what ``owner_passkeys.issue_enrolment`` raises."""
+        owner = owner_id or await in_thread(self.keyring.only_operator)
+        return await in_thread(
+            owner_passkeys.issue_enrolment, self.context, caller.actor, owner, replace=replace
+        )
 
     async def export_page(
         self, caller: Administrator, what: str, since: float, after: str | None

@@ -18,7 +18,7 @@ from ..config import Config
 from ..errors import Forbidden, InvalidRequest, NotFound
 from ..jobs import Confirmation, Job, Operation, Preview, UndoOffer
 from ..ledger import Event, JobSummary, OutboxMessage, StoredPasskey, StoredPreview
-from ..operations import step_up
+from ..operations import owner_passkeys
 from ..operations.confirm import confirm_preview, stored_preview
 from ..operations.context import Context
 from ..operations.endpoint_check import CheckResult, check_endpoint, latest_verification
@@ -27,7 +27,7 @@ from ..operations.inbox import reject_many as reject_jobs
 from ..operations.preview import preview_job
 from ..operations.reject import reject_job
 from ..operations.undo_offer import accept_verified_undo, resource_undo_offer
-from ..passkeys import Registered
+from ..passkeys import ActChallenge, Addition, Approval
 from .access import Caller, Reader, Reviewer, Writer, in_thread
 
 WEBHOOK_STATUSES = ("pending", "delivered", "failed")
@@ -262,12 +262,19 @@ class Reviewers:
         )
 
     async def accept_verified_undo(
-        self, caller: Writer, resource_id: str, *, passkey_assertion: str | None = None
+        self,
+        caller: Writer,
+        resource_id: str,
+        *,
+        passkey_assertion: str | None = None,
+        passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
         """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
-        passkey's approval where the resource requires one (SPEC §14).
+        passkey's approval where the resource requires one (SPEC §14), over the offer's
+        document until the expiry the offer showed.
 
-        Raises: Forbidden, NotFound, UndoNotVerified, PasskeyRequired, PasskeyRefused."""
+        Raises: Forbidden, NotFound, UndoNotVerified, InvalidRequest, PasskeyRequired,
+        PasskeyRefused."""
         self._visible_resource(caller, resource_id)
         return await in_thread(
             accept_verified_undo,
@@ -275,6 +282,7 @@ class Reviewers:
             caller.actor,
             resource_id,
             passkey_assertion=passkey_assertion,
+            passkey_expires_at_ms=passkey_expires_at_ms,
         )
 
     # -- passkeys (SPEC §14): an operator's own, per owner ----------------------------------
@@ -283,24 +291,35 @@ class Reviewers:
         """The owner's passkeys, revoked ones included."""
         return await in_thread(self.context.ledger.read, lambda tx: tx.passkeys(caller.owner_id))
 
+    def passkey_challenge(self, caller: Writer, act: Addition | str) -> ActChallenge:
+        """What a live passkey of this owner signs to add ``act`` (an Addition) or to
+        revoke it (a passkey id)."""
+        return owner_passkeys.act_challenge(self.context, caller.owner_id, act)
+
     async def register_passkey(
-        self, caller: Writer, registered: Registered, *, label: str, rp_id: str, origin: str
+        self,
+        caller: Writer,
+        addition: Addition,
+        *,
+        enrolment_code: str | None = None,
+        approval: Approval | None = None,
     ) -> StoredPasskey:
-        """Keep a passkey the surface verified. Raises: InvalidRequest (registered
-        already)."""
+        """Keep a passkey the surface verified (the owner's first with an enrolment code,
+        another with a live one's approval). Raises: as ``owner_passkeys.register``."""
         return await in_thread(
-            step_up.register,
+            owner_passkeys.register,
             self.context,
             caller.actor,
-            registered,
-            label=label,
-            rp_id=rp_id,
-            origin=origin,
+            addition,
+            enrolment_code,
+            approval,
         )
 
-    async def revoke_passkey(self, caller: Writer, passkey_id: str) -> None:
-        """Raises: NotFound (no live passkey of this owner by that id)."""
-        await in_thread(step_up.revoke, self.context, caller.actor, passkey_id)
+    async def revoke_passkey(
+        self, caller: Writer, passkey_id: str, approval: Approval | None
+    ) -> None:
+        """With a live passkey's approval. Raises: as ``owner_passkeys.revoke``."""
+        await in_thread(owner_passkeys.revoke, self.context, caller.actor, passkey_id, approval)
 
 
 __all__ = ["WEBHOOK_STATUSES", "Reviewers"]

@@ -98,7 +98,7 @@ def with_nested(rows: Sequence[Mapping[str, Any]], old: str, new: str) -> list[d
 
 
 def request_blocks(requests: Sequence[JsonObject]) -> list[dict[str, Any]]:
-    """The planned requests (``receipts.request_view``) as the preview shows them: each
+    """The planned requests (``views.request_view``) as the preview shows them: each
     with whether its body is long enough to fold."""
     blocks: list[dict[str, Any]] = []
     for request in requests:

@@ -1,7 +1,7 @@
 """A job's history as a reviewer reads it: a sentence per event, its facts as a short
 list and the values it recorded as tables, never an internal event name or raw JSON.
 
-Pure. Each event comes from ``receipts.event_view`` (the shape the API serves); an
+Pure. Each event comes from ``views.event_view`` (the shape the API serves); an
 event this module has no sentence for still shows, in plain words made from its name.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import receipts
+from .. import views
 from ..jsonvalue import JsonNumber, JsonValue
 from ..ledger import Event
 from .exact import json_text
@@ -64,7 +64,7 @@ def history(job_id: str, found: list[Event]) -> list[dict[str, Any]]:
     """The job's events, oldest first, each with ``sentence``, ``facts`` (label, text)
     and ``tables`` (values as field rows, or sizes for a document)."""
     rows: list[dict[str, Any]] = []
-    for view in receipts.events_view(job_id, found)["events"]:  # type: ignore[union-attr]
+    for view in views.events_view(job_id, found)["events"]:  # type: ignore[union-attr]
         assert isinstance(view, dict)
         row: dict[str, Any] = dict(view)
         operation = str(view["operation"])

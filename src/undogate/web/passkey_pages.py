@@ -1,6 +1,13 @@
-"""The passkeys page (SPEC §14): an operator registers and revokes the passkeys that
+"""The passkeys page (SPEC §14): an operator enrols, adds and revokes the passkeys that
 approve previews, and the preview page's passkey step (the request options the Confirm
 button signs with).
+
+Who may change an owner's passkeys is the service's rule (``operations/owner_passkeys``):
+the first passkey is enrolled with a one-time code printed on the server's host, which
+this page asks for; another is added, and any is revoked, only with the approval of a
+live passkey of the owner over exactly that act. Adding one is two steps: the browser
+makes the new passkey (``add``), then a live one approves exactly it (the page ``add``
+answers with), and the form goes to ``register`` with that approval.
 
 WebAuthn needs the page's origin: ``server.public_url`` when set, else the origin the
 request came to. The relying party id is that origin's host (``localhost`` counts as
@@ -23,18 +30,37 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from ..auth import Principal
 from ..errors import InvalidRequest
-from ..passkeys import registration_options, request_options, verify_registration
+from ..passkeys import (
+    Addition,
+    Approval,
+    registration_options,
+    request_options,
+    verify_registration,
+)
 from ..service import Service, Writer
 from .sessions import Session
 
 Form = Mapping[str, str]
+View = Callable[[Request, Session, Form, Writer], Awaitable[Response]]
+
+
+class Gate(Protocol):
+    """The UI's gate (``WebUI._get``, ``_post``), as these pages use it: for a Writer."""
+
+    def __call__(
+        self, view: View, needs: type[Writer]
+    ) -> Callable[[Request], Awaitable[Response]]: ...
+
+
 MAX_LABEL_CHARS = 80
 REGISTRATION_TTL_S = 10 * 60.0
 
@@ -45,6 +71,14 @@ class ConfirmStep:
     rendered into a data attribute), or why it cannot (no live passkey)."""
 
     options: str | None
+
+
+@dataclass(frozen=True)
+class Revoking:
+    """One live passkey's Revoke button: the request options of its approval."""
+
+    options: str
+    expires_at_ms: int
 
 
 def web_origin(request: Request, public_url: str | None) -> tuple[str, str]:
@@ -70,6 +104,16 @@ class PasskeyPages:
         self.redirect = redirect
         self.notify = notify
 
+    def routes(self, get: Gate, post: Gate) -> list[BaseRoute]:
+        """The passkeys page's routes, through the UI's session and cross-site checks:
+        an operator's own passkeys are a ``Writer``'s."""
+        return [
+            Route("/passkeys", get(self.page, Writer), methods=["GET"]),
+            Route("/passkeys", post(self.register, Writer), methods=["POST"]),
+            Route("/passkeys/add", post(self.add, Writer), methods=["POST"]),
+            Route("/passkeys/{passkey_id}/revoke", post(self.revoke, Writer), methods=["POST"]),
+        ]
+
     def _origin(self, request: Request) -> tuple[str, str]:
         return web_origin(request, self.service.config.server.public_url)
 
@@ -78,51 +122,94 @@ class PasskeyPages:
     ) -> Response:
         principal = writer.principal
         passkeys = await self.service.reviewers.passkeys(writer)
+        live = [p.id for p in passkeys if p.revoked_at is None]
         _, rp_id = self._origin(request)
         issued = str(int(self.service.clock()))
         options = registration_options(
             rp_id=rp_id,
             owner_id=principal.owner_id,
             label=principal.credential_id,
-            existing=[p.id for p in passkeys if p.revoked_at is None],
+            existing=live,
             challenge=registration_challenge(session, issued),
         )
+        revoking = {p: self._approving(rp_id, live, writer, p) for p in live}
         return self.render(
             "passkeys.html",
             session,
             passkeys=passkeys,
+            live=live,
+            revoking=revoking,
             options=options,
             rp_id=rp_id,
             issued=issued,
         )
 
-    async def register(
-        self, request: Request, session: Session, form: Form, writer: Writer
-    ) -> Response:
+    def _approving(self, rp_id: str, live: list[str], writer: Writer, passkey_id: str) -> Revoking:
+        asked = self.service.reviewers.passkey_challenge(writer, passkey_id)
+        options = request_options(rp_id=rp_id, challenge=_unb64(asked.challenge), credentials=live)
+        return Revoking(options, asked.expires_at_ms)
+
+    def _addition(self, request: Request, session: Session, form: Form) -> Addition:
+        """The registration the form carries, verified against its page's challenge.
+
+        Raises: InvalidRequest (out of date, a bad name, not a credential),
+        PasskeyNotVerified."""
         issued = form.get("issued", "")
         age = self.service.clock() - int(issued) if issued.isascii() and issued.isdigit() else -1
         if not 0 <= age <= REGISTRATION_TTL_S:
             raise InvalidRequest("this registration is out of date; open the passkeys page again")
-        challenge = registration_challenge(session, issued)
         label = form.get("label", "").strip() or "passkey"
         if len(label) > MAX_LABEL_CHARS:
             raise InvalidRequest(f"a passkey's name is at most {MAX_LABEL_CHARS} characters")
         origin, rp_id = self._origin(request)
         registered = verify_registration(
-            form.get("credential", ""), challenge=challenge, rp_id=rp_id, origin=origin
+            form.get("credential", ""),
+            challenge=registration_challenge(session, issued),
+            rp_id=rp_id,
+            origin=origin,
         )
+        return Addition(registered, label, rp_id, origin)
+
+    async def register(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
+        """Keep the passkey the form carries: a first one with its enrolment code,
+        another with the approval ``add`` asked for."""
+        addition = self._addition(request, session, form)
         await self.service.reviewers.register_passkey(
-            writer, registered, label=label, rp_id=rp_id, origin=origin
+            writer,
+            addition,
+            enrolment_code=form.get("enrolment_code") or None,
+            approval=form_approval(form),
         )
         await self.notify(
-            session, f"Passkey “{label}” registered. Previews that need it ask for it now."
+            session, f"Passkey “{addition.label}” registered. Previews that need it ask for it now."
         )
         return self.redirect("/passkeys")
+
+    async def add(self, request: Request, session: Session, form: Form, writer: Writer) -> Response:
+        """The new passkey the browser made, and the page where a live passkey of the
+        owner approves adding exactly it."""
+        addition = self._addition(request, session, form)
+        passkeys = await self.service.reviewers.passkeys(writer)
+        live = [p.id for p in passkeys if p.revoked_at is None]
+        asked = self.service.reviewers.passkey_challenge(writer, addition)
+        return self.render(
+            "passkey_add.html",
+            session,
+            addition=addition,
+            form=form,
+            expires_at_ms=asked.expires_at_ms,
+            options=request_options(
+                rp_id=addition.rp_id, challenge=_unb64(asked.challenge), credentials=live
+            ),
+        )
 
     async def revoke(
         self, request: Request, session: Session, form: Form, writer: Writer
     ) -> Response:
-        await self.service.reviewers.revoke_passkey(writer, str(request.path_params["passkey_id"]))
+        passkey_id = str(request.path_params["passkey_id"])
+        await self.service.reviewers.revoke_passkey(writer, passkey_id, form_approval(form))
         await self.notify(session, "Passkey revoked: it approves nothing from now on.")
         return self.redirect("/passkeys")
 
@@ -146,6 +233,19 @@ class PasskeyPages:
         )
 
 
+def form_approval(form: Form) -> Approval | None:
+    """The approval of a live passkey a form carries, if any."""
+    assertion = form.get("passkey_assertion")
+    return Approval(assertion, form_expiry(form)) if assertion else None
+
+
+def form_expiry(form: Form) -> int | None:
+    """The ``passkey_expires_at_ms`` a form carries back from its page (None when there
+    is none, or it is not a number: the approval is then refused)."""
+    text = form.get("passkey_expires_at_ms", "")
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 16 else None
+
+
 def registration_challenge(session: Session, issued: str) -> bytes:
     """The challenge of a registration the passkeys page offered at ``issued``."""
     message = f"undogate passkey registration {issued}".encode()
@@ -156,4 +256,4 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-__all__ = ["ConfirmStep", "PasskeyPages", "web_origin"]
+__all__ = ["ConfirmStep", "PasskeyPages", "form_approval", "form_expiry", "web_origin"]

@@ -1,6 +1,6 @@
-"""What the templates show: receipts' JSON views plus the words around them.
+"""What the templates show: the JSON views (``views``) plus the words around them.
 
-Pure. Values pass through ``receipts`` (the shape every surface shares) and reach the
+Pure. Values pass through ``views`` (the shape every surface shares) and reach the
 templates as JSON text or plain strings; Jinja2 autoescaping makes them inert there.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from .. import receipts
+from .. import views
 from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
@@ -87,7 +87,7 @@ def state_words(state: str) -> str:
 
 
 def objects(value: JsonValue) -> list[dict[str, Any]]:
-    """A view's list of objects (``receipts`` builds them so), each a copy to add words to."""
+    """A view's list of objects (``views`` builds them so), each a copy to add words to."""
     assert isinstance(value, list)
     out: list[dict[str, Any]] = []
     for item in value:
@@ -98,12 +98,12 @@ def objects(value: JsonValue) -> list[dict[str, Any]]:
 
 def job_rows(agent_id: str, rows: list[JobSummary]) -> list[dict[str, Any]]:
     """An agent's job list as the jobs page shows it."""
-    return objects(receipts.job_rows(agent_id, rows)["jobs"])
+    return objects(views.job_rows(agent_id, rows)["jobs"])
 
 
 def webhook_rows(messages: list[OutboxMessage]) -> list[dict[str, Any]]:
     """The webhook outbox as the webhooks page shows it."""
-    return objects(receipts.webhook_messages_view(messages)["messages"])
+    return objects(views.webhook_messages_view(messages)["messages"])
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def trust_words(resource_id: Any, verified: Mapping[str, bool]) -> str:
 def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, Any]:
     """The job receipt with the words the job page adds (``verified``: resource id →
     the latest endpoint check under its current identity passed)."""
-    receipt = receipts.job_receipt(job)
+    receipt = views.job_receipt(job)
     changes: list[dict[str, Any]] = []
     for change, recorded in zip(objects(receipt["changes"]), job.changes, strict=True):
         adapter = adapter_for(recorded.kind)
@@ -189,7 +189,7 @@ def preview_page(
     preview: Preview, job: Job, now: float, verified: Mapping[str, bool] | None = None
 ) -> dict[str, Any]:
     """The preview's JSON view with diffs, observation sentences and the time left."""
-    view = receipts.preview_view(preview, job, now)
+    view = views.preview_view(preview, job, now)
     changes: list[dict[str, Any]] = []
     for change, shown_change in zip(objects(view["changes"]), preview.changes, strict=True):
         adapter = adapter_for(shown_change.kind)

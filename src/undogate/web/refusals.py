@@ -159,6 +159,44 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
         "Approve with a passkey registered under your own operator key.",
         False,
     ),
+    "passkey_approval_required": (
+        "Adding or revoking a passkey needs the approval of one of your live passkeys, so "
+        "nothing changed.",
+        "Open the passkeys page again and approve with a passkey you have. A lost device "
+        "is replaced on the server's host (undogate passkeys enrol --replace).",
+        False,
+    ),
+    "passkey_wrong_act": (
+        "Your passkey approved something else than this, so nothing changed.",
+        "Open the passkeys page again and approve exactly this.",
+        False,
+    ),
+    "passkey_approval_expired": (
+        "Your passkey's approval came after its page expired, so nothing changed.",
+        "Open the page again and approve anew.",
+        False,
+    ),
+    "enrolment_code_required": (
+        "Your first passkey needs a one-time enrolment code, so nothing was registered.",
+        "Ask an operator on the server's host for one (undogate passkeys enrol) and type "
+        "it on the passkeys page.",
+        False,
+    ),
+    "enrolment_code_unknown": (
+        "That enrolment code is not one made for your key, so nothing was registered.",
+        "Check the code you typed, or ask the operator on the server's host for a new one.",
+        False,
+    ),
+    "enrolment_code_expired": (
+        "That enrolment code expired, so nothing was registered.",
+        "Ask the operator on the server's host for a new one: a code holds for 15 minutes.",
+        False,
+    ),
+    "enrolment_code_used": (
+        "That enrolment code was used already, so nothing was registered.",
+        "Ask the operator on the server's host for a new one: a code enrols once.",
+        False,
+    ),
     "csrf": (
         "This form is out of date for your session, so it was refused and nothing changed.",
         "Reload the page and try again.",

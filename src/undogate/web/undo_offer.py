@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
 from ..service import Caller, Reader, Service, Writer
-from .passkey_pages import PasskeyPages
+from .passkey_pages import PasskeyPages, form_expiry
 from .sessions import Session
 
 C = TypeVar("C", bound=Caller)
@@ -76,6 +76,7 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
             writer,
             resource_id,
             passkey_assertion=form.get("passkey_assertion") or None,
+            passkey_expires_at_ms=form_expiry(form),
         )
         await ui.notify(session, "Accepted: these verified undos are offered from now on.")
         return ui._redirect(f"/resources/{quote(resource_id, safe='')}/undo")

@@ -27,13 +27,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from .. import receipts
+from .. import views
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
 from ..jobs import JobState, Operation
 from ..ledger import Store
-from ..service import MAX_KEY_CHARS, Caller, Reader, Reviewer, Service, Writer
+from ..service import MAX_KEY_CHARS, Caller, Reader, Reviewer, Service
 from ..service.access import in_thread
 from . import exact, present
 from .forms import cross_site, read_form
@@ -151,13 +151,7 @@ class WebUI:
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks, Reader), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),
-            Route("/passkeys", self._get(self.passkey_pages.page, Writer), methods=["GET"]),
-            Route("/passkeys", self._post(self.passkey_pages.register, Writer), methods=["POST"]),
-            Route(
-                "/passkeys/{passkey_id}/revoke",
-                self._post(self.passkey_pages.revoke, Writer),
-                methods=["POST"],
-            ),
+            *self.passkey_pages.routes(self._get, self._post),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
 
@@ -523,7 +517,7 @@ class WebUI:
         now = self.service.clock()
         page = present.preview_page(held.preview, job, now, reviewers.verified(job))
         # The exact writes the preview planned, as the CLI shows a dry run's.
-        planned = [receipts.request_view(w.describe()) for w in held.preview.requests]
+        planned = [views.request_view(w.describe()) for w in held.preview.requests]
         page["requests"] = exact.request_blocks(planned)
         return self.render(
             "preview.html",

@@ -6,11 +6,14 @@ it for its attempt's time limit and a margin (one short write, so two processes 
 a ledger never both send an attempt while a claim holds; an outcome is recorded only
 while its claim holds), signs it (Standard Webhooks), POSTs it through ``RemoteHTTP``
 (the §7 address policy, no redirects, no proxies, a time limit), and records the
-outcome. A 2xx delivers it; anything else (a refused address, a receiver that is down,
-a 500, a redirect) is a failed attempt, retried after ``first_retry_s`` doubling up to
-``max_retry_s``, and marked ``failed`` after ``max_attempts``. Every failed attempt is
-logged with the endpoint's id and the reason, never its URL (it may be a secret) or its
-secret. A write never waits for any of this: the outbox row was committed with it.
+outcome. A 2xx delivers it, whatever follows the status (the body is never read, so a
+long or endless one neither delays nor fails it); anything else (a refused address, a
+receiver that is down, a 500, a redirect) is a failed attempt, retried after
+``first_retry_s`` doubling up to ``max_retry_s``, and marked ``failed`` after
+``max_attempts``. Every failed attempt is logged with the endpoint's id and the reason,
+never its URL, its host (the URL may be a secret, and its host or address say where it
+points) or its secret. A write never waits for any of this: the outbox row was committed
+with it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Literal
 
 from ..errors import BlockedAddress, UndogateError
 from ..ledger import OutboxMessage, Store
-from ..net import NetworkFlags, RemoteHTTP, TransportFailure
+from ..net import NetworkFlags, RemoteHTTP, TransportFailure, url_host
 from .settings import WebhookEndpoint, WebhookSettings
 from .signing import BadSecret, secret_key, sign
 
@@ -36,8 +39,6 @@ BATCH = 50
 #: so a process that dies mid-attempt leaves the message to another, or to itself after a
 #: restart, soon after.
 CLAIM_MARGIN_S = 5.0
-#: A receiver's answer is read up to this size, and ignored.
-MAX_RESPONSE_BYTES = 64 * 1024
 USER_AGENT = "undogate-webhooks"
 
 
@@ -76,6 +77,23 @@ def _secret_problem(endpoint: WebhookEndpoint, environ: Mapping[str, str]) -> st
     except BadSecret as exc:
         return f"its secret variable {endpoint.secret_env} is malformed ({exc})"
     return None
+
+
+def _refused(exc: BlockedAddress) -> str:
+    """Why the policy refused an endpoint, by the class of its address alone: the
+    policy's own sentence names the host and the address."""
+    category = exc.details.get("category")
+    if not isinstance(category, str):
+        return "refused by the network policy: its URL breaks the address rules"
+    article = "an" if category[:1] in "aeiou" else "a"
+    return f"refused by the network policy: its host has {article} {category} address"
+
+
+def _without_host(reason: str, url: str) -> str:
+    """A transport failure's reason with the endpoint's host (named when it did not
+    resolve) taken out."""
+    host = url_host(url)
+    return reason.replace(host, "its host") if host else reason
 
 
 class WebhookDelivery:
@@ -182,12 +200,13 @@ class WebhookDelivery:
                 flags=flags,
                 deadline=time.monotonic() + self.settings.timeout_s,
                 fresh_connection=True,
-                max_body=MAX_RESPONSE_BYTES,
+                read_body=False,
             )
         except BlockedAddress as exc:
-            return Attempt(False, error=f"refused by the network policy: {exc.message}")
+            return Attempt(False, error=_refused(exc))
         except TransportFailure as exc:
-            return Attempt(False, error=f"not delivered: {exc.reason}", unreachable=True)
+            reason = _without_host(exc.reason, endpoint.url)
+            return Attempt(False, error=f"not delivered: {reason}", unreachable=True)
         if 200 <= response.status < 300:
             return Attempt(True, response_status=response.status)
         return Attempt(

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 
 from ..jobs import Job, JobState
 from ..ledger import Transaction
-from ..receipts import review_path
+from ..views import review_path
 from .settings import WebhookSettings
 
 

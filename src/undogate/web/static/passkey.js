@@ -1,8 +1,10 @@
 // The passkey step (SPEC §14, docs/proof.md): register a passkey on the passkeys page,
-// and sign the exact preview before its Confirm is sent. The options (challenge,
-// relying party, credentials) come rendered into the page; the browser's answer goes
-// back in the same form, as JSON text. The server checks everything: this script only
-// carries bytes between the form and the authenticator.
+// and sign what a form asks a passkey to approve (the exact preview before its Confirm,
+// an acceptance, adding or revoking a passkey) before it is sent. The options
+// (challenge, relying party, credentials) come rendered into the page, one set per
+// form; the browser's answer goes back in the same form, as JSON text. The server
+// checks everything: this script only carries bytes between the form and the
+// authenticator.
 (function () {
   "use strict";
 
@@ -80,9 +82,11 @@
     });
   }
 
-  var field = document.querySelector("input[data-passkey-options]");
-  if (field && field.form) {
+  function approving(field) {
     var form = field.form;
+    if (!form) {
+      return;
+    }
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       var o = JSON.parse(field.getAttribute("data-passkey-options"));
@@ -93,7 +97,7 @@
         allowCredentials: descriptors(o.allowCredentials),
         userVerification: o.userVerification
       };
-      say("Approve this exact preview with your passkey…");
+      say("Approve exactly this with your passkey…");
       navigator.credentials.get({ publicKey: publicKey }).then(function (cred) {
         field.value = JSON.stringify({
           id: cred.id,
@@ -111,4 +115,6 @@
       }, refused);
     });
   }
+
+  Array.prototype.forEach.call(document.querySelectorAll("input[data-passkey-options]"), approving);
 })();

@@ -1,0 +1,9 @@
+"""The endpoint check's probes (SPEC §11), as the kinds run them on a test copy.
+
+``steps``: what a check records of each step and hands back (``Step``, ``CheckRun``);
+``whole_resource``: the probes of a kind whose resource is one object at one URL
+(``WholeResourceAdapter``), which ``json_record`` and ``webdav_text`` share and an
+outside kind may use too. A kind whose records appear and disappear runs its own
+(``json_collection.probes``). Nothing is imported here, so that ``base`` can name the
+step types without importing the probes that build on it.
+"""

@@ -1,0 +1,113 @@
+"""What a ``json_collection`` needs of its settings (SPEC §12): the record kinds' field
+rules, how records are created, and identity evidence that never guesses."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ...resources import Limits, Resource, StrictModel
+from ..evidence import EVIDENCE_KINDS
+from ..records.fields import field_problems
+from ..records.settings import RecordSettings
+
+
+class IdentityRule(StrictModel):
+    """One field whose value is evidence of a record's identity (SPEC §12). Which
+    evidence kinds exist is ``records.evidence``'s business: anything else is refused."""
+
+    field: str = Field(min_length=1, max_length=128)
+    evidence: str = Field(min_length=1, max_length=40)
+
+
+class Lookup(StrictModel):
+    """How an upsert finds records by evidence: a query template appended to the
+    collection URL (``?email={value}``), or a bounded listing matched locally."""
+
+    query: str | None = Field(None, min_length=1, max_length=512)
+    list: bool = False
+
+
+class CollectionSettings(RecordSettings):
+    # How a create is sent: ``put`` (PUT {collection}/{id} with If-None-Match: *) or
+    # ``post``; identity evidence and its lookup; the record's id member; the members
+    # the server rewrites on every write (never sent back by a re-create, never
+    # compared).
+    create: Literal["put", "post"] | bool | None = None
+    identity: tuple[IdentityRule, ...] = ()
+    lookup: Lookup | None = None
+    id_field: str = Field("id", min_length=1, max_length=128)
+    server_fields: tuple[str, ...] = ()
+
+    def fingerprint_part(self) -> dict[str, Any]:
+        part = super().fingerprint_part()
+        if self.create is not None:
+            # How records appear is identity too; absent, the digest of a resource
+            # declared before §12 stays what it was.
+            part["create"] = self.create
+        return part
+
+
+def collection_settings(resource: Resource) -> CollectionSettings:
+    settings = resource.settings
+    assert isinstance(settings, CollectionSettings), f"{resource.id} is not a collection"
+    return settings
+
+
+def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+    problems = field_problems(resource, limits)
+    settings = collection_settings(resource)
+    if settings.create not in (None, "put", "post"):
+        problems.append(("create", "a json_collection creates with put or post"))
+    fields = set(settings.fields)
+    seen: set[str] = set()
+    for i, rule in enumerate(settings.identity):
+        if rule.evidence not in EVIDENCE_KINDS:
+            problems.append(
+                (
+                    f"identity[{i}].evidence",
+                    f"{rule.evidence!r} is not identity evidence: only "
+                    + ", ".join(EVIDENCE_KINDS)
+                    + " match (never similarity, fuzzy or name matching)",
+                )
+            )
+        if rule.field not in fields:
+            problems.append((f"identity[{i}].field", f"{rule.field!r} is not in fields"))
+        if rule.field in seen:
+            problems.append((f"identity[{i}].field", f"{rule.field!r} is named twice"))
+        seen.add(rule.field)
+    lookup = settings.lookup
+    if settings.identity and lookup is None:
+        problems.append(
+            ("lookup", "identity evidence needs a lookup: {query: ...} or {list: true}")
+        )
+    if lookup is not None:
+        if not settings.identity:
+            problems.append(("lookup", "a lookup needs identity evidence to look up"))
+        if (lookup.query is None) == (not lookup.list):
+            problems.append(("lookup", "give exactly one of query or list: true"))
+        if lookup.query is not None:
+            if not lookup.query.startswith("?") or "{value}" not in lookup.query:
+                problems.append(
+                    ("lookup.query", "a query template starts with '?' and holds {value}")
+                )
+            elif len(settings.identity) > 1 and "{field}" not in lookup.query:
+                problems.append(
+                    (
+                        "lookup.query",
+                        "with several identity fields, the template names {field} too",
+                    )
+                )
+    if settings.create == "post" and not settings.identity:
+        problems.append(
+            (
+                "create",
+                "create: post needs identity evidence: a lost answer to a POST is "
+                "resolved by finding the one new record that matches it",
+            )
+        )
+    for j, name in enumerate(settings.server_fields):
+        if name in fields:
+            problems.append((f"server_fields[{j}]", f"{name!r} is an allow-listed field"))
+    return problems

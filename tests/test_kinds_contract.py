@@ -1,0 +1,87 @@
+"""The three built-in kinds pass the contract of the kit (``undogate.testing``), exactly
+as a kind from outside does (tests/test_kind_from_outside.py): each against the
+reference endpoint, through a real served gateway and the kit's fault proxy."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from undogate.contract_server import ContractServer
+from undogate.testing import KindCase, KindContract
+
+TOKEN = "contract-token"
+_edits = itertools.count()
+
+
+@pytest.fixture
+def endpoint() -> Iterator[ContractServer]:
+    with ContractServer(None, token=TOKEN) as srv:
+        yield srv
+
+
+class TestJsonRecordContract(KindContract):
+    @pytest.fixture
+    def kind_case(self, endpoint: ContractServer) -> KindCase:
+        path, copy = "/records/kit-customer", "/records/kit-customer-copy"
+        for where in (path, copy):
+            endpoint.set_record(where, {"data": {"status": "lead", "owner": "ann"}, "n": 1})
+        return KindCase(
+            kind="json_record",
+            url=endpoint.url(path),
+            test_copy_url=endpoint.url(copy),
+            change={"set": {"status": "customer"}, "remove": ["owner"]},
+            other_change={"set": {"status": "vip"}},
+            outside_edit=lambda: endpoint.set_field(path, "/data/status", f"other {next(_edits)}"),
+            state=lambda: endpoint.raw_bytes(path),
+            settings={"fields": ["status", "owner"], "record_pointer": "/data"},
+            token=TOKEN,
+        )
+
+
+class TestWebDavTextContract(KindContract):
+    @pytest.fixture
+    def kind_case(self, endpoint: ContractServer) -> KindCase:
+        path, copy = "/docs/kit-notes.md", "/docs/kit-notes-copy.md"
+        for where in (path, copy):
+            endpoint.set_text(where, "# Notes\n\nCall Ann.\n", "text/markdown")
+        return KindCase(
+            kind="webdav_text",
+            url=endpoint.url(path),
+            test_copy_url=endpoint.url(copy),
+            change={"text": "# Notes\n\nCall Ann on Monday.\n"},
+            other_change={"text": "# Notes\n\nAnn called back.\n"},
+            outside_edit=lambda: endpoint.set_text(
+                path, f"# Notes\n\nEdited elsewhere {next(_edits)}.\n", "text/markdown"
+            ),
+            state=lambda: json.dumps([endpoint.get_text(path), endpoint.media_type(path)]).encode(),
+            token=TOKEN,
+        )
+
+
+class TestJsonCollectionContract(KindContract):
+    @pytest.fixture
+    def kind_case(self, endpoint: ContractServer) -> KindCase:
+        collection, copy = "/collections/kit-contacts", "/collections/kit-contacts-copy"
+        for where in (collection, copy):
+            endpoint.set_record(f"{where}/ann", {"id": "ann", "email": "ann@example.com"})
+        record = f"{collection}/ann"
+        return KindCase(
+            kind="json_collection",
+            url=endpoint.url(collection),
+            test_copy_url=endpoint.url(copy),
+            change={"id": "ann", "set": {"status": "customer"}},
+            other_change={"id": "ann", "set": {"status": "vip"}},
+            outside_edit=lambda: endpoint.set_field(record, "/status", f"other {next(_edits)}"),
+            state=lambda: json.dumps(endpoint.collection_records(collection)).encode(),
+            settings={
+                "fields": ["email", "status"],
+                "create": "put",
+                "identity": [{"field": "email", "evidence": "email"}],
+                "lookup": {"list": True},
+            },
+            token=TOKEN,
+        )
