@@ -21,7 +21,7 @@ from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import dumps, loads
 from undogate.ledger import open_store
 from undogate.ledger.sql_chain import ChainVerbs
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 from undogate.operations.confirm import confirm_preview
 from undogate.operations.context import Context
 from undogate.operations.prepare import prepare_job
@@ -123,7 +123,7 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
             }
         )
         store = open_store(config.server)
-        http = RemoteHTTP()
+        http = PinnedClient()
         gw = Context(config=config, ledger=store, http=http)
         recover(store, config)
         floor_db: DurableCommits | PostgresCommits = (

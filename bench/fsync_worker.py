@@ -9,7 +9,7 @@ from pathlib import Path
 from undogate.config import parse_config
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 from undogate.operations.confirm import confirm_preview
 from undogate.operations.context import Context
 from undogate.operations.prepare import prepare_job
@@ -43,7 +43,7 @@ def main(base: str, data_dir: str, count: int, confirm: bool) -> None:
         }
     )
     ledger = Ledger.open(Path(data_dir))
-    gw = Context(config=config, ledger=ledger, http=RemoteHTTP())
+    gw = Context(config=config, ledger=ledger, http=PinnedClient())
     recover(ledger, config)
     for n in range(count):
         req = PrepareRequest("fsync", (ChangeRequest(resource_id="r", set={"status": f"v{n}"}),))

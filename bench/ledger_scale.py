@@ -15,7 +15,7 @@ from undogate.config import parse_config
 from undogate.jobs import Change, ChangeState, Job, JobState
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import Ledger, Transaction
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 from undogate.operations.context import Context
 from undogate.operations.recovery import recover
 
@@ -123,7 +123,9 @@ def run(work: Path, small: int = 1_000, large: int = 100_000) -> dict[str, Stat]
     gateways = {}
     for count in (small, large):
         config = parse_config({**config_data, "server": {"data_dir": str(dirs[count])}})
-        gateways[count] = Context(config=config, ledger=Ledger.open(dirs[count]), http=RemoteHTTP())
+        gateways[count] = Context(
+            config=config, ledger=Ledger.open(dirs[count]), http=PinnedClient()
+        )
     rng = random.Random(7)
     try:
         for _ in range(300):

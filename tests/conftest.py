@@ -12,7 +12,7 @@ from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.jobs import Actor
 from undogate.ledger import open_store
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 
 from .worlds import ApiWorld, LocalGateway
 
@@ -100,7 +100,7 @@ def open_gateway(data_dir: Path) -> Iterator[Callable[[Config], LocalGateway]]:
 
     def factory(config: Config, **kwargs: Any) -> LocalGateway:
         ledger = open_store(config.server)  # server.ledger: PostgreSQL; else SQLite
-        http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
+        http = PinnedClient(request_timeout_s=config.server.request_timeout_s)
         gw = LocalGateway(config=config, ledger=ledger, http=http, **kwargs)
         gw.recover()
         opened.append(gw)

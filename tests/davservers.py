@@ -30,7 +30,7 @@ import httpx
 from undogate.config import parse_config
 from undogate.jobs import Action, ChangeRequest, Job, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.net import PinnedClient, RemoteResponse
 
 from .conftest import AGENT, OWNER
 from .processes import stop
@@ -253,7 +253,7 @@ def apache_server(file_etag: str | None = None, extra: str = "") -> Iterator[Dav
 # -- the gateway side ------------------------------------------------------------------
 
 
-class HookedHTTP(RemoteHTTP):
+class HookedHTTP(PinnedClient):
     """The real client, with callbacks just before and just after each write leaves.
 
     Lets a test put an outside party's edit exactly between the gateway's last read and

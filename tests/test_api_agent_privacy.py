@@ -13,11 +13,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from undogate.api import MAX_BODY_BYTES, create_app
+from undogate.api.request_body import DRAIN_MAX_BYTES
 from undogate.auth import Keyring
 from undogate.config import parse_config
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
-from undogate.request_body import DRAIN_MAX_BYTES
+from undogate.net import PinnedClient
 from undogate.service import Service
 
 from .worlds import LocalGateway
@@ -59,7 +59,7 @@ def agent_client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
     )
     ledger = Ledger.open(config.server.data_dir)
     # The resolver answers a private address: refused by policy, nothing is sent.
-    http = RemoteHTTP(request_timeout_s=2.0, resolver=lambda host, port: [INTERNAL_ADDRESS])
+    http = PinnedClient(request_timeout_s=2.0, resolver=lambda host, port: [INTERNAL_ADDRESS])
     gateway = LocalGateway(config=config, ledger=ledger, http=http, environ={})
     keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
     owner = keyring.create_operator(label="alice")

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from undogate.backup import backup_ledger, restore_ledger
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 from undogate.errors import InvalidRequest, LedgerInUse
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
+from undogate.ledger.backup import backup_ledger, restore_ledger
+from undogate.net import PinnedClient
 
 from .conftest import AGENT, OWNER, cli, make_config
 from .worlds import LocalGateway
@@ -110,7 +110,7 @@ def test_backup_refuses_to_overwrite_or_to_write_into_the_ledger_dir(
 def test_restore_moves_the_current_ledger_aside(server: ContractServer, tmp_path: Path) -> None:
     first = tmp_path / "first"
     config = make_config(server, first)
-    gw = LocalGateway(config=config, ledger=Ledger.open(first), http=RemoteHTTP())
+    gw = LocalGateway(config=config, ledger=Ledger.open(first), http=PinnedClient())
     try:
         job_id = _apply_one(gw, 1)
         backup = backup_ledger(first, tmp_path / "b.sqlite3").path

@@ -15,7 +15,7 @@ from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.errors import Conflict, InvalidRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.net import PinnedClient, RemoteResponse
 from undogate.operations.context import Context
 from undogate.operations.endpoint_check import (
     MARKER_PREFIX,
@@ -34,7 +34,7 @@ PROD_TEXT = "/docs/notes.md"
 COPY_TEXT = "/docs/copy.md"
 
 
-class ScriptedHTTP(RemoteHTTP):
+class ScriptedHTTP(PinnedClient):
     """The real client, recording each write's body; after numbered write (1, 2, ...) a
     test may run a callback, e.g. arm a fault in the real server at that moment."""
 

@@ -33,7 +33,7 @@ from undogate.errors import UndogateError
 from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import JsonObject
 from undogate.ledger import open_store
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 
 from .conftest import AGENT, OWNER, make_config, resource
 from .postgres import PostgresCluster
@@ -73,7 +73,7 @@ class GatewayModel(RuleBasedStateMachine):
 
     def _open(self) -> LocalGateway:
         ledger = open_store(self.config.server)
-        gw = LocalGateway(config=self.config, ledger=ledger, http=RemoteHTTP(request_timeout_s=1))
+        gw = LocalGateway(config=self.config, ledger=ledger, http=PinnedClient(request_timeout_s=1))
         gw.recover()
         return gw
 

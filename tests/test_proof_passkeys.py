@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from undogate.chain import ChainedRow, row_hash
 from undogate.contract_server import ContractServer
 from undogate.errors import (
     PasskeyNotVerified,
@@ -27,6 +26,7 @@ from undogate.errors import (
 )
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
 from undogate.ledger.chain_source import open_chain
+from undogate.ledger.hash_chain import ChainedRow, row_hash
 from undogate.operations import owner_passkeys
 from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger
@@ -317,8 +317,8 @@ def test_a_receipt_carries_the_approval_and_its_passkey(
 def test_a_restore_never_brings_back_a_revoked_passkey(
     gw: LocalGateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
 ) -> None:
-    from undogate.backup import backup_ledger, restore_ledger
     from undogate.ledger import Ledger
+    from undogate.ledger.backup import backup_ledger, restore_ledger
 
     backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
     revoked = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))

@@ -13,16 +13,16 @@ from typing import Any
 
 import pytest
 
-from undogate.contract_server import ContractServer
-from undogate.errors import MissingToken, UndogateError
-from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.redact import (
+from undogate.cli.redact import (
     REDACTED,
     RedactSecrets,
     install_redaction,
     secret_forms,
     uninstall_redaction,
 )
+from undogate.contract_server import ContractServer
+from undogate.errors import MissingToken, UndogateError
+from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.views import agent_receipt, job_receipt
 
 from .conftest import AGENT, OWNER, make_config, resource

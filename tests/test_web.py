@@ -464,7 +464,7 @@ def test_invisible_and_blank_looking_characters_are_marked_on_every_page(
 
 
 def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
-    from undogate.terminal_values import value_text
+    from undogate.cli.terminal_values import value_text
 
     shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
     assert all(ch.isprintable() for ch in shown), shown

@@ -14,7 +14,7 @@ import pytest
 from starlette.testclient import TestClient
 
 from undogate.contract_server import ContractServer
-from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.net import PinnedClient, RemoteResponse
 from undogate.views import request_view
 
 from .browser import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
@@ -213,13 +213,13 @@ def test_the_page_shows_the_writes_its_preview_planned_from_one_read_each(
     preview reads each resource once, and nothing reads it again to show them."""
     reads: list[tuple[str, str]] = []
 
-    class CountingHTTP(RemoteHTTP):  # the real client, counting what it sends
+    class CountingHTTP(PinnedClient):  # the real client, counting what it sends
         def send(self, method: str, url: str, **options: Any) -> RemoteResponse:
             reads.append((method, url))
             return super().send(method, url, **options)
 
     counting = CountingHTTP()
-    world.gateway.remote.http = counting
+    world.gateway.wire.http = counting
     try:
         with signed_in(world) as client:
             job_id = rich_job(client, world)

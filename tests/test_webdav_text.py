@@ -116,7 +116,7 @@ def test_plan_refuses_lone_surrogates(
     res = gateway.config.resource("notes")
     assert res is not None
     adapter = adapter_for(res.kind)
-    snap = gateway.remote.read(res)
+    snap = gateway.wire.read(res)
     request = ChangeRequest(resource_id="notes", text="bad \ud800")
     with pytest.raises(InvalidRequest, match="not valid Unicode"):
         adapter.plan(res, request, snap, gateway.config.limits)

@@ -22,7 +22,7 @@ from undogate.errors import ConfigError, InvalidRequest, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
 from undogate.ledger.postgres import PostgresStore
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
 from undogate.service import Reader, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
@@ -71,7 +71,7 @@ class Hooked:
 
     def __init__(self, gw: LocalGateway, secret: str | None) -> None:
         self.gw = gw
-        self.http = RemoteHTTP(request_timeout_s=2.0)
+        self.http = PinnedClient(request_timeout_s=2.0)
         env = {SECRET_ENV: secret} if secret else {}
         self.delivery = WebhookDelivery(gw.config.webhooks, gw.ledger, self.http, env)
 

@@ -21,10 +21,10 @@ from pydantic_core import PydanticCustomError
 from .adapters import adapter_for, kind_problem
 from .errors import ConfigError
 from .net import NetworkFlags, configured_url_problems
+from .net.urls import dot_segment, normalised_url
 from .resources import COMMON_KEYS, ID_PATTERN, KINDS_CONTEXT, KindSettings, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
-from .urls import dot_segment, normalised_url
 from .webhooks.settings import WebhookSettings, webhook_problems
 
 _M = TypeVar("_M", bound=BaseModel)

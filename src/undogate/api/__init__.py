@@ -7,9 +7,9 @@ from ``views``. Errors become HTTP statuses by class in one place
 (``statuses``), for the web pages and ``/mcp`` too.
 """
 
-from ..request_body import MAX_BODY_BYTES
 from .app import create_app
 from .bodies import json_body, parse_prepare
+from .request_body import MAX_BODY_BYTES
 from .responses import JSONResponse, error_response
 from .routes import api_routes, requires, service
 from .statuses import STATUS_BY_CODE, STATUS_BY_ERROR, status_for

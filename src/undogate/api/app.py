@@ -14,11 +14,11 @@ from starlette.routing import BaseRoute
 
 from .. import views
 from ..errors import UndogateError
-from ..request_body import DrainUnreadBody
 from ..service import Service
 from .export import export_routes
 from .inbox import inbox_routes
 from .openapi import openapi_document
+from .request_body import DrainUnreadBody
 from .responses import SecurityHeaders, _http_error, _undogate_error
 from .routes import api_routes
 

@@ -44,7 +44,7 @@ def main() -> None:
 )
 def demo(data_dir: Path | None) -> None:
     """Walk prepare → preview → confirm → undo against a local contract server."""
-    from ..demo import run_demo
+    from .demo import run_demo
 
     try:
         ok = run_demo(data_dir)
@@ -204,8 +204,8 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     Restore: stop the server, then `undogate restore TARGET --config ...`. Anything
     committed after the backup is not in it: that recovery history is lost.
     """
-    from ..backup import backup_ledger
     from ..config import load_config
+    from ..ledger.backup import backup_ledger
 
     try:
         server = load_config(config_path).server
@@ -229,8 +229,8 @@ def restore(config_path: Path, source: Path) -> None:
     The current ledger files are moved aside, never deleted; keys revoked in them stay
     revoked; the data dir's identity marker names the restored ledger.
     """
-    from ..backup import restore_ledger
     from ..config import load_config
+    from ..ledger.backup import restore_ledger
 
     try:
         server = load_config(config_path).server

@@ -36,7 +36,7 @@ def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
 def _review(url: str, key: str, fn: Any) -> None:
     from rich.console import Console
 
-    from ..client import ApiClient
+    from ..api.gateway_client import ApiClient
 
     try:
         client = ApiClient(url, key)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..client import ApiClient
+from ..api.gateway_client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jsonvalue import JsonObject
 from ..operations.endpoint_check import CheckResult, check_endpoint, result_view

@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlencode
 
+from ..api.gateway_client import ApiClient
 from ..auth import ADMIN, MASTER_ENV
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..operations.export import events_page, jobs_page, write_export

@@ -12,11 +12,11 @@ from urllib.parse import urlencode
 from rich.console import Console
 from rich.text import Text
 
-from ..client import ApiClient
+from ..api.gateway_client import ApiClient
 from ..jsonvalue import JsonNumber, JsonValue
 from ..operations.inbox import MAX_BULK, VIEW_WORDS
-from ..terminal_values import inert
 from .review import s
+from .terminal_values import inert
 
 Ask = Callable[[str], str]
 COUNT_WORDS = (

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..api.gateway_client import ApiClient
 from ..auth import ADMIN, MASTER_ENV, READ, SCOPES, Keyring
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..invisibles import visible
 from ..jsonvalue import JsonNumber, JsonValue

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..api.gateway_client import ApiClient
 from ..auth import MASTER_ENV
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jobs import Actor
 from ..jsonvalue import JsonValue

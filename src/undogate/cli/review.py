@@ -17,9 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..client import ApiClient, ApiError
+from ..api.gateway_client import ApiClient, ApiError
 from ..jsonvalue import JsonNumber, JsonValue
-from ..terminal_values import inert, render_rows
+from .terminal_values import inert, render_rows
 
 Ask = Callable[[str], str]
 SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}

@@ -14,16 +14,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from ..api.gateway_client import is_loopback
 from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey
-from ..client import is_loopback
 from ..config import Config, load_config
 from ..errors import ConfigError, InvalidRequest
-from ..net import RemoteHTTP
+from ..net import PinnedClient
 from ..operations.lease_sweep import ExpiredLeaseSweep
-from ..redact import install_redaction, uninstall_redaction
 from ..service import Service, open_service
 from ..webhooks.delivery import WebhookDelivery, webhook_warnings
 from .kinds import kind_warnings
+from .redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
 
@@ -228,7 +228,7 @@ def _webhook_delivery(svc: Service) -> Iterator[None]:
     """The webhook outbox's delivery task, running beside the server (its own client:
     a receiver's time limit is the webhook settings', not a resource's)."""
     settings = svc.config.webhooks
-    http = RemoteHTTP(request_timeout_s=settings.timeout_s, ca_bundle=svc.config.server.ca_bundle)
+    http = PinnedClient(request_timeout_s=settings.timeout_s, ca_bundle=svc.config.server.ca_bundle)
     delivery = WebhookDelivery(settings, svc.context.ledger, http, os.environ)
     delivery.start()
     try:

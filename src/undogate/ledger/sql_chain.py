@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..chain import GENESIS, ChainedRow, row_hash
+from .hash_chain import GENESIS, ChainedRow, row_hash
 from .sql_base import Cursor, EngineHooks
 
 #: The lock PostgreSQL writers hold from reading the head to their commit.

@@ -35,10 +35,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import views
 from ..api import error_response, parse_prepare, status_for
+from ..api.request_body import read_body
 from ..config import AGENT_TOOLS, Limits
 from ..errors import TooManyStreams, UndogateError, log_refusal
 from ..jsonvalue import JsonObject, JsonValue
-from ..request_body import read_body
 from ..service import AgentCaller, Service
 from .tools import AgentBackend, Refusal, build_server
 from .wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message

@@ -124,7 +124,7 @@ def confirm_preview(
         with gw.live.running(job.id):
             done = Dispatch(
                 ledger=gw.ledger,
-                remote=gw.remote,
+                wire=gw.wire,
                 actor_label=actor.label,
                 access_path=actor.access_path,
                 job=job,

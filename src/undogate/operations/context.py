@@ -10,12 +10,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..adapters import Remote, Snapshot, adapter_for
+from ..adapters import Snapshot, Wire, adapter_for
 from ..config import Config, Resource
 from ..errors import NotFound
 from ..jobs import Change, Job, Operation
 from ..ledger import Store
-from ..net import RemoteHTTP
+from ..net import PinnedClient
 from ..webhooks.events import Notifier
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
@@ -36,17 +36,17 @@ class Context:
 
     config: Config
     ledger: Store
-    http: RemoteHTTP
+    http: PinnedClient
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     clock: Callable[[], float] = time.time
     crash_at: str | None = None
-    remote: Remote = field(init=False)
+    wire: Wire = field(init=False)
     live: LiveDispatches = field(init=False)
     quotas: PrepareQuotas = field(init=False)
     notifier: Notifier = field(init=False)
 
     def __post_init__(self) -> None:
-        self.remote = Remote(self.http, self.config.limits, self.environ)
+        self.wire = Wire(self.http, self.config.limits, self.environ)
         self.notifier = Notifier(self.config.webhooks, self.config.server.public_url, self.clock)
         self.live = LiveDispatches(self.ledger, self.notifier)
         self.quotas = PrepareQuotas(self.config.limits)
@@ -63,7 +63,7 @@ class Context:
         Raises: NotFound, RemoteUnavailable, RemoteContractBreach, MissingToken,
         BlockedAddress."""
         res = self.resource(change.resource_id)
-        return adapter_for(change.kind).read_change(self.remote, res, change, deadline)
+        return adapter_for(change.kind).read_change(self.wire, res, change, deadline)
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.server.operation_timeout_s

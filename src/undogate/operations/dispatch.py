@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Remote, Side, Verdict, adapter_for
+from ..adapters import Side, Verdict, Wire, adapter_for
 from ..errors import BlockedAddress, LedgerError, MissingToken, UndogateError
 from ..jobs import (
     ActionStatus,
@@ -63,7 +63,7 @@ class Dispatch:
     """The writes of one confirmed apply or undo, run in order until one does not land."""
 
     ledger: Store
-    remote: Remote
+    wire: Wire
     actor_label: str
     access_path: str
     job: Job
@@ -101,7 +101,7 @@ class Dispatch:
         try:
             if self.reauthorize is not None:
                 self.reauthorize()
-            self.remote.check_credentials(planned.resource)
+            self.wire.check_credentials(planned.resource)
             action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:
@@ -276,7 +276,7 @@ class Dispatch:
 
     def _send_and_verify(self, planned: PlannedWrite) -> Outcome:
         try:
-            response = self.remote.send_write(planned.resource, planned.write, self.deadline)
+            response = self.wire.send_write(planned.resource, planned.write, self.deadline)
         except (BlockedAddress, MissingToken) as exc:
             return Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
         except TransportFailure as exc:
@@ -310,7 +310,7 @@ class Dispatch:
         landed = adapter.written_target(planned.resource, planned.change, planned.write, response)
         change = replace(planned.change, target=landed)
         try:
-            snap = adapter.read_change(self.remote, planned.resource, change, self.deadline)
+            snap = adapter.read_change(self.wire, planned.resource, change, self.deadline)
         except UndogateError as exc:
             return uncertain(f"read-back failed: {exc.message}")
         self.crash_point(self.operation, "after_readback")

@@ -24,7 +24,7 @@ from ..config import Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store, Transaction
-from ..urls import normalised_url
+from ..net.urls import normalised_url
 from .context import Context
 
 __all__ = [
@@ -87,7 +87,7 @@ def check_endpoint(
         Conflict: a check of this test copy is already running in this process.
         LedgerError: the evidence could not be recorded.
     """
-    config, ledger, remote = gw.config, gw.ledger, gw.remote
+    config, ledger, wire = gw.config, gw.ledger, gw.wire
     copy = config.resource(test_copy_id)
     if copy is None:
         raise NotFound(f"unknown resource {test_copy_id!r}", resource=test_copy_id)
@@ -116,7 +116,7 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        run = adapter.endpoint_check(remote, copy, production, timeout, keep)
+        run = adapter.endpoint_check(wire, copy, production, timeout, keep)
     return _record(ledger, production, copy, run, actor, access_path)
 
 

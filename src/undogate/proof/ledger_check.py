@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..chain import GENESIS, row_hash
 from ..ledger.chain_source import ChainSource
+from ..ledger.hash_chain import GENESIS, row_hash
 from ..ledger.sql_chain import StoredLink
 from .assertions import Approvals
 

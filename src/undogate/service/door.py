@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from ..auth import Keyring
 from ..config import Config
 from ..ledger import open_store
-from ..net import RemoteHTTP
+from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
 from .access import Authentication
@@ -64,7 +64,7 @@ def open_service(
         ledger that is whole).
     """
     ledger = open_store(config.server, new_ledger=new_ledger)
-    http = RemoteHTTP(
+    http = PinnedClient(
         request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
     )
     try:

@@ -25,18 +25,18 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from . import views
-from .app import build_app
-from .config import Config, parse_config
-from .contract_server import ContractServer
-from .diffs import unified_diff
-from .jobs import Actor, Job, Operation, Preview
-from .operations.confirm import confirm_preview
-from .operations.context import Context
-from .operations.endpoint_check import check_endpoint
-from .operations.preview import preview_job
-from .operations.undo_offer import accept_verified_undo
-from .service import open_service
+from .. import views
+from ..app import build_app
+from ..config import Config, parse_config
+from ..contract_server import ContractServer
+from ..diffs import unified_diff
+from ..jobs import Actor, Job, Operation, Preview
+from ..operations.confirm import confirm_preview
+from ..operations.context import Context
+from ..operations.endpoint_check import check_endpoint
+from ..operations.preview import preview_job
+from ..operations.undo_offer import accept_verified_undo
+from ..service import open_service
 from .terminal_values import render_rows
 
 DEMO_CONFIG = "demo.yaml"  # beside this module

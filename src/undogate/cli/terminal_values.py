@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .invisibles import visible
-from .jsonvalue import JsonValue, dumps
+from ..invisibles import visible
+from ..jsonvalue import JsonValue, dumps
 
 
 def inert(text: str) -> Text:
