@@ -33,8 +33,7 @@ from undogate.errors import (
     UndogateError,
 )
 from undogate.jobs import Actor, JobState
-from undogate.ledger import DB_NAME, Event
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import DB_NAME, Event, open_chain
 from undogate.operations import owner_passkeys
 from undogate.passkeys import Approval
 from undogate.proof.ledger_check import verify_ledger

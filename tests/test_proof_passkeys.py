@@ -25,7 +25,7 @@ from undogate.errors import (
     UndogateError,
 )
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import open_chain
 from undogate.ledger.hash_chain import ChainedRow, row_hash
 from undogate.operations import owner_passkeys
 from undogate.passkeys import Addition, Approval, verify_registration

@@ -25,7 +25,7 @@ from undogate.errors import (
     PasskeyWrongPreview,
     UndogateError,
 )
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import open_chain
 from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 from undogate.proof.ledger_check import verify_ledger
 

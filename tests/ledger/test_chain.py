@@ -10,8 +10,7 @@ import threading
 import psycopg
 import pytest
 
-from undogate.ledger import Store, Transaction
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import Store, Transaction, open_chain
 from undogate.ledger.postgres import PostgresStore
 from undogate.proof.ledger_check import verify_ledger
 

@@ -18,14 +18,18 @@ from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
 
 
-def _sqlite_only(ledger_url: str | None, doing: str) -> None:
-    """``backup`` and ``restore`` copy a SQLite file; a PostgreSQL ledger has its own tools."""
-    if ledger_url is not None:
+def _file_copies_only(ledger_url: str | None, doing: str) -> None:
+    """``backup`` and ``restore`` copy a ledger file; an engine without one has its own
+    tools."""
+    from ..ledger import engine_of
+
+    engine = engine_of(ledger_url)
+    if engine.own_backup is not None:
         from ..errors import InvalidRequest
 
         raise InvalidRequest(
-            f"the ledger is PostgreSQL (server.ledger): {doing} it with pg_dump and "
-            "pg_restore (docs/scaling.md), not with this command"
+            f"the ledger is {engine.name} (server.ledger): {doing} it with "
+            f"{engine.own_backup}, not with this command"
         )
 
 
@@ -209,7 +213,7 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
 
     try:
         server = load_config(config_path).server
-        _sqlite_only(server.ledger, "back up")
+        _file_copies_only(server.ledger, "back up")
         result = backup_ledger(server.data_dir, target, overwrite=overwrite)
     except UndogateError as exc:
         _fail(exc)
@@ -234,7 +238,7 @@ def restore(config_path: Path, source: Path) -> None:
 
     try:
         server = load_config(config_path).server
-        _sqlite_only(server.ledger, "restore")
+        _file_copies_only(server.ledger, "restore")
         result = restore_ledger(source, server.data_dir)
     except UndogateError as exc:
         _fail(exc)
@@ -561,8 +565,8 @@ def ledger_copy(source: str, target: str) -> None:
     """Copy a SQLite ledger, whole, into an empty PostgreSQL ledger, in one transaction,
     verified by row counts and a digest per table. Stop the server first. The password
     comes from PGPASSWORD, never from the URL."""
-    from ..config import ledger_url_problem
     from ..errors import InvalidRequest
+    from ..ledger import ledger_url_problem
     from ..ledger.postgres_copy import copy_sqlite_to_postgres
 
     try:

@@ -18,6 +18,7 @@ from ..api.gateway_client import is_loopback
 from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey
 from ..config import Config, load_config
 from ..errors import ConfigError, InvalidRequest
+from ..ledger import engine_of
 from ..net import PinnedClient
 from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..service import Service, open_service
@@ -193,7 +194,7 @@ def serve(
                 "recovery: {uncertain} interrupted write(s) now uncertain, {settled} "
                 "operation(s) settled, {invalidated} job(s) invalidated".format(**counts)
             )
-            if svc.config.server.ledger is not None:
+            if engine_of(svc.config.server.ledger).shared:
                 # A shared ledger: settle, as they expire, the leases of processes that die.
                 every_s = svc.config.server.lease_s / 3
                 sweep = ExpiredLeaseSweep(ledger, svc.context.live, every_s).start()

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from ..auth import Keyring
 from ..config import Config
-from ..ledger import open_store
+from ..ledger import engine_of, open_store
 from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
@@ -76,7 +76,10 @@ def open_service(
             crash_at=crash_point_from_env(environ),
         )
         keyring = Keyring.from_environ(
-            ledger, environ, known_agents(config), shared_ledger=config.server.ledger is not None
+            ledger,
+            environ,
+            known_agents(config),
+            shared_ledger=engine_of(config.server.ledger).shared,
         )
         yield Service(context, keyring)
     finally:
