@@ -79,22 +79,111 @@ class AssertionKind(StrEnum):
     SUPPLIED = "supplied"
 
 
-TERMINAL_STATES = frozenset({JobState.UNDONE, JobState.REJECTED, JobState.INVALIDATED})
+@dataclass(frozen=True)
+class StateFacts:
+    """What one job state means beyond the machine, for every surface that shows it or
+    acts on it. Read from ``STATES``, never spelled again (tests/test_jobs.py checks)."""
 
-# What the per-agent and per-owner quotas count (docs/limits.md): a job that still waits
-# for a person (prepared, needs_review, stopped part-way) or has an operation in flight.
-# ``applied`` is resolved: a person confirmed it and every write landed; undoing it later
-# is that person's choice, not work the agent left waiting. (The warning before revoking
-# an owner's key counts applied jobs too: there, an undo the owner could still run
-# matters.) The order is the one of the ledger's partial index ``jobs_unresolved``.
-UNRESOLVED_STATES = (
-    JobState.PREPARED,
-    JobState.APPLYING,
-    JobState.PARTIALLY_APPLIED,
-    JobState.NEEDS_REVIEW,
-    JobState.UNDOING,
-    JobState.PARTIALLY_UNDONE,
-)
+    words: str  # how the review pages and the reviewer's CLI name it
+    for_agent: str  # what it means to the agent that prepared the job (``job_status``)
+    webhook: str | None = None  # the event a move into it announces (``webhooks.events``)
+    inbox_view: str | None = None  # the inbox view listing it as waiting for a person
+    waiting_words: tuple[str, str] | None = None  # a count of it in words: (one, several)
+    unresolved: bool = False  # the quotas count it (docs/limits.md)
+    terminal: bool = False  # nothing can happen to it any more
+    running: bool = False  # a confirm is sending its writes (the job names its lease)
+    ends_well: bool = False  # a confirm left it as the reviewer asked (the CLI exits 0)
+    note: str | None = None  # what the job's page adds (``{reason}``: why invalidated)
+
+
+_S = JobState
+#: Every state's facts. ``applied`` is resolved: a person confirmed it and every write
+#: landed; undoing it later is that person's choice, not work the agent left waiting.
+#: (The warning before revoking an owner's key counts applied jobs too: there, an undo
+#: the owner could still run matters.)
+STATES: Final[dict[JobState, StateFacts]] = {
+    _S.PREPARED: StateFacts(
+        words="prepared, waiting for review",
+        for_agent="waiting for a person",
+        webhook="job.prepared",
+        inbox_view="waiting",
+        waiting_words=("waiting", "waiting"),
+        unresolved=True,
+        ends_well=True,
+    ),
+    _S.APPLYING: StateFacts(
+        words="applying",
+        for_agent="a person confirmed it; its writes are being sent",
+        unresolved=True,
+        running=True,
+    ),
+    _S.APPLIED: StateFacts(
+        words="applied",
+        for_agent="every write landed",
+        webhook="job.applied",
+        ends_well=True,
+    ),
+    _S.PARTIALLY_APPLIED: StateFacts(
+        words="partially applied",
+        for_agent="some of its writes landed; a person decides what next",
+        webhook="job.applied",
+        unresolved=True,
+    ),
+    _S.NEEDS_REVIEW: StateFacts(
+        words="needs review: an outcome is uncertain",
+        for_agent="a write's outcome is uncertain; a person reconciles it",
+        webhook="job.needs_review",
+        inbox_view="needs_review",
+        waiting_words=("needs review", "need review"),
+        unresolved=True,
+        note="An outcome is uncertain. Preview “accept observed state” to see what the "
+        "resource shows now; accepting records your judgement and lifts the quarantine.",
+    ),
+    _S.UNDOING: StateFacts(
+        words="undoing",
+        for_agent="a person confirmed its undo; the writes are being sent",
+        unresolved=True,
+        running=True,
+    ),
+    _S.UNDONE: StateFacts(
+        words="undone",
+        for_agent="a person undid it",
+        webhook="job.undone",
+        terminal=True,
+        ends_well=True,
+    ),
+    _S.PARTIALLY_UNDONE: StateFacts(
+        words="partially undone",
+        for_agent="part of it was undone; a person decides what next",
+        webhook="job.undone",
+        unresolved=True,
+        ends_well=True,
+    ),
+    _S.REJECTED: StateFacts(
+        words="rejected",
+        for_agent="a person rejected it (with their reason, when they gave one)",
+        webhook="job.rejected",
+        terminal=True,
+        ends_well=True,
+        note="This job was rejected: it can never be applied.",
+    ),
+    _S.INVALIDATED: StateFacts(
+        words="invalidated",
+        for_agent="a resource it touches changed identity in the config; prepare a new job",
+        terminal=True,
+        note="This job was invalidated because a resource's identity changed: {reason}",
+    ),
+}
+
+TERMINAL_STATES = frozenset(s for s in JobState if STATES[s].terminal)
+#: In ``JobState`` order: the order of the ledger's partial index ``jobs_unresolved``.
+UNRESOLVED_STATES = tuple(s for s in JobState if STATES[s].unresolved)
+RUNNING_STATES = frozenset(s for s in JobState if STATES[s].running)
+#: Every webhook event, in the order of the states that announce them.
+WEBHOOK_EVENTS = tuple(dict.fromkeys(f.webhook for f in STATES.values() if f.webhook))
+#: The inbox views that list work waiting for a person: view -> the states it keeps.
+_VIEWS = [f.inbox_view for f in STATES.values() if f.inbox_view is not None]
+WAITING_VIEWS = {v: tuple(s for s in JobState if STATES[s].inbox_view == v) for v in _VIEWS}
 
 
 class Transition(StrEnum):
@@ -111,7 +200,6 @@ class Transition(StrEnum):
 
 
 # event -> {from state: allowed to-states}
-_S = JobState
 _T = Transition
 TRANSITIONS: dict[Transition, dict[JobState, frozenset[JobState]]] = {
     _T.START_APPLY: {

@@ -18,11 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..api.gateway_client import ApiClient, ApiError
+from ..jobs import STATES
 from ..jsonvalue import JsonNumber, JsonValue
 from .terminal_values import inert, render_rows
 
 Ask = Callable[[str], str]
-SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
+SETTLED_OK = {s.value for s, f in STATES.items() if f.ends_well}
 _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from ..jobs import JobState, Operation
+from ..jobs import RUNNING_STATES, TERMINAL_STATES, JobState, Operation
 from ..jsonvalue import dumps, loads
 from .records import InFlightAction, StoredCredential, UnfinishedJob
 from .sql_base import EngineHooks
@@ -17,7 +17,14 @@ from .sql_base import EngineHooks
 IN_FLIGHT_ACTIONS = (
     "SELECT id, job_id, change_idx, operation, lease_id FROM actions WHERE status = 'dispatching'"
 )
-RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
+# The state lists come from the state table (``jobs.STATES``), constants, never input.
+_RUNNING = ", ".join(f"'{s.value}'" for s in JobState if s in RUNNING_STATES)
+_FINISHED = ", ".join(f"'{s.value}'" for s in JobState if s in TERMINAL_STATES)
+RUNNING_JOBS = f"SELECT id FROM jobs WHERE state IN ({_RUNNING})"  # noqa: S608
+_UNFINISHED_ON = (
+    "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "  # noqa: S608
+    f"WHERE ch.resource_id = ? AND ch.fingerprint != ? AND j.state NOT IN ({_FINISHED})"
+)
 
 _CREDENTIAL_COLUMNS = (
     "id, kind, owner_id, agent_id, scopes, agents, label, created_at, revoked_at, key_hash"
@@ -50,9 +57,7 @@ class AdminVerbs(EngineHooks):
         return [
             UnfinishedJob(r[0], JobState(r[1]))
             for r in self.connection.execute(
-                "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "
-                "WHERE ch.resource_id = ? AND ch.fingerprint != ? "
-                "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
+                _UNFINISHED_ON,
                 (resource_id, fingerprint),
             ).fetchall()
         ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..errors import InvalidRequest, UndogateError
-from ..jobs import Actor, JobState
+from ..jobs import WAITING_VIEWS, Actor, JobState
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..ledger import InboxQuery, InboxRow
 from ..views import review_path
@@ -24,8 +24,7 @@ from .reject import check_reason, reject_job
 #: The inbox's views, in the order the navigation shows them: the states each keeps
 #: (none: every state), and whether it keeps only jobs holding an uncertain change.
 VIEWS: dict[str, tuple[tuple[JobState, ...], bool]] = {
-    "waiting": ((JobState.PREPARED,), False),
-    "needs_review": ((JobState.NEEDS_REVIEW,), False),
+    **{view: (states, False) for view, states in WAITING_VIEWS.items()},
     "quarantined": ((), True),
     "recent": ((), False),
 }

@@ -97,6 +97,7 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
+    env.globals["nav_counts_shown"] = present.NAV_COUNTS_SHOWN
     env.globals["refusal_words"] = refusal_for_code
     return env
 
