@@ -26,7 +26,7 @@ from undogate.jobs import (
     Operation,
     PrepareRequest,
 )
-from undogate.jsonvalue import JsonNumber, JsonValue, loads
+from undogate.jsonvalue import JsonNumber, JsonValue, dumps, loads
 
 from .conftest import AGENT, OWNER, make_config, resource, two_record_job
 from .worlds import LocalGateway
@@ -97,10 +97,9 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
     old_big = b"123456789012345678901234567890"
     start = server.raw_bytes(PATH)
     job_id = prepare(gateway, balance=JsonNumber(big), ratio=JsonNumber(dec + "1"))
-    with gateway.ledger.raw() as c:
-        before_side, after_side = c.execute(
-            "SELECT before_side, after_side FROM changes WHERE job_id = ?", (job_id,)
-        ).fetchone()
+    stored = gateway.ledger.load_job(job_id)
+    assert stored is not None
+    before_side, after_side = dumps(stored.changes[0].before), dumps(stored.changes[0].after)
     assert old_big.decode() in before_side and dec in before_side
     assert big in after_side and dec + "1" in after_side
     assert apply(gateway, job_id) is JobState.APPLIED
@@ -254,8 +253,7 @@ def test_contract_breaches_refused_at_prepare(
     server.arm(fault, PATH)
     with pytest.raises(RemoteContractBreach):
         prepare(gateway, status="customer")
-    with gateway.ledger.raw() as c:
-        assert c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+    assert gateway.ledger.read(lambda tx: tx.usage()).jobs == 0
 
 
 def test_prepare_refusals(gateway: LocalGateway) -> None:

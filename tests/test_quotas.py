@@ -92,13 +92,7 @@ def run(gw: LocalGateway, job_id: str, op: Operation) -> JobState:
 
 
 def unresolved(gw: LocalGateway, actor: Actor = AGENT) -> int:
-    return int(
-        gw.ledger.read(
-            lambda tx: tx.connection.execute(
-                COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)
-            ).fetchone()[0]
-        )
-    )
+    return gw.ledger.read(lambda tx: tx.count_unresolved(actor.owner_id, actor.id, stop_at=10**6))
 
 
 # -- quotas of unresolved jobs -----------------------------------------------------------
