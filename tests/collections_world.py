@@ -9,12 +9,11 @@ from typing import Any
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, PrepareRequest
+from undogate.jobs import ChangeRequest, JobState
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .conftest import AGENT, OWNER, make_config
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config
 
 CONTACTS = "/collections/contacts"
 FIELDS = ["email", "name", "status", "website"]
@@ -45,22 +44,10 @@ def seed(server: ContractServer, rid: str, **fields: Any) -> str:
     return path
 
 
-def prepare(gw: LocalGateway, *changes: ChangeRequest, summary: str = "contacts") -> str:
-    return gw.prepare(AGENT, "account-assistant", PrepareRequest(summary, changes)).job.id
-
-
 def change(**members: Any) -> ChangeRequest:
     if "record_id" in members:  # the change's `id` member, named as the receipt names it
         members["id"] = members.pop("record_id")
     return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
-
-
-def run(
-    gw: LocalGateway, job_id: str, operation: Operation = Operation.APPLY, *, ack: bool = True
-) -> Confirmation:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=ack)
 
 
 def verify_and_accept(

@@ -32,9 +32,8 @@ from undogate.jobs import Action, ChangeRequest, Job, Operation, PrepareRequest
 from undogate.ledger import Ledger
 from undogate.net import PinnedClient, RemoteResponse
 
-from .conftest import AGENT, OWNER
 from .processes import stop
-from .worlds import LocalGateway
+from .worlds import AGENT, OWNER, LocalGateway
 
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 APACHE_USER = "www-data"

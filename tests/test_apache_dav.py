@@ -26,7 +26,6 @@ import pytest
 from undogate.errors import RemoteContractBreach
 from undogate.jobs import ActionStatus, ChangeState, Job, JobState, Operation
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     apache_binary,
@@ -37,7 +36,7 @@ from .davservers import (
     run,
     text_resource,
 )
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway
 
 pytestmark = pytest.mark.skipif(
     apache_binary() is None,

@@ -9,6 +9,8 @@ from starlette.testclient import TestClient
 
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 
+from .worlds import ApiWorld
+
 CALLERS = (
     "none",
     "bad",
@@ -286,8 +288,7 @@ def _fill(value: Any, job: str, token: str, credential: str) -> Any:
 
 
 @pytest.fixture
-def world(api_world: Any) -> Any:
-    api_world.reader_id = api_world.keyring.authenticate(api_world.keys["reader"]).owner_id
+def world(api_world: ApiWorld) -> ApiWorld:
     return api_world
 
 

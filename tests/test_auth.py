@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -12,11 +11,11 @@ from undogate.errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from undogate.jobs import ChangeRequest, PrepareRequest
 from undogate.ledger import DB_NAME
 
-from .conftest import MASTER_KEY
+from .worlds import MASTER_KEY, ApiWorld
 
 
 def test_keys_have_a_visible_prefix_256_bits_and_only_their_hash_is_stored(
-    api_world: Any, data_dir: Path
+    api_world: ApiWorld, data_dir: Path
 ) -> None:
     keyring: Keyring = api_world.keyring
     issued = keyring.create_operator(label="dave")
@@ -34,7 +33,7 @@ def test_keys_have_a_visible_prefix_256_bits_and_only_their_hash_is_stored(
 
 
 def test_authenticate_answers_the_same_for_unknown_malformed_and_revoked(
-    api_world: Any,
+    api_world: ApiWorld,
 ) -> None:
     keyring: Keyring = api_world.keyring
     issued = keyring.create_operator(label="erin")
@@ -51,7 +50,7 @@ def test_authenticate_answers_the_same_for_unknown_malformed_and_revoked(
 
 
 def test_a_verified_key_is_refused_at_once_when_it_or_its_owner_is_revoked(
-    api_world: Any,
+    api_world: ApiWorld,
 ) -> None:
     keyring: Keyring = api_world.keyring
     owner = keyring.create_operator(label="frank")
@@ -72,7 +71,9 @@ def test_a_verified_key_is_refused_at_once_when_it_or_its_owner_is_revoked(
             keyring.authenticate(key)
 
 
-def test_a_token_revoked_over_the_api_stops_working_on_the_next_request(api_world: Any) -> None:
+def test_a_token_revoked_over_the_api_stops_working_on_the_next_request(
+    api_world: ApiWorld,
+) -> None:
     from starlette.testclient import TestClient
 
     keyring: Keyring = api_world.keyring
@@ -92,7 +93,7 @@ def test_a_token_revoked_over_the_api_stops_working_on_the_next_request(api_worl
     assert refused.json()["error"]["code"] == "unauthorized"
 
 
-def test_scopes_are_never_widened_in_place(api_world: Any) -> None:
+def test_scopes_are_never_widened_in_place(api_world: ApiWorld) -> None:
     """The key keeps the scopes it was made with; the database itself refuses widening
     them, deleting the key or un-revoking it (tests/ledger/test_store_history.py, on
     every engine)."""
@@ -101,7 +102,7 @@ def test_scopes_are_never_widened_in_place(api_world: Any) -> None:
     assert keyring.authenticate(reader.key).scopes == frozenset({READ})
 
 
-def test_revoking_the_only_owner_of_unresolved_jobs_needs_force(api_world: Any) -> None:
+def test_revoking_the_only_owner_of_unresolved_jobs_needs_force(api_world: ApiWorld) -> None:
     keyring: Keyring = api_world.keyring
     owner = keyring.create_operator(label="frank")
     token = keyring.create_agent_token(
@@ -131,7 +132,7 @@ def test_revoking_the_only_owner_of_unresolved_jobs_needs_force(api_world: Any) 
     assert revoked[-2:] == [owner.credential.id, token.credential.id]
 
 
-def test_bad_inputs_are_refused(api_world: Any) -> None:
+def test_bad_inputs_are_refused(api_world: ApiWorld) -> None:
     keyring: Keyring = api_world.keyring
     with pytest.raises(InvalidRequest):
         keyring.create_operator(label="x", scopes=("agents:admin",))

@@ -19,8 +19,8 @@ from undogate.ledger import Ledger
 from undogate.ledger.backup import backup_ledger, restore_ledger
 from undogate.net import PinnedClient
 
-from .conftest import AGENT, OWNER, cli, make_config
-from .worlds import LocalGateway
+from .serving import cli
+from .worlds import AGENT, OWNER, LocalGateway, make_config
 
 
 def _apply_one(gw: LocalGateway, n: int) -> str:

@@ -16,9 +16,8 @@ from undogate.operations.context import Context
 from undogate.operations.endpoint_check import Step, check_endpoint, report_lines, result_view
 from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 
-from .collections_world import CONTACTS, change, contacts, prepare, run, seed
-from .conftest import OWNER, make_config
-from .worlds import LocalGateway
+from .collections_world import CONTACTS, change, contacts, seed
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare
 
 COPY = "/collections/contacts-copy"
 
@@ -109,8 +108,8 @@ def test_undo_is_offered_only_after_the_check_and_one_acceptance(
     events = gw.ledger.read(lambda tx: tx.latest_undo_acceptance("contacts"))
     assert events is not None and events.actor == OWNER.label
     assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
-    assert run(gw, job_id, ack=False).job.state is JobState.APPLIED
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert "new" not in server.collection_records(CONTACTS)
     server.arm("ignore_if_match")  # a later check that fails takes the offer away
     assert not _check(gw)[0]

@@ -26,16 +26,8 @@ from undogate.errors import (
 from undogate.jobs import ABSENT, Change
 from undogate.net import RemoteResponse
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    contacts,
-    open_contacts,
-    prepare,
-    seed,
-)
-from .conftest import make_config
-from .worlds import LocalGateway
+from .collections_world import CONTACTS, change, contacts, open_contacts, seed
+from .worlds import LocalGateway, make_config, prepare
 
 Opener = Callable[[Config], LocalGateway]
 

@@ -38,8 +38,9 @@ from undogate.jobs import ActionStatus, JobState
 from undogate.ledger import DB_NAME, Store, open_store
 from undogate.operations.context import CRASH_ENV, CRASH_POINTS
 
-from .conftest import REPORT, cli, free_port, wait_healthy
+from .fixtures.report import REPORT
 from .postgres import PostgresCluster
+from .serving import cli, free_port, wait_healthy
 
 CUSTOMER = "/records/customer-123"
 TICKET = "/records/wrapped-7"

@@ -20,7 +20,7 @@ from undogate.jsonvalue import dumps
 from undogate.ledger import Store
 from undogate.operations.context import CRASH_POINTS
 
-from .conftest import REPORT
+from .fixtures.report import REPORT
 from .test_crash_matrix import INTERRUPTED, Cell
 
 CONTACTS = "/collections/contacts"  # create: put

@@ -24,8 +24,8 @@ from undogate.operations.endpoint_check import (
     latest_verification,
 )
 
-from .conftest import SERVED_COPY_PATH, SERVED_PATH, cli, make_config, resource
-from .worlds import LocalGateway
+from .serving import SERVED_COPY_PATH, SERVED_PATH, cli
+from .worlds import LocalGateway, make_config, resource
 
 PROD = "/records/customer-123"
 COPY = "/records/copy-1"
@@ -509,8 +509,8 @@ def test_the_check_runs_through_a_serving_gateway(
 def test_the_job_page_says_attested_only_until_a_check_passes(
     server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
-    from .browser import web_config, web_world
     from .test_web import new_job, signed_in
+    from .worlds import web_config, web_world
 
     world = web_world(server, data_dir, open_gateway)
     server.set_record(COPY, server.get_record(PROD))
@@ -543,7 +543,7 @@ def test_agents_never_see_or_prepare_on_a_test_copy(
     from undogate.errors import NotFound
     from undogate.jobs import ChangeRequest, PrepareRequest
 
-    from .conftest import AGENT
+    from .worlds import AGENT
 
     gw = open_gateway(record_config(server, data_dir))
     assert [r.id for r in gw.config.resources_for("account-assistant")] == ["customer"]

@@ -26,26 +26,20 @@ from undogate.jobs import (
     Operation,
     PrepareRequest,
 )
-from undogate.jsonvalue import JsonNumber, JsonValue, dumps, loads
+from undogate.jsonvalue import JsonNumber, dumps, loads
 
-from .conftest import AGENT, OWNER, make_config, resource, two_record_job
-from .worlds import LocalGateway
+from .worlds import (
+    AGENT,
+    OWNER,
+    LocalGateway,
+    confirmed,
+    make_config,
+    prepare,
+    resource,
+    two_record_job,
+)
 
 PATH = "/records/customer-123"
-
-
-def prepare(gw: LocalGateway, resource_id: str = "customer", **set_: JsonValue) -> str:
-    req = PrepareRequest(
-        summary="Promote the lead",
-        changes=(ChangeRequest(resource_id=resource_id, set=dict(set_)),),
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
-def apply(gw: LocalGateway, job_id: str) -> JobState:
-    preview = gw.preview(OWNER, job_id, Operation.APPLY)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
 
 
 def test_happy_path_apply_then_undo_restores_the_record(
@@ -79,7 +73,7 @@ def test_happy_path_apply_then_undo_restores_the_record(
 
 def test_undo_touches_only_recorded_fields(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     server.set_field(PATH, "/name", "Ada King")  # an unrelated field moves
     undo = gateway.preview(OWNER, job_id, Operation.UNDO)
     assert undo.token
@@ -102,7 +96,7 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
     before_side, after_side = dumps(stored.changes[0].before), dumps(stored.changes[0].after)
     assert old_big.decode() in before_side and dec in before_side
     assert big in after_side and dec + "1" in after_side
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
     assert big.encode() in server.raw_bytes(PATH)
     assert (dec + "1").encode() in server.raw_bytes(PATH)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
@@ -127,8 +121,8 @@ def test_wrapped_record_under_a_pointer(
     )
     gw = open_gateway(cfg)
     start = server.raw_bytes("/records/wrapped-7")
-    job_id = prepare(gw, "ticket", status="closed", priority=JsonNumber("5"))
-    assert apply(gw, job_id) is JobState.APPLIED
+    job_id = prepare(gw, resource_id="ticket", status="closed", priority=JsonNumber("5"))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     doc = server.get_record("/records/wrapped-7")
     assert isinstance(doc["data"], dict) and doc["data"]["status"] == "closed"
     token = gw.preview(OWNER, job_id, Operation.UNDO).token
@@ -143,7 +137,7 @@ def test_remove_and_add_fields_and_undo(gateway: LocalGateway, server: ContractS
         changes=(ChangeRequest(resource_id="customer", remove=("tier",)),),
     )
     job_id = gateway.prepare(AGENT, "account-assistant", req).job.id
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
     assert "tier" not in server.get_record(PATH)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
@@ -155,7 +149,7 @@ def test_outside_edit_between_apply_and_undo_is_a_conflict(
     gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     server.set_field(PATH, "/status", "churned")
     writes = server.write_count(PATH)
     preview = gateway.preview(OWNER, job_id, Operation.UNDO)
@@ -170,7 +164,7 @@ def test_outside_edit_after_undo_preview_refuses_confirm(
     gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     server.set_field(PATH, "/status", "churned")
@@ -212,14 +206,14 @@ def test_refusal_statuses_are_certain_refusals(
 ) -> None:
     job_id = prepare(gateway, status="customer")
     server.arm(f"status:{status}", PATH)
-    state = apply(gateway, job_id)
+    state = confirmed(gateway, job_id).job.state
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.actions[-1].status is ActionStatus.REFUSED
     assert job.actions[-1].response_status == status
     assert state is JobState.PREPARED  # nothing applied, so it can be resumed
     assert server.get_record(PATH)["status"] == "lead"
     # Resume after a certain refusal: a fresh preview applies the pending change.
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
 
 
 @pytest.mark.parametrize("fault", ["apply_then_500", "apply_then_drop", "ok_without_apply"])
@@ -228,7 +222,7 @@ def test_unknown_outcomes_are_uncertain_and_need_review(
 ) -> None:
     job_id = prepare(gateway, status="customer")
     server.arm(fault, PATH)
-    assert apply(gateway, job_id) is JobState.NEEDS_REVIEW
+    assert confirmed(gateway, job_id).job.state is JobState.NEEDS_REVIEW
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.actions[-1].status is ActionStatus.UNCERTAIN
     assert job.changes[0].state is ChangeState.UNCERTAIN
@@ -258,7 +252,7 @@ def test_contract_breaches_refused_at_prepare(
 
 def test_prepare_refusals(gateway: LocalGateway) -> None:
     with pytest.raises(NotFound):
-        prepare(gateway, "nope", status="x")
+        prepare(gateway, resource_id="nope", status="x")
     with pytest.raises(InvalidRequest, match="not allow-listed"):
         prepare(gateway, name="Grace")
     with pytest.raises(InvalidRequest, match="path"):
@@ -345,7 +339,7 @@ def test_conflict_when_undo_guard_broken_at_confirm(
     gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     # Same ETag as the preview saw is impossible after an edit, so break the guard by
@@ -360,7 +354,7 @@ def test_two_record_job_undoes_in_reverse_order(
     server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
-    assert apply(gw, job_id) is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     token = gw.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     job = gw.confirm(OWNER, job_id, token).job

@@ -20,9 +20,9 @@ from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
 from undogate.operations.recovery import settle_expired
 
-from .conftest import AGENT, OWNER, cli, make_config, resource, serve_log, serving
 from .postgres import PostgresCluster
-from .worlds import LocalGateway
+from .serving import cli, serve_log, serving
+from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
 
 PATH = "/records/customer-123"
 

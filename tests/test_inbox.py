@@ -19,8 +19,9 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.operations.inbox import parse_time
 
-from .conftest import cli, resource
+from .serving import cli
 from .test_cli_review import Terminal, prepare, reviewer_env
+from .worlds import ApiWorld, resource
 
 MANY = {
     "limits": {
@@ -53,7 +54,9 @@ def _get(client: TestClient, key: str, query: str = "") -> Any:
     return client.get(f"/api/v1/inbox{query}", headers={"Authorization": f"Bearer {key}"})
 
 
-def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_world: Any) -> None:
+def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(
+    api_world: ApiWorld,
+) -> None:
     w = api_world
     mine = _prepare(w, "account-assistant", "customer")
     other_agent = _prepare(w, "other-agent", "supplier")
@@ -86,7 +89,7 @@ def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_worl
             assert answer.json()["error"]["details"]["field"] == field
 
 
-def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: Any) -> None:
+def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: ApiWorld) -> None:
     master = {"Authorization": f"Bearer {api_world.keys['master']}"}
     with TestClient(api_world.app) as client:
         for after in ("%C2%B2", "x1"):
@@ -158,7 +161,7 @@ def test_parse_time_reads_durations_and_iso_dates() -> None:
         parse_time("last week", now, name="since")
 
 
-def test_bulk_reject_and_a_reason_over_the_api(api_world: Any) -> None:
+def test_bulk_reject_and_a_reason_over_the_api(api_world: ApiWorld) -> None:
     w = api_world
     ids = [_prepare(w, "account-assistant", "customer") for _ in range(3)]
     bob_id = w.keyring.authenticate(w.keys["other_operator"]).owner_id
@@ -206,7 +209,7 @@ def _signed_in(client: TestClient, key: str) -> str:
     return csrf_of(client.get("/inbox").text)
 
 
-def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: Any) -> None:
+def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: ApiWorld) -> None:
     from undogate.app import build_app
 
     w = api_world

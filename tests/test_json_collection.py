@@ -22,18 +22,8 @@ from undogate.errors import (
 )
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation, Operation
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    contacts,
-    prepare,
-    run,
-    seed,
-    state,
-    verify_and_accept,
-)
-from .conftest import OWNER, make_config
-from .worlds import LocalGateway
+from .collections_world import CONTACTS, change, contacts, seed, state, verify_and_accept
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare
 
 Opener = Callable[[Config], LocalGateway]
 
@@ -79,9 +69,9 @@ def test_create_then_undo_removes_exactly_that_record(
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann-1"))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert not preview.needs_acknowledgement and preview.changes[0].reversible
-    assert run(gw, job_id, ack=False).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     assert set(server.collection_records(CONTACTS)) == {"bob", "ann-1"}
-    undone = run(gw, job_id, Operation.UNDO, ack=False).job
+    undone = confirmed(gw, job_id, Operation.UNDO).job
     assert undone.state is JobState.UNDONE
     assert undone.actions[-1].method == "DELETE"
     assert undone.actions[-1].if_match == undone.changes[0].applied_etag
@@ -94,7 +84,7 @@ def test_undo_of_a_create_refused_once_the_record_changed(
 ) -> None:
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     server.set_field(f"{CONTACTS}/ann", "/notes", "called her")  # an outside edit
     edited = server.raw_bytes(f"{CONTACTS}/ann")
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
@@ -128,11 +118,11 @@ def test_delete_keeps_the_pre_image_and_its_undo_restores_it_exactly(
     assert job is not None and job.changes[0].before == {"record": start, "server_fields": []}
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.changes[0].irreversible
-    assert run(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert server.collection_records(CONTACTS) == {}
     assert gw.preview(OWNER, job_id, Operation.UNDO).blockers[0]["code"] == "undo_not_verified"
     verify_and_accept(gw, config)
-    undone = run(gw, job_id, Operation.UNDO).job
+    undone = confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job
     assert undone.state is JobState.UNDONE
     assert undone.actions[-1].method == "PUT"
     assert server.get_record(path) == start
@@ -160,9 +150,9 @@ def test_recreate_refused_by_the_store_leaves_the_job_applied(
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(record_id="ann", delete=True))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     server.refuse_recreate(CONTACTS)
-    done = run(gw, job_id, Operation.UNDO).job
+    done = confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job
     assert done.state is JobState.APPLIED
     assert done.actions[-1].status is ActionStatus.REFUSED
     assert server.collection_records(CONTACTS) == {}
@@ -175,12 +165,12 @@ def test_upsert_creates_updates_or_refuses_ambiguity(
     created = prepare(gw, change(upsert={"email": "Ann@Example.com", "status": "lead"}))
     job = gw.ledger.load_job(created)
     assert job is not None and job.changes[0].before is not None
-    run(gw, created)
+    confirmed(gw, created, acknowledge_irreversible=True)
     assert len(server.collection_records(CONTACTS)) == 1
     updated = prepare(gw, change(upsert={"email": " ann@EXAMPLE.com ", "status": "customer"}))
     job = gw.ledger.load_job(updated)
     assert job is not None and job.changes[0].fields == ("email", "status")
-    run(gw, updated)
+    confirmed(gw, updated, acknowledge_irreversible=True)
     (record,) = server.collection_records(CONTACTS).values()
     assert record["status"] == "customer"
     seed(server, "dup", email="ANN@example.com")
@@ -204,9 +194,9 @@ def test_update_by_id_patches_the_record_and_undoes(
     job_id = prepare(gw, change(record_id="ann", set={"status": "customer"}))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert not preview.needs_acknowledgement  # an update's undo needs no verification
-    assert run(gw, job_id, ack=False).job.actions[0].method == "PATCH"
+    assert confirmed(gw, job_id).job.actions[0].method == "PATCH"
     assert server.get_record(path)["status"] == "customer"
-    run(gw, job_id, Operation.UNDO, ack=False)
+    confirmed(gw, job_id, Operation.UNDO)
     assert server.get_record(path) == {"id": "ann", "email": "ann@example.com", "status": "lead"}
     assert server.raw_bytes(path) == start
 
@@ -218,11 +208,14 @@ def test_two_records_of_one_collection_never_overlap(
     seed(server, "bob", email="bob@example.com", status="lead")
     first = prepare(gw, change(record_id="ann", set={"status": "customer"}))
     second = prepare(gw, change(record_id="bob", set={"status": "customer"}))
-    run(gw, first)
+    confirmed(gw, first, acknowledge_irreversible=True)
     server.arm("apply_then_drop", f"{CONTACTS}/bob")
-    assert run(gw, second).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, second, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     # bob's uncertain write quarantines bob, never ann.
-    assert run(gw, first, Operation.UNDO).job.state is JobState.UNDONE
+    assert (
+        confirmed(gw, first, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
 
 
 def test_put_create_whose_answer_was_lost_is_resolved_by_its_url(
@@ -231,13 +224,16 @@ def test_put_create_whose_answer_was_lost_is_resolved_by_its_url(
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
     server.arm("apply_then_drop", f"{CONTACTS}/ann")
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.state is JobState.NEEDS_REVIEW
     assert done.changes[0].state is ChangeState.UNCERTAIN
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
-    assert run(gw, job_id, Operation.ACCEPT_OBSERVED).job.state is JobState.APPLIED
-    run(gw, job_id, Operation.UNDO)
+    assert (
+        confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job.state
+        is JobState.APPLIED
+    )
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert server.collection_records(CONTACTS) == {}  # created once, removed once
 
 
@@ -258,11 +254,11 @@ def test_post_create_takes_its_id_from_the_answer(
     with pytest.raises(InvalidRequest):
         prepare(gw, change(create={"email": "a@example.com"}, record_id="chosen"))
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.actions[0].method == "POST" and done.state is JobState.APPLIED
     (rid,) = server.collection_records(CONTACTS)
     assert done.changes[0].target == rid
-    run(gw, job_id, Operation.UNDO)
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert server.collection_records(CONTACTS) == {}
 
 
@@ -274,14 +270,14 @@ def test_post_create_lost_answer_finds_the_one_new_record(
     seed(server, "old", email="ann@example.com")  # there before: never taken for ours
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
     server.arm("apply_then_drop", CONTACTS)
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.state is JobState.NEEDS_REVIEW and done.changes[0].target is None
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
-    settled = run(gw, job_id, Operation.ACCEPT_OBSERVED).job
+    settled = confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job
     new = [r for r in server.collection_records(CONTACTS) if r != "old"]
     assert settled.changes[0].target == new[0]
-    run(gw, job_id, Operation.UNDO)
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert set(server.collection_records(CONTACTS)) == {"old"}
 
 
@@ -291,7 +287,7 @@ def test_post_create_lost_answer_with_two_candidates_is_blocked(
     gw, _ = _post_world(server, data_dir, open_gateway)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("apply_then_drop", CONTACTS)
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     seed(server, "someone-else", email="ANN@example.com")
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.token is None
@@ -304,7 +300,7 @@ def test_post_create_lost_answer_with_nothing_found_is_blocked(
     gw, _ = _post_world(server, data_dir, open_gateway)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("status:503", CONTACTS)  # an answer that says nothing
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     assert state(gw, job_id) is JobState.NEEDS_REVIEW
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.blockers[0]["code"] == "reconciliation_blocked"
@@ -336,7 +332,7 @@ def test_confirming_an_undo_no_longer_verified_is_refused(
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(record_id="ann", delete=True))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
     assert preview.token is not None
     verify_and_accept(gw, config, undos=("undo_of_create",))  # re-create no longer verified
@@ -353,18 +349,20 @@ def test_an_uncertain_post_create_quarantines_the_whole_collection_until_reconci
     seed(server, "bob", email="bob@example.com", status="lead")
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("apply_then_drop", CONTACTS)
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     other = prepare(gw, change(record_id="bob", set={"status": "customer"}))
     with pytest.raises(Quarantined):
         gw.preview(OWNER, other, Operation.APPLY)
-    run(gw, job_id, Operation.ACCEPT_OBSERVED)  # the one new record is ours: now named
-    assert run(gw, other).job.state is JobState.APPLIED
+    confirmed(
+        gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True
+    )  # the one new record is ours: now named
+    assert confirmed(gw, other, acknowledge_irreversible=True).job.state is JobState.APPLIED
 
 
 def test_other_kinds_refuse_the_collection_shapes_and_settings(
     server: ContractServer, data_dir: Path, open_gateway: Opener
 ) -> None:
-    from .conftest import resource
+    from .worlds import resource
 
     gw = open_gateway(
         make_config(

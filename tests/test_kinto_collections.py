@@ -30,11 +30,10 @@ from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .collections_world import change, prepare, run, verify_and_accept
-from .conftest import OWNER
+from .collections_world import change, verify_and_accept
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
 from .relay import relay
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, confirmed, prepare
 
 BUCKET = "/buckets/undogate"
 ENV = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
@@ -130,10 +129,10 @@ def test_create_then_undo_removes_exactly_that_record(
     verify(gw)
     before = listed(kinto, name)
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
-    done = run(gw, job_id, ack=False).job
+    done = confirmed(gw, job_id).job
     rid = done.changes[0].target
     assert rid is not None and listed(kinto, name)[rid]["email"] == "ann@example.com"
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert listed(kinto, name) == before
 
 
@@ -143,7 +142,7 @@ def test_create_then_outside_edit_then_undo_is_refused(
     gw, name = world
     verify(gw)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     kinto.request("PATCH", f"{records(name)}/ann", json={"data": {"name": "Edited"}})
     edited = listed(kinto, name)["ann"]
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
@@ -178,12 +177,12 @@ def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
     job_id = prepare(gw, change(record_id="ann", delete=True))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.needs_acknowledgement and preview.changes[0].irreversible
-    assert run(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert "ann" not in listed(kinto, name)
     blocked = gw.preview(OWNER, job_id, Operation.UNDO)
     assert blocked.token is None and blocked.blockers[0]["code"] == "undo_not_verified"
     verify(gw)
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     back = listed(kinto, name)["ann"]
     assert {k: v for k, v in back.items() if k != "last_modified"} == {
         k: v for k, v in original.items() if k != "last_modified"
@@ -208,7 +207,7 @@ def test_post_create_and_query_lookup(
     )
     gw = open_gateway(config, environ=ENV)
     created = prepare(gw, change(upsert={"email": "Bo@Example.com", "status": "lead"}))
-    done = run(gw, created).job
+    done = confirmed(gw, created, acknowledge_irreversible=True).job
     assert done.actions[0].method == "POST" and done.state is JobState.APPLIED
     (rid,) = listed(kinto, name)
     assert done.changes[0].target == rid
@@ -217,7 +216,7 @@ def test_post_create_and_query_lookup(
     updated = prepare(gw, change(upsert={"email": " Bo@Example.com", "status": "customer"}))
     job = gw.ledger.load_job(updated)
     assert job is not None and job.changes[0].target == rid
-    run(gw, updated)
+    confirmed(gw, updated, acknowledge_irreversible=True)
     assert listed(kinto, name)[rid]["status"] == "customer"
 
 
@@ -248,7 +247,9 @@ def test_a_held_create_never_adopts_a_third_partys_record(
         asked = change(create=values, record_id="ann") if create == "put" else change(create=values)
         job_id = prepare(gw, asked)
         held.withhold_next_write()
-        assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+        assert (
+            confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
+        )
         assert [line.split(b" ")[0] for line in held.withheld] == [create.upper().encode()]
         assert listed(kinto, name) == {}  # Kinto never saw it
         if create == "put":

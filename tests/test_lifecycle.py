@@ -31,31 +31,25 @@ from undogate.jobs import (
     Operation,
     PrepareRequest,
 )
-from undogate.jsonvalue import JsonValue
 
-from .conftest import AGENT, OWNER, make_config, resource, two_record_job
-from .worlds import LocalGateway
+from .worlds import (
+    AGENT,
+    OWNER,
+    LocalGateway,
+    confirmed,
+    make_config,
+    prepare,
+    resource,
+    two_record_job,
+)
 
 PATH = "/records/customer-123"
-
-
-def prepare(gw: LocalGateway, **set_: JsonValue) -> str:
-    req = PrepareRequest(
-        summary="change", changes=(ChangeRequest(resource_id="customer", set=dict(set_)),)
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
-def run(gw: LocalGateway, job_id: str, op: Operation) -> JobState:
-    preview = gw.preview(OWNER, job_id, op)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
 
 
 def make_uncertain(gw: LocalGateway, server: ContractServer, fault: str = "apply_then_500") -> str:
     job_id = prepare(gw, status="customer")
     server.arm(fault, PATH)
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     return job_id
 
 
@@ -68,7 +62,7 @@ def test_uncertain_action_quarantines_its_fields_until_reconciled(
         gateway.preview(OWNER, other, Operation.APPLY)
     assert info.value.details["blocking_job"] == blocking
     unrelated = prepare(gateway, owner="grace")  # another field is not quarantined
-    assert run(gateway, unrelated, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, unrelated, Operation.APPLY).job.state is JobState.APPLIED
     preview = gateway.preview(OWNER, blocking, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
     assert preview.token
@@ -80,11 +74,11 @@ def test_uncertain_action_quarantines_its_fields_until_reconciled(
     assert job.actions[0].observation is Observation.LOOKS_APPLIED
     # Quarantine lifted: the other job (prepared over the applied value) may now run,
     # and the reconciled job, now older than it, waits for it to be undone first.
-    assert run(gateway, other, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, other, Operation.APPLY).job.state is JobState.APPLIED
     with pytest.raises(LaterJobOverlaps):
         gateway.preview(OWNER, blocking, Operation.UNDO)
-    assert run(gateway, other, Operation.UNDO) is JobState.UNDONE
-    assert run(gateway, blocking, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, other, Operation.UNDO).job.state is JobState.UNDONE
+    assert confirmed(gateway, blocking, Operation.UNDO).job.state is JobState.UNDONE
     assert server.get_record(PATH)["status"] == "lead"
 
 
@@ -96,7 +90,7 @@ def test_accept_observed_not_applied_allows_a_fresh_apply(
     assert preview.changes[0].observation is Observation.LOOKS_NOT_APPLIED
     assert preview.token
     assert gateway.confirm(OWNER, job_id, preview.token).job.state is JobState.PREPARED
-    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.APPLY).job.state is JobState.APPLIED
 
 
 def test_accept_observed_neither_blocks_reconciliation(
@@ -115,28 +109,28 @@ def test_undo_refuses_to_pass_a_later_overlapping_job(
     gateway: LocalGateway, server: ContractServer
 ) -> None:
     first = prepare(gateway, status="customer")
-    run(gateway, first, Operation.APPLY)
+    confirmed(gateway, first, Operation.APPLY)
     second = prepare(gateway, status="vip")
-    run(gateway, second, Operation.APPLY)
+    confirmed(gateway, second, Operation.APPLY)
     with pytest.raises(LaterJobOverlaps) as info:
         gateway.preview(OWNER, first, Operation.UNDO)
     assert info.value.details["later_job"] == second
-    assert run(gateway, second, Operation.UNDO) is JobState.UNDONE
-    assert run(gateway, first, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, second, Operation.UNDO).job.state is JobState.UNDONE
+    assert confirmed(gateway, first, Operation.UNDO).job.state is JobState.UNDONE
     assert server.get_record(PATH)["status"] == "lead"
 
 
 def test_once_undo_started_never_apply_again(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
-    run(gateway, job_id, Operation.APPLY)
+    confirmed(gateway, job_id, Operation.APPLY)
     server.arm("status:409", PATH)  # the undo is refused: nothing restored
-    assert run(gateway, job_id, Operation.UNDO) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.UNDO).job.state is JobState.APPLIED
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.undo_started
     # Nothing is pending anyway, but even so an apply preview is refused outright.
     with pytest.raises(TransitionNotAllowed):
         gateway.preview(OWNER, job_id, Operation.APPLY)
-    assert run(gateway, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, job_id, Operation.UNDO).job.state is JobState.UNDONE
 
 
 def test_rejected_job_can_never_be_applied(gateway: LocalGateway) -> None:
@@ -168,7 +162,7 @@ def test_identity_change_invalidates_but_token_rotation_does_not(
     gw = open_gateway(make_config(server, data_dir, base), environ=env)
     kept = prepare(gw, status="customer")
     applied = prepare(gw, owner="grace")
-    run(gw, applied, Operation.APPLY)
+    confirmed(gw, applied, Operation.APPLY)
     gw.ledger.close()
     gw.http.close()
     # Same identity, rotated token value: nothing is invalidated.
@@ -197,7 +191,7 @@ def test_operation_ceiling_makes_the_write_in_flight_uncertain(
     job_id = prepare(gw, status="customer")
     server.arm("hang", PATH)
     started = time.monotonic()
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     assert time.monotonic() - started < 6
     action = gw.get_job(OWNER.owner_id, job_id).actions[-1]
     assert action.status is ActionStatus.UNCERTAIN
@@ -210,7 +204,7 @@ def test_request_timeout_makes_the_write_uncertain(
     gw = open_gateway(make_config(server, data_dir, request_timeout_s=0.5))
     job_id = prepare(gw, status="customer")
     server.arm("hang", PATH)
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     assert gw.get_job(OWNER.owner_id, job_id).changes[0].state is ChangeState.UNCERTAIN
 
 
@@ -231,7 +225,9 @@ def test_job_count_limit_refuses_new_work_and_keeps_history(
         prepare(gw, status="c")
     assert info.value.details["limit"] == "max_jobs"
     assert gw.get_job(OWNER.owner_id, first).state is JobState.PREPARED
-    assert run(gw, first, Operation.APPLY) is JobState.APPLIED  # existing jobs still work
+    assert (
+        confirmed(gw, first, Operation.APPLY).job.state is JobState.APPLIED
+    )  # existing jobs still work
 
 
 def test_job_size_and_confirm_attempt_limits(
@@ -250,7 +246,7 @@ def test_job_size_and_confirm_attempt_limits(
     job_id = prepare(gw, status="customer")
     for _ in range(2):
         server.arm("status:412", PATH)
-        assert run(gw, job_id, Operation.APPLY) is JobState.PREPARED
+        assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PREPARED
     token = gw.preview(OWNER, job_id, Operation.APPLY).token
     assert token
     with pytest.raises(LimitReached) as info:
@@ -264,13 +260,15 @@ def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     server.arm("status:403", "/records/wrapped-7")
-    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PARTIALLY_APPLIED
     job = gw.get_job(OWNER.owner_id, job_id)
     assert [(a.change_index, a.status) for a in job.actions] == [
         (0, ActionStatus.DONE),
         (1, ActionStatus.REFUSED),
     ]
-    assert run(gw, job_id, Operation.APPLY) is JobState.APPLIED  # resume: only the pending one
+    assert (
+        confirmed(gw, job_id, Operation.APPLY).job.state is JobState.APPLIED
+    )  # resume: only the pending one
     assert server.write_count(PATH) == 1
 
 
@@ -360,7 +358,7 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
     )
     job_id = gw.prepare(AGENT, "account-assistant", req).job.id
     server.arm("status:409", "/records/r2")
-    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PARTIALLY_APPLIED
     undo_token = gw.preview(OWNER, job_id, Operation.UNDO).token
     apply_token = gw.preview(OWNER, job_id, Operation.APPLY).token
     assert undo_token and apply_token
@@ -382,7 +380,9 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
         ChangeState.PENDING,
     ]
     assert server.get_record("/records/r1")["status"] == "new"  # the stale undo sent nothing
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE  # a fresh undo covers both
+    assert (
+        confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
+    )  # a fresh undo covers both
     assert all(server.get_record(f"/records/r{i}")["status"] == "old" for i in (1, 2, 3))
 
 
@@ -407,7 +407,7 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
     gw2.http.close()
     # Under the configuration it was prepared with, a reviewer reconciles it...
     gw3 = open_gateway(make_config(server, data_dir, base))
-    assert run(gw3, uncertain, Operation.ACCEPT_OBSERVED) is JobState.APPLIED
+    assert confirmed(gw3, uncertain, Operation.ACCEPT_OBSERVED).job.state is JobState.APPLIED
     gw3.ledger.close()
     gw3.http.close()
     # ...and the new configuration then invalidates it (and the job prepared under the
@@ -416,7 +416,7 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
     assert gw4.get_job(OWNER.owner_id, uncertain).state is JobState.INVALIDATED
     assert gw4.get_job(OWNER.owner_id, newer).state is JobState.INVALIDATED
     fresh = prepare(gw4, status="vip")
-    assert run(gw4, fresh, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gw4, fresh, Operation.APPLY).job.state is JobState.APPLIED
 
 
 def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
@@ -446,5 +446,5 @@ def test_removing_a_field_twice_is_one_removal(
     )
     job_id = gateway.prepare(AGENT, "account-assistant", req).job.id
     assert gateway.get_job(OWNER.owner_id, job_id).changes[0].fields == ("owner",)
-    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.APPLY).job.state is JobState.APPLIED
     assert "owner" not in server.get_record(PATH)

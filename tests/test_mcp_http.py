@@ -18,14 +18,17 @@ import yaml
 from undogate.cli.serve import open_configured
 from undogate.contract_server import ContractServer
 
-from .conftest import ACCEPT_MCP, base_env, resource, served_gateway
+from .serving import base_env, served_gateway
+from .worlds import ACCEPT_MCP, resource
 
 AGENTS = ("account-assistant", "auditor")
 LISTEN_VERSION = "2026-07-28"  # the first protocol revision with subscriptions/listen
 
 
 @dataclass
-class Gateway:
+class StreamsWorld:
+    """A served gateway and its agents' keys, where streams are opened on ``/mcp``."""
+
     url: str
     keys: dict[str, str]
 
@@ -63,7 +66,7 @@ def _listen() -> dict[str, Any]:
 
 
 @contextmanager
-def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator[Gateway]:
+def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator[StreamsWorld]:
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -83,7 +86,7 @@ def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator
             for a in AGENTS
         }
     with served_gateway(config, env) as url:
-        yield Gateway(url, keys)
+        yield StreamsWorld(url, keys)
 
 
 def _refused_for(response: httpx.Response) -> str:

@@ -35,9 +35,8 @@ from undogate.jsonvalue import JsonObject
 from undogate.ledger import open_store
 from undogate.net import PinnedClient
 
-from .conftest import AGENT, OWNER, make_config, resource
 from .postgres import PostgresCluster
-from .worlds import LocalGateway
+from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
 
 PATH = "/records/customer-123"
 FIELDS = ("status", "owner")

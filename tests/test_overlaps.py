@@ -18,11 +18,9 @@ from undogate.jobs import (
     ChangeState,
     JobState,
     Operation,
-    PrepareRequest,
 )
 
-from .conftest import AGENT, OWNER, make_config, resource
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 R1 = "/records/customer-123"
 S1 = "/records/wrapped-7"
@@ -40,11 +38,6 @@ def two_records(
             resource(server, "s1", S1, record_pointer="/data", fields=["status"]),
         )
     )
-
-
-def prepare(gw: LocalGateway, *changes: ChangeRequest) -> str:
-    request = PrepareRequest(summary="test", changes=changes)
-    return gw.prepare(AGENT, "account-assistant", request).job.id
 
 
 def previewed(gw: LocalGateway, job_id: str) -> str:

@@ -29,21 +29,11 @@ from undogate.jobs import Actor, JobState
 from undogate.operations import owner_passkeys
 from undogate.operations.undo_offer import resource_undo_offer
 
-from .browser import (
-    RECORD,
-    ServedApp,
-    WebWorld,
-    chromium_missing,
-    prepare_body,
-    prepare_via_api,
-    save_shot,
-    served,
-    web_world,
-)
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .collections_world import record_passing_check
-from .conftest import cli
+from .serving import cli
 from .test_web_browser import TIMEOUT_MS
-from .worlds import LocalGateway
+from .worlds import RECORD, LocalGateway, WebWorld, prepare_body, prepare_via_api, web_world
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 

@@ -23,8 +23,8 @@ from undogate.ledger import DB_NAME, Ledger
 from undogate.ledger.hash_chain import GENESIS, ChainedRow, row_hash
 from undogate.ledger.migrations import _MIGRATIONS, _chain_events, _split_sql
 
-from .conftest import OWNER, cli, two_record_job
-from .worlds import LocalGateway
+from .serving import cli
+from .worlds import OWNER, LocalGateway, two_record_job
 
 ATTACKER_DROPS = (
     "DROP TRIGGER events_append_only_update",

@@ -38,7 +38,6 @@ from undogate.operations import owner_passkeys
 from undogate.passkeys import Approval
 from undogate.proof.ledger_check import verify_ledger
 
-from .conftest import OWNER, make_config, resource
 from .ledger.conftest import credential
 from .postgres import PostgresCluster
 from .soft_authenticator import SoftAuthenticator, unb64
@@ -50,12 +49,11 @@ from .test_proof_passkeys import (
     approval,
     confirm,
     enrolment_code,
-    prepare,
     preview,
     register,
     revoke,
 )
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -183,7 +181,7 @@ def test_a_second_passkey_needs_a_live_ones_approval_of_exactly_it(gw: LocalGate
     with pytest.raises(InvalidRequest, match="registered already"):
         owner_passkeys.register(gw, OWNER, added, None, approved)
     # The new passkey approves previews.
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = other.approve(unb64(str(shown.passkey_challenge)))
     assert confirm(gw, shown, assertion) is JobState.APPLIED
 
@@ -239,7 +237,7 @@ def test_a_lost_device_is_replaced_from_the_host_in_the_chain(
 
     new = SoftAuthenticator()
     owner_passkeys.register(gw, OWNER, addition(new), issued.code)
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     with pytest.raises(PasskeyRevoked):  # the lost device approves nothing
         confirm(gw, shown, lost.approve(unb64(str(shown.passkey_challenge))))
     assert server.attempt_count(PATH) == 0

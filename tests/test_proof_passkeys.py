@@ -24,17 +24,17 @@ from undogate.errors import (
     PasskeyWrongPreview,
     UndogateError,
 )
-from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
+from undogate.jobs import Actor, JobState, Operation, Preview
 from undogate.ledger import open_chain
 from undogate.ledger.hash_chain import ChainedRow, row_hash
 from undogate.operations import owner_passkeys
 from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger
 
-from .conftest import AGENT, OWNER, cli, make_config, resource
 from .ledger.conftest import credential
+from .serving import cli
 from .soft_authenticator import ORIGIN, RP_ID, SoftAuthenticator, unb64
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 PATH = "/records/customer-123"
 BOB = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
@@ -89,13 +89,6 @@ def revoke(gw: LocalGateway, by: SoftAuthenticator, passkey_id: str, actor: Acto
     owner_passkeys.revoke(gw, actor, passkey_id, approval(gw, by, passkey_id, actor))
 
 
-def prepare(gw: LocalGateway, status: str = "vip") -> str:
-    req = PrepareRequest(
-        summary="promote", changes=(ChangeRequest(resource_id="customer", set={"status": status}),)
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
 def preview(gw: LocalGateway, job_id: str, operation: Operation = Operation.APPLY) -> Preview:
     made = gw.preview(OWNER, job_id, operation)
     assert made.token is not None and made.passkey_challenge is not None
@@ -129,7 +122,7 @@ def refused(
 def test_a_preview_of_a_resource_that_requires_a_passkey_carries_its_digest(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     first, second = preview(gw, job_id), preview(gw, job_id)
     assert len(unb64(str(first.passkey_challenge))) == 32
     assert first.passkey_challenge != second.passkey_challenge  # another token, expiry
@@ -138,14 +131,14 @@ def test_a_preview_of_a_resource_that_requires_a_passkey_carries_its_digest(
 def test_without_an_assertion_the_confirm_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assert isinstance(refused(gw, server, shown, None), PasskeyRequired)
 
 
 def test_without_user_verification_nothing_is_written(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     challenge = unb64(str(shown.passkey_challenge))
     error = refused(gw, server, shown, key.approve(challenge, verified=False))
     assert isinstance(error, PasskeyNotVerified) and "verif" in error.message
@@ -154,7 +147,7 @@ def test_without_user_verification_nothing_is_written(
 def test_an_assertion_from_another_origin_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     challenge = unb64(str(shown.passkey_challenge))
     evil = key.approve(challenge, origin="http://localhost.evil.example")
     assert isinstance(refused(gw, server, shown, evil), PasskeyNotVerified)
@@ -163,7 +156,7 @@ def test_an_assertion_from_another_origin_is_refused(
 def test_the_assertion_of_one_preview_is_refused_for_another(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     signed, other = preview(gw, job_id), preview(gw, job_id)
     assertion = key.approve(unb64(str(signed.passkey_challenge)))
     assert isinstance(refused(gw, server, other, assertion), PasskeyWrongPreview)
@@ -172,7 +165,7 @@ def test_the_assertion_of_one_preview_is_refused_for_another(
 def test_an_approved_confirm_applies_and_a_replay_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert confirm(gw, shown, assertion) is JobState.APPLIED
@@ -191,10 +184,10 @@ def test_an_approved_confirm_applies_and_a_replay_is_refused(
 def test_a_sign_count_that_does_not_grow_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    first = preview(gw, prepare(gw))
+    first = preview(gw, prepare(gw, status="vip"))
     assert confirm(gw, first, key.approve(unb64(str(first.passkey_challenge))))
     key.sign_count = 0  # a cloned authenticator starts over
-    shown = preview(gw, prepare(gw, "churned"))
+    shown = preview(gw, prepare(gw, status="churned"))
     with pytest.raises(PasskeyNotVerified, match="sign count"):
         confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge))))
 
@@ -203,14 +196,14 @@ def test_a_revoked_passkey_is_refused(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
     revoke(gw, key, next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id))))
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyRevoked)
 
 
 def test_another_owners_passkey_is_refused(gw: LocalGateway, server: ContractServer) -> None:
     bobs = register(gw, BOB)
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = bobs.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyUnknown)
 
@@ -219,21 +212,21 @@ def test_a_resource_without_the_requirement_needs_no_passkey(
     server: ContractServer, data_dir: Path, open_gateway: Any
 ) -> None:
     gateway: LocalGateway = open_gateway(make_config(server, data_dir))
-    shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
+    shown = gateway.preview(OWNER, prepare(gateway, status="vip"), Operation.APPLY)
     assert shown.passkey_challenge is None
     assert confirm(gateway, shown, None) is JobState.APPLIED
 
 
 def test_server_wide_requirement(server: ContractServer, data_dir: Path, open_gateway: Any) -> None:
     gateway: LocalGateway = open_gateway(make_config(server, data_dir, require_passkey=True))
-    shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
+    shown = gateway.preview(OWNER, prepare(gateway, status="vip"), Operation.APPLY)
     assert shown.passkey_challenge is not None
     with pytest.raises(PasskeyRequired):
         confirm(gateway, shown, None)
 
 
 def _approved_ledger(gw: LocalGateway, key: SoftAuthenticator) -> tuple[Path, str]:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge))))
     location = Path(gw.ledger.location)
@@ -337,7 +330,7 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
 def test_accepting_the_observed_state_needs_the_passkey_too(
     gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     server.arm("apply_then_500", PATH)
     assert confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge)))) is (

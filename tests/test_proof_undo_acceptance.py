@@ -29,12 +29,11 @@ from undogate.ledger import open_chain
 from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 from undogate.proof.ledger_check import verify_ledger
 
-from .browser import served, web_world
+from .browser import served
 from .collections_world import contacts, record_passing_check
-from .conftest import OWNER, make_config
 from .soft_authenticator import unb64
 from .test_proof_passkeys import BOB, register
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config, web_world
 
 
 @pytest.fixture

@@ -33,9 +33,8 @@ from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
 from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
-from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
 from .postgres import PostgresCluster
-from .worlds import LocalGateway
+from .worlds import AGENT, MASTER_KEY, OWNER, TICKET, LocalGateway, confirmed, resource
 
 PATH = "/records/customer-123"
 OTHER = Actor(id="other-agent", owner_id=AGENT.owner_id, kind="agent", access_path="test")
@@ -85,12 +84,6 @@ def prepare(
     return gw.prepare(actor, actor.id, req)
 
 
-def run(gw: LocalGateway, job_id: str, op: Operation) -> JobState:
-    preview = gw.preview(OWNER, job_id, op)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
-
-
 def unresolved(gw: LocalGateway, actor: Actor = AGENT) -> int:
     return gw.ledger.read(lambda tx: tx.count_unresolved(actor.owner_id, actor.id, stop_at=10**6))
 
@@ -115,13 +108,15 @@ def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_r
     with pytest.raises(QuotaExceeded):
         prepare(gw, tier="gold")
 
-    assert run(gw, applied, Operation.APPLY) is JobState.APPLIED  # applied: resolved too
+    assert (
+        confirmed(gw, applied, Operation.APPLY).job.state is JobState.APPLIED
+    )  # applied: resolved too
     later = prepare(gw, tier="gold").job.id
     with pytest.raises(QuotaExceeded):
         prepare(gw, notes="b")
 
     server.arm("apply_then_500", PATH)  # a job that needs review still holds its place
-    assert run(gw, uncertain, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, uncertain, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     with pytest.raises(QuotaExceeded):
         prepare(gw, notes="b")
     assert unresolved(gw) == 2

@@ -22,11 +22,10 @@ from undogate.cli.redact import (
 )
 from undogate.contract_server import ContractServer
 from undogate.errors import MissingToken, UndogateError
-from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.jobs import JobState, Operation
 from undogate.views import agent_receipt, job_receipt
 
-from .conftest import AGENT, OWNER, make_config, resource
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 VAR = "CUSTOMER_SERVICE_TOKEN"
 PATH = "/records/customer-123"
@@ -42,14 +41,6 @@ def new_token(scheme: str) -> str:
 def token_server() -> Iterator[ContractServer]:
     with ContractServer(None, token="unset") as srv:
         yield srv
-
-
-def prepare(gw: LocalGateway, **set_: object) -> str:
-    request = PrepareRequest(
-        summary="Promote the lead",
-        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),  # type: ignore[arg-type]
-    )
-    return gw.prepare(AGENT, "account-assistant", request).job.id
 
 
 class Evidence:

@@ -22,8 +22,16 @@ from undogate.service import Service
 from undogate.web import CSP, SESSION_COOKIE, WebSettings
 from undogate.web.refusals import known_codes, refusal_for_code
 
-from .browser import RECORD, WebWorld, prepare_body, prepare_via_api, served, web_world
-from .worlds import LocalGateway, review_app
+from .browser import served
+from .worlds import (
+    RECORD,
+    LocalGateway,
+    WebWorld,
+    prepare_body,
+    prepare_via_api,
+    review_app,
+    web_world,
+)
 
 CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -20,19 +20,16 @@ import pytest
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 
-from .browser import (
+from .browser import ServedApp, chromium_missing, save_shot, served
+from .worlds import (
     DOCUMENT,
     RECORD,
-    ServedApp,
+    LocalGateway,
     WebWorld,
-    chromium_missing,
     prepare_body,
     prepare_via_api,
-    save_shot,
-    served,
     web_world,
 )
-from .worlds import LocalGateway
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")

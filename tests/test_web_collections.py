@@ -22,11 +22,10 @@ from undogate.service import Service
 
 from .browser import ServedApp, chromium_missing, save_shot, served
 from .collections_world import CONTACTS, contacts, seed
-from .conftest import make_config
 from .kintoserver import PASSWORD, USER, kinto_server
 from .test_kinto_collections import BUCKET, collection, listed
 from .test_web_browser import open_page, sign_in
-from .worlds import LocalGateway, review_app
+from .worlds import LocalGateway, make_config, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")

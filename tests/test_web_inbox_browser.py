@@ -17,17 +17,9 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.service import Service
 
-from .browser import (
-    DOCUMENT,
-    RECORD,
-    ServedApp,
-    chromium_missing,
-    save_shot,
-    served,
-)
-from .conftest import resource
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .test_web_browser import open_page
-from .worlds import LocalGateway, review_app
+from .worlds import DOCUMENT, RECORD, LocalGateway, resource, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")

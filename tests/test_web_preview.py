@@ -17,8 +17,8 @@ from undogate.contract_server import ContractServer
 from undogate.net import PinnedClient, RemoteResponse
 from undogate.views import request_view
 
-from .browser import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
 from .test_web import csrf_of, signed_in
+from .worlds import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
 
 LONG_TIER = " ".join(["platinum-with-priority-support"] * 8)  # 255 characters of words
 TAGS = re.compile(r"<[^>]+>")

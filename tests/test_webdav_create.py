@@ -25,7 +25,6 @@ from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     apache_binary,
@@ -36,6 +35,7 @@ from .davservers import (
     text_resource,
     wsgidav_server,
 )
+from .worlds import OWNER
 
 NEW = "Created by the agent.\n"
 

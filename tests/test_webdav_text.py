@@ -22,9 +22,8 @@ from undogate.jobs import (
     PrepareRequest,
 )
 
-from .conftest import AGENT, OWNER, resource
 from .davservers import HookedHTTP, dav_gateway, last_action, prepare_text, run
-from .worlds import LocalGateway
+from .worlds import AGENT, OWNER, LocalGateway, resource
 
 NOTES = "/docs/notes.md"
 PLAIN = "/docs/plain.txt"

@@ -28,10 +28,9 @@ from undogate.service import Reader, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
 
-from .conftest import AGENT, OWNER, resource
 from .postgres import PostgresCluster
 from .webhook_receiver import Receiver, new_secret, wait_until
-from .worlds import LocalGateway
+from .worlds import AGENT, OWNER, LocalGateway, resource
 
 SECRET_ENV = "UNDOGATE_TEST_WEBHOOK_SECRET"
 PATH = "/records/customer-123"

@@ -28,7 +28,6 @@ from undogate.jobs import ActionStatus, JobState, Operation
 from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     HookedHTTP,
@@ -39,7 +38,7 @@ from .davservers import (
     text_resource,
     wsgidav_server,
 )
-from .worlds import LocalGateway
+from .worlds import OWNER, LocalGateway
 
 START = "First line.\nSecond line.\n"
 
