@@ -35,7 +35,7 @@ def test_bodies_are_lossless_and_duplicate_keys_are_refused(api_world: ApiWorld)
         assert made.status_code == 201, made.text
         job = client.get(f"/api/v1/jobs/{made.json()['job_id']}", headers=auth(api_world, "owner"))
         assert BIG in job.text  # the exact text, not a float
-        after = loads(job.content)["changes"][0]["after"]  # type: ignore[index,call-overload]
+        after: Any = loads(job.content)["changes"][0]["after"]  # type: ignore[index,call-overload]
         assert after["balance"] == JsonNumber(BIG)
         dup = prepare(client, api_world, '{"summary": "a", "summary": "b", "changes": []}')
         assert dup.status_code == 400
@@ -140,7 +140,7 @@ def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: ApiWorl
             headers=auth(api_world, "owner"),
         )
         token = preview.json()["preview_token"]
-        keyring.recheck = revoke_then_recheck
+        keyring.recheck = revoke_then_recheck  # type: ignore[method-assign]
         done = client.post(
             f"/api/v1/jobs/{job_id}/confirm",
             json={"preview_token": token},
@@ -151,6 +151,7 @@ def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: ApiWorl
     assert done.json()["error"]["code"] == "unauthorized"
     assert api_world.server.write_count(PATH) == 0
     job = api_world.gateway.ledger.load_job(job_id)
+    assert job is not None
     assert job.state.value == "prepared" and job.actions == ()
 
 

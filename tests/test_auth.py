@@ -9,7 +9,7 @@ import pytest
 from undogate.auth import READ, Keyring
 from undogate.errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from undogate.jobs import ChangeRequest, PrepareRequest
-from undogate.ledger import DB_NAME
+from undogate.ledger import DB_NAME, Ledger
 
 from .worlds import MASTER_KEY, ApiWorld
 
@@ -98,6 +98,8 @@ def test_scopes_are_never_widened_in_place(api_world: ApiWorld) -> None:
     them, deleting the key or un-revoking it (tests/ledger/test_store_history.py, on
     every engine)."""
     keyring: Keyring = api_world.keyring
+    ledger = keyring.ledger
+    assert isinstance(ledger, Ledger)
     reader = keyring.create_operator(label="ro", scopes=(READ,))
     assert keyring.authenticate(reader.key).scopes == frozenset({READ})
 

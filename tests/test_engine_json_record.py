@@ -93,7 +93,9 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
     job_id = prepare(gateway, balance=JsonNumber(big), ratio=JsonNumber(dec + "1"))
     stored = gateway.ledger.load_job(job_id)
     assert stored is not None
-    before_side, after_side = dumps(stored.changes[0].before), dumps(stored.changes[0].after)
+    before, after = stored.changes[0].before, stored.changes[0].after
+    assert isinstance(before, dict) and isinstance(after, dict)
+    before_side, after_side = dumps(before), dumps(after)
     assert old_big.decode() in before_side and dec in before_side
     assert big in after_side and dec + "1" in after_side
     assert confirmed(gateway, job_id).job.state is JobState.APPLIED

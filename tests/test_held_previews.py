@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from undogate.jobs import ABSENT, ChangeView, ConditionalWrite, Observation, Operation, Preview
+from undogate.jobs import ABSENT, ChangeView, Observation, Operation, Preview
 from undogate.jsonvalue import JsonNumber, loads_object
 from undogate.web.held_previews import held_from_text, held_text, seal, unseal
 
@@ -39,14 +39,20 @@ def _every_field_set() -> Preview:
         blockers=({"code": "later_job", "job": "job_2", "change": 1},),
         passkey_challenge="Y2hhbGxlbmdl",
         requests=(
-            ConditionalWrite(
-                "PATCH",
-                "http://127.0.0.1/records/a",
-                {"Content-Type": "application/json-patch+json", "If-Match": '"v3"'},
-                '[{"op":"replace","path":"/status","value":"customer\u200b"}]\n'.encode(),
-                '"v3"',
-            ),
-            ConditionalWrite("PUT", "http://127.0.0.1/docs/b", {}, "caf\u00e9\n".encode(), None),
+            {
+                "method": "PATCH",
+                "url": "http://127.0.0.1/records/a",
+                "headers": {"Content-Type": "application/json-patch+json", "If-Match": '"v3"'},
+                "body": '[{"op":"replace","path":"/status","value":"customer\u200b"}]\n',
+                "authentication": {"scheme": "bearer", "summary": "a bearer token", "adds": []},
+            },
+            {
+                "method": "PUT",
+                "url": "http://127.0.0.1/docs/b",
+                "headers": {},
+                "body": "caf\u00e9\n",
+                "authentication": None,
+            },
         ),
     )
 

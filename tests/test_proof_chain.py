@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
+from undogate.chain import GENESIS, ChainedRow, row_hash
 from undogate.contract_server import ContractServer
 from undogate.jobs import Operation
 from undogate.ledger import DB_NAME, Ledger
-from undogate.ledger.hash_chain import GENESIS, ChainedRow, row_hash
 from undogate.ledger.migrations import _MIGRATIONS, _chain_events, _split_sql
 
 from .serving import cli
@@ -240,7 +240,7 @@ def test_a_receipt_verifies_and_fails_after_any_edit(
     def hide_own_row(b: Any) -> None:
         entry = b["segment"][2]
         row = ChainedRow(**entry.pop("event"))
-        from undogate.ledger.hash_chain import body_digest
+        from undogate.chain import body_digest
 
         entry.update(job_id=row.job_id, body_digest=body_digest(row))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from undogate.chain import ChainedRow, row_hash
 from undogate.contract_server import ContractServer
 from undogate.errors import (
     PasskeyNotVerified,
@@ -26,7 +27,6 @@ from undogate.errors import (
 )
 from undogate.jobs import Actor, JobState, Operation, Preview
 from undogate.ledger import open_chain
-from undogate.ledger.hash_chain import ChainedRow, row_hash
 from undogate.operations import owner_passkeys
 from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger

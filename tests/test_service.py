@@ -104,13 +104,13 @@ def test_a_confirm_loads_its_job_once(api_world: ApiWorld) -> None:
         return load_job(job_id, with_actions=with_actions)
 
     async def scenario() -> Confirmation:
-        agent = await service.access.authenticate(str(api_world.keys["agent"]))
+        agent = await service.access.authenticate(api_world.keys["agent"])
         request = PrepareRequest(
             summary="promote",
             changes=(ChangeRequest(resource_id="customer", set={"status": "customer"}),),
         )
         job = (await service.agents.prepare(AgentCaller.of(agent, "api"), request)).job
-        owner = await service.access.authenticate(str(api_world.keys["owner"]))
+        owner = await service.access.authenticate(api_world.keys["owner"])
         reviewer = Reviewer.of(owner, "api")
         _, preview = await service.reviewers.preview(reviewer, job.id, Operation.APPLY)
         assert preview.token is not None

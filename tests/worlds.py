@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import httpx
+import httpx2
 from mcp import Client
 from mcp.types import CallToolResult
 from starlette.applications import Starlette
@@ -122,14 +123,14 @@ def review_app(service: Service, settings: WebSettings | None = None) -> Starlet
 
 @dataclass
 class ApiWorld:
-    """The API over a real ledger: ``keys`` by role (``none`` sends no key)."""
+    """The API over a real ledger: ``keys`` by role."""
 
     gateway: LocalGateway
     keyring: Keyring
     service: Service
     app: Starlette
     server: ContractServer
-    keys: dict[str, str | None]
+    keys: dict[str, str]
     owner_id: str
     reader_id: str
 
@@ -307,8 +308,9 @@ def prepare_body(summary: str = "Promote Ada to customer and hand her to Lee", *
     return body
 
 
-def prepare_via_api(client: httpx.Client, agent_key: str, body: Any) -> str:
-    """Prepare a job through the HTTP API as the agent; returns its id."""
+def prepare_via_api(client: httpx.Client | httpx2.Client, agent_key: str, body: Any) -> str:
+    """Prepare a job through the HTTP API as the agent (a served one, or an app in a
+    ``TestClient``); returns its id."""
     made = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {agent_key}"})
     assert made.status_code == 201, made.text
     job_id = made.json()["job_id"]
@@ -435,8 +437,9 @@ class McpAgent:
     async def prepare(self, **arguments: Any) -> dict[str, Any]:
         result = await self.call("prepare_changes", **arguments)
         assert not result.is_error, result.content
-        assert result.structured_content is not None
-        return result.structured_content
+        found: dict[str, Any] | None = result.structured_content
+        assert found is not None
+        return found
 
     async def refusal(self, name: str, **arguments: Any) -> tuple[str, str]:
         """The stable code and the whole text of a refused call."""

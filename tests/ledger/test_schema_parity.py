@@ -131,7 +131,7 @@ def test_the_job_state_indexes_list_the_state_tables_states(
     url = postgres_cluster.fresh_database()
     PostgresStore.open(url).close()
     with psycopg.connect(url) as pg:
-        theirs = dict(pg.execute("SELECT indexname, indexdef FROM pg_indexes"))
+        theirs: dict[str, str] = dict(pg.execute("SELECT indexname, indexdef FROM pg_indexes"))
     for name, states in wanted.items():
         assert _states_in(mine[name]) == states, (name, mine[name])
         assert _states_in(theirs[name]) == states, (name, theirs[name])

@@ -45,6 +45,8 @@ def _history(store: Store) -> None:
             test_copy_fingerprint="fp-copy",
             passed=True,
             evidence="{}",
+            actor="operator:tester",
+            access_path="test",
         )
 
     store.write(write)

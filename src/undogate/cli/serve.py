@@ -50,9 +50,10 @@ agents:
 
 # `undogate init --example`: the seed of `undogate contract-server` (its default port,
 # no --data) as it serves it, so the README's walkthrough runs with nothing to edit.
+CONTRACT_PORT = 8765
 CONTRACT_EXAMPLE_CONFIG = """\
-# undogate config for `undogate contract-server` (the reference endpoint) on its default
-# port, 8765: it works as is. The contract server needs no token; a real service would
+# undogate config for `undogate contract-server` (the reference endpoint) on port 8765:
+# it works as is. The contract server needs no token; a real service would
 # (token_env: NAME_OF_AN_ENVIRONMENT_VARIABLE). See docs/config.md.
 server:
   data_dir: ./.undogate          # the ledger (dir 0700, db 0600)
@@ -78,6 +79,13 @@ agents:
 """
 
 
+def contract_example_config(port: int) -> str:
+    """The example config for a contract server on ``port`` (``contract-server --port``)."""
+    return CONTRACT_EXAMPLE_CONFIG.replace(f":{CONTRACT_PORT}", f":{port}").replace(
+        f"port {CONTRACT_PORT}:", f"port {port}:"
+    )
+
+
 @contextmanager
 def open_configured(
     config_path: Path, environ: Mapping[str, str] | None = None, *, new_ledger: bool = False
@@ -90,10 +98,9 @@ def open_configured(
     """
     env = os.environ if environ is None else environ
     config = load_config(config_path)
-    # Defence in depth: token values never reach a log line, whatever logs them.
+    # Defence in depth: credential values never reach a log line, whatever logs them.
     redaction = install_redaction(
-        [*(r.token_env for r in config.resources if r.token_env), *config.webhooks.secret_envs],
-        environ=env,
+        [*config.credential_variables, *config.webhooks.secret_envs], environ=env
     )
     try:
         with open_service(config, env, new_ledger=new_ledger) as service:
@@ -103,12 +110,13 @@ def open_configured(
 
 
 def missing_token_warnings(config: Config, environ: Mapping[str, str]) -> list[str]:
-    """One warning per resource whose token variable is unset (names, never values)."""
+    """One warning per unset variable of a resource's credential (names, never values)."""
     return [
-        f"warning: resource {r.id}: its token variable {r.token_env} is not set, so "
+        f"warning: resource {r.id}: its token variable {name} is not set, so "
         "undogate refuses to read or write it (missing_token)"
         for r in config.resources
-        if r.token_env and not environ.get(r.token_env)
+        for name in r.credential_variables
+        if not environ.get(name)
     ]
 
 
@@ -240,10 +248,15 @@ def _webhook_delivery(svc: Service) -> Iterator[None]:
 
 
 def init(
-    config_path: Path, echo: Echo, *, new_ledger: bool = False, example: bool = False
+    config_path: Path,
+    echo: Echo,
+    *,
+    new_ledger: bool = False,
+    example: bool = False,
+    port: int = CONTRACT_PORT,
 ) -> IssuedKey | None:
-    """Write a config if none (``example``: one for the contract server on its default
-    port, which works as is), create the ledger, and issue the first operator key, with
+    """Write a config if none (``example``: one for the contract server on ``port``,
+    which works as is), create the ledger, and issue the first operator key, with
     every scope, ``keys:admin`` included (returned, and printed once). Returns None when
     an operator key already exists.
 
@@ -253,7 +266,7 @@ def init(
     """
     if not config_path.exists():
         config_path.write_text(
-            CONTRACT_EXAMPLE_CONFIG if example else EXAMPLE_CONFIG, encoding="utf-8"
+            contract_example_config(port) if example else EXAMPLE_CONFIG, encoding="utf-8"
         )
         what = "a config for `undogate contract-server`" if example else "an example config"
         echo(f"wrote {what} to {config_path}")

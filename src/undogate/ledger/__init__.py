@@ -8,7 +8,7 @@ to them. Only this package knows SQL or a database driver.
   ``sql_inbox``, ``sql_export``, ``sql_outbox``, ``sql_passkeys``: the verbs, in the SQL
   both engines speak, listed once as ``sql_verbs.SqlVerbs``; ``sql_base``: what they ask
   of an engine (a connection, the locks); ``sql_chain``: the one insert into ``events``,
-  hash-chained by ``hash_chain`` (pure; docs/proof.md), and ``chain_source``: a ledger
+  hash-chained by ``undogate.chain`` (pure; docs/proof.md), and ``chain_source``: a ledger
   opened read-only to walk that chain.
 - ``engines``: each engine described once (``Engine``: what names it, whether it is
   shared, how it opens, reads its chain and checks its URL), and the one switch,

@@ -31,7 +31,7 @@ from ..ledger import StoredPreview
 from . import step_up
 from .context import Context
 from .dispatch import Dispatch
-from .preview import planned_writes, targets_for
+from .preview import described, planned_writes, targets_for
 from .reconcile import accept_observed
 from .undo_offer import undo_offered
 
@@ -110,9 +110,7 @@ def confirm_preview(
         # The preview's writes: planned by the one definition from the versions it pinned.
         writes = planned_writes(gw, operation, targets, snaps)
         if dry_run and operation is not Operation.ACCEPT_OBSERVED:
-            return Confirmation(
-                job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
-            )
+            return Confirmation(job=job, dry_run=True, requests=described(gw, writes))
         if not dry_run and step_up.required(gw, targets):  # the passkey, before any send
             requests = [p.write for p in writes]
             expires_at = stored.expires_at

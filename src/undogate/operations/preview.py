@@ -101,6 +101,12 @@ def planned_writes(
     return writes
 
 
+def described(gw: Context, writes: Sequence[PlannedWrite]) -> tuple[dict[str, Any], ...]:
+    """``writes`` as they will leave (static headers, how they are authenticated, never
+    with what): what a preview shows and a confirm's dry run answers."""
+    return tuple(gw.wire.describe(p.resource, p.write) for p in writes)
+
+
 def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Preview:
     """Re-read every resource ``job`` (as its caller loaded it) affects and issue a
     single-use token.
@@ -152,14 +158,17 @@ def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Pr
     token: str | None = None
     expires_at: float | None = None
     challenge: str | None = None
-    writes: list[ConditionalWrite] = []
+    writes: list[PlannedWrite] = []
     if not blockers:
-        writes = [p.write for p in planned_writes(gw, operation, targets, snaps)]
+        writes = planned_writes(gw, operation, targets, snaps)
         token = secrets.token_urlsafe(32)
         expires_at = gw.clock() + gw.config.server.preview_ttl_s
         token_hash = sha256_hex(token)
         exp = expires_at
-        challenge = step_up.preview_challenge(gw, job, operation, targets, writes, exp, token_hash)
+        requests = [p.write for p in writes]
+        challenge = step_up.preview_challenge(
+            gw, job, operation, targets, requests, exp, token_hash
+        )
 
         def commit(tx: Transaction) -> None:
             tx.insert_preview(
@@ -186,7 +195,7 @@ def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Pr
         changes=tuple(views),
         blockers=tuple(blockers),
         passkey_challenge=challenge,
-        requests=tuple(writes),
+        requests=described(gw, writes),
     )
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..chain import ChainedRow, row_hash
 from ..errors import UndogateError
-from ..ledger.hash_chain import ChainedRow, row_hash
 from ..passkeys import AssertionParts, verify_assertion
 from .preview_digest import preview_digest
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..chain import ChainedRow, body_digest, link
 from ..errors import InvalidRequest, NotFound
 from ..ledger.chain_source import ChainSource
-from ..ledger.hash_chain import ChainedRow, body_digest, link
 from ..ledger.sql_chain import StoredLink
 from .assertions import APPROVED, REGISTERED
 from .ledger_check import link_problem

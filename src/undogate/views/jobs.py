@@ -194,7 +194,8 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
     """One planned request exactly as it will be sent (method, URL, headers, body), and
     the body as the lines it is made of: the CLI and the web preview both show this, so a
     PUT of a document reads as its text and a JSON Patch as its exact bytes. The
-    resource's credential header is not in it: it is added at send time, never shown."""
+    credential is not in it: ``authentication`` says how it is added at send time (its
+    scheme in words, the headers it adds), never with what; ``None``: no credential."""
     body = str(request.get("body", ""))
     lines = body.split("\n") if body else []
     final_newline = len(lines) > 1 and lines[-1] == ""
@@ -209,6 +210,17 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
         "body_bytes": number(len(body.encode("utf-8"))),
         "body_lines": list(lines),
         "missing_final_newline": "\n" in body and not final_newline,
+        "authentication": _authentication(request.get("authentication")),
+    }
+
+
+def _authentication(described: Any) -> JsonObject | None:
+    if not isinstance(described, Mapping):
+        return None
+    return {
+        "scheme": str(described.get("scheme", "")),
+        "summary": str(described.get("summary", "")),
+        "adds": [str(name) for name in described.get("adds") or ()],
     }
 
 

@@ -16,8 +16,8 @@ import hashlib
 import hmac
 from typing import Any
 
-from ..jobs import ABSENT, ChangeView, ConditionalWrite, Observation, Operation, Preview, SideValue
-from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, loads_object
+from ..jobs import ABSENT, ChangeView, Observation, Operation, Preview, SideValue
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python, loads_object
 
 
 def seal(sid: str, handle: str, token: str) -> str:
@@ -60,7 +60,7 @@ def held_text(preview: Preview) -> str:
         "expires_at": _number(preview.expires_at),
         "changes": [_change(c) for c in preview.changes],
         "blockers": [{k: _plain(v) for k, v in b.items()} for b in preview.blockers],
-        "requests": [_request(r) for r in preview.requests],
+        "requests": [from_python(r) for r in preview.requests],
         # The passkey step's challenge (the preview digest): not secret, and the page
         # that shows the held preview asks the passkey to sign exactly it.
         "passkey_challenge": preview.passkey_challenge,
@@ -86,30 +86,7 @@ def held_from_text(text: str, token: str | None) -> Preview:
         blockers=tuple(_unplain_object(b) for b in blockers),
         # .get: a preview held before passkeys existed needed none.
         passkey_challenge=_optional_text(document.get("passkey_challenge")),
-        requests=tuple(_write(r) for r in requests if isinstance(r, dict)),
-    )
-
-
-def _request(write: ConditionalWrite) -> JsonObject:
-    """A planned write: its body as text (every write's body is UTF-8)."""
-    return {
-        "method": write.method,
-        "url": write.url,
-        "headers": dict(write.headers),
-        "body": write.body.decode("utf-8"),
-        "if_match": write.if_match,
-    }
-
-
-def _write(value: JsonObject) -> ConditionalWrite:
-    headers = value.get("headers")
-    if_match = value.get("if_match")  # .get: kept by a release that showed, not sent, them
-    return ConditionalWrite(
-        method=str(value["method"]),
-        url=str(value["url"]),
-        headers={str(k): str(v) for k, v in headers.items()} if isinstance(headers, dict) else {},
-        body=str(value.get("body", "")).encode("utf-8"),
-        if_match=if_match if isinstance(if_match, str) else None,
+        requests=tuple(dict(r) for r in requests if isinstance(r, dict)),
     )
 
 

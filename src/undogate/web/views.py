@@ -1,4 +1,4 @@
-"""The review pages (SPEC §9): sign-in, agents, jobs, a job, its preview and receipt.
+"""The review pages (docs/operating.md): sign-in, agents, jobs, a job, its preview and receipt.
 
 Views are thin: the route table says, once per page, which caller it needs (``Reader``,
 ``Reviewer``, ...); the gates establish the session, check the form came from this site
@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,11 +37,13 @@ from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Caller, Reader, Reviewer, Service
 from ..service.access import in_thread
 from . import exact, present
+from .blocked import blocked_changes
 from .forms import cross_site, read_form
 from .history import history
 from .inbox import NAV_COUNTS, InboxPages, nav_counts
 from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
+from .reject import reject_routes
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
 
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 C = TypeVar("C", bound=Caller)
 VIA = "web"  # the access path the ledger records for what arrives here
+#: The label of the key signed in, for the page being rendered (one request, one task).
+SIGNED_IN_AS: ContextVar[str | None] = ContextVar("signed_in_as", default=None)
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
@@ -147,7 +152,7 @@ class WebUI:
             ),
             Route("/jobs/{job_id}/confirm", self._post(self.confirm, Reviewer), methods=["POST"]),
             Route("/jobs/{job_id}/receipt", self._get(self.receipt, Reader), methods=["GET"]),
-            Route("/jobs/{job_id}/reject", self._post(self.reject, Reviewer), methods=["POST"]),
+            *reject_routes(self),
             *undo_offer_routes(self),
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks, Reader), methods=["GET"]),
@@ -175,9 +180,10 @@ class WebUI:
             principal=session.principal if session else None,
             notice=session.take_notice() if session else context.pop("notice", None),
             nav_counts=NAV_COUNTS.get() if session else None,
+            signed_in_as=SIGNED_IN_AS.get() if session else None,
             **context,
         )
-        return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
+        return HTMLResponse(exact.markers_as_html(page), status_code=status, headers=PAGE_HEADERS)
 
     def _refused(
         self,
@@ -304,6 +310,7 @@ class WebUI:
     ) -> Response:
         try:
             await nav_counts(self.service, session.principal)
+            SIGNED_IN_AS.set(await self.service.access.label(session.principal))
             return await view(request, session, form, needs.of(session.principal, VIA))
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
@@ -339,11 +346,11 @@ class WebUI:
 
     async def home(self, request: Request) -> Response:
         session = await self._session(request)
-        return self._redirect("/agents" if session else "/signin")
+        return self._redirect("/inbox" if session else "/signin")
 
     async def signin_form(self, request: Request) -> Response:
         if await self._session(request) is not None:
-            return self._redirect("/agents")
+            return self._redirect("/inbox")
         notice = "You are signed out." if "signed_out" in request.query_params else None
         return self._signin_page(request, notice=notice)
 
@@ -396,7 +403,7 @@ class WebUI:
             return self._signin_page(request, error="That key is unknown or has been revoked.")
         await in_thread(self.sessions.end, request.cookies.get(SESSION_COOKIE))
         sid, _session = await in_thread(self.sessions.create, principal)
-        response = self._redirect("/agents")
+        response = self._redirect("/inbox")
         response.set_cookie(
             SESSION_COOKIE,
             sid,
@@ -464,7 +471,7 @@ class WebUI:
     ) -> Response:
         job_id = request.query_params.get("id", "").strip()
         if not job_id:
-            return self._redirect("/agents")
+            return self._redirect("/inbox")
         job = await self.service.reviewers.job(reader, self._job_id(job_id))
         return self._redirect(_job_path(job.id))
 
@@ -476,7 +483,7 @@ class WebUI:
             "job.html",
             session,
             job=job,
-            page=present.job_page(job, self.service.reviewers.verified(job)),
+            page=present.job_page(job, self.service.reviewers.verified(job), events),
             events=history(job.id, events),
             buttons=present.buttons(job, WRITE in reader.principal.scopes),
         )
@@ -518,7 +525,7 @@ class WebUI:
         now = self.service.clock()
         page = present.preview_page(held.preview, job, now, reviewers.verified(job))
         # The exact writes the preview planned, as the CLI shows a dry run's.
-        planned = [views.request_view(w.describe()) for w in held.preview.requests]
+        planned = [views.request_view(r) for r in held.preview.requests]
         page["requests"] = exact.request_blocks(planned)
         return self.render(
             "preview.html",
@@ -526,6 +533,7 @@ class WebUI:
             job=job,
             handle=handle,
             page=page,
+            blocked=await blocked_changes(self.service, reader, job, page),
             operation=held.preview.operation.value,
             can_write=WRITE in reader.principal.scopes,
             passkey=await self.passkey_pages.confirm_step(
@@ -564,17 +572,6 @@ class WebUI:
         return self.render(
             "receipt.html", session, job=job, page=present.job_page(job, reviewers.verified(job))
         )
-
-    async def reject(
-        self, request: Request, session: Session, form: Form, reviewer: Reviewer
-    ) -> Response:
-        job = await self.service.reviewers.reject(
-            reviewer,
-            self._job_id(str(request.path_params["job_id"])),
-            form.get("reason") or None,
-        )
-        await in_thread(self.sessions.notify, session, "Rejected. This job can never be applied.")
-        return self._redirect(_job_path(job.id))
 
 
 __all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI"]
