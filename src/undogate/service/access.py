@@ -94,13 +94,6 @@ class Authentication:
             raise Forbidden("only operator keys can sign in")
         return principal
 
-    async def label(self, principal: Principal) -> str:
-        """The label of the key behind ``principal`` (the pages say who is signed in).
-
-        Raises: NotFound: the credential is gone."""
-        info = await in_thread(self.keyring.get, principal.credential_id)
-        return info.label
-
     async def recheck(self, principal: Principal) -> Principal:
         """The same credential, re-read now (a session's key may have been revoked).
 

@@ -310,7 +310,7 @@ class WebUI:
     ) -> Response:
         try:
             await nav_counts(self.service, session.principal)
-            SIGNED_IN_AS.set(await self.service.access.label(session.principal))
+            SIGNED_IN_AS.set(session.principal.label)
             return await view(request, session, form, needs.of(session.principal, VIA))
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
