@@ -23,13 +23,13 @@ from undogate.adapters.records.jsontext import set_members
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.contract_server.resources import merge_patch
-from undogate.engine import Gateway
 from undogate.errors import ConfigError, NotExpressible, UndogateError
-from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.jobs import ActionStatus, JobState, Operation
 from undogate.jsonvalue import JsonNumber, JsonObject, JsonValue, loads, loads_object
 from undogate.operations.endpoint_check import check_endpoint, stale_statuses_seen
 
-from .conftest import AGENT, OWNER, make_config, resource
+from .collections_world import change
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
 
 PATH = "/records/customer-123"
 COPY = "/records/customer-copy"
@@ -59,8 +59,11 @@ def seeded(server: ContractServer) -> ContractServer:
 
 
 def open_customer(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway], **settings: Any
-) -> Gateway:
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[..., LocalGateway],
+    **settings: Any,
+) -> LocalGateway:
     server.set_record(COPY, server.raw_bytes(PATH))
     config = make_config(
         server,
@@ -71,34 +74,24 @@ def open_customer(
     return open_gateway(config)
 
 
-def prepare(gw: Gateway, **members: Any) -> str:
-    request = PrepareRequest("dialect", (ChangeRequest(resource_id="customer", **members),))
-    return gw.prepare(AGENT, "account-assistant", request).job.id
-
-
-def planned_requests(gw: Gateway, job_id: str, operation: Operation) -> list[dict[str, Any]]:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return list(gw.confirm(OWNER, job_id, preview.token, dry_run=True).requests)
-
-
-def run(gw: Gateway, job_id: str, operation: Operation = Operation.APPLY) -> JobState:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
-
-
 # -- merge_patch ---------------------------------------------------------------------
 
 
 def test_merge_patch_sends_the_rfc_7396_patch_and_its_undo_patches_back(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_customer(server, data_dir, open_gateway, write="merge_patch")
     start = server.get_record(PATH)
     tag = server.etag(PATH)
-    job_id = prepare(gw, set={"status": "customer", "notes": {"source": "fair"}}, remove=["owner"])
-    [request] = planned_requests(gw, job_id, Operation.APPLY)
+    job_id = prepare(
+        gw,
+        change(
+            resource="customer",
+            set={"status": "customer", "notes": {"source": "fair"}},
+            remove=["owner"],
+        ),
+    )
+    [request] = confirmed(gw, job_id, Operation.APPLY, dry_run=True).requests
     assert request == {
         "method": "PATCH",
         "url": server.url(PATH),
@@ -106,17 +99,17 @@ def test_merge_patch_sends_the_rfc_7396_patch_and_its_undo_patches_back(
         "body": '{"status":"customer","notes":{"source":"fair"},"owner":null}',
         "authentication": None,  # the resource has no credential
     }
-    assert run(gw, job_id) is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     applied = server.get_record(PATH)
     assert applied == {
         **{k: v for k, v in start.items() if k != "owner"},
         "status": "customer",
         "notes": {"source": "fair"},
     }
-    [undo] = planned_requests(gw, job_id, Operation.UNDO)
+    [undo] = confirmed(gw, job_id, Operation.UNDO, dry_run=True).requests
     assert undo["headers"]["If-Match"] == server.etag(PATH)
     assert undo["body"] == '{"status":"lead","notes":{"source":"web"},"owner":"sam"}'
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert server.get_record(PATH) == start
 
 
@@ -132,14 +125,14 @@ def test_merge_patch_sends_the_rfc_7396_patch_and_its_undo_patches_back(
 def test_what_a_merge_patch_cannot_say_is_refused_at_prepare(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     members: dict[str, Any],
     field: str,
     undo: bool,
 ) -> None:
     gw = open_customer(server, data_dir, open_gateway, write="merge_patch")
     with pytest.raises(NotExpressible) as refused:
-        prepare(gw, **members)
+        prepare(gw, change(resource="customer", **members))
     assert refused.value.code == "not_expressible"
     assert refused.value.details == {"resource": "customer", "field": field, "undo": undo}
     assert gw.ledger.list_jobs(OWNER.owner_id, "account-assistant") == []
@@ -147,20 +140,20 @@ def test_what_a_merge_patch_cannot_say_is_refused_at_prepare(
 
 
 def test_a_null_inside_an_array_is_said_and_other_modes_store_nulls(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     """Arrays are replaced whole by a merge patch, nulls and all; JSON Patch and PUT say
     a null as it is."""
     gw = open_customer(server, data_dir, open_gateway, write="merge_patch")
-    job_id = prepare(gw, set={"notes": [None, {"a": None}]})
-    assert run(gw, job_id) is JobState.APPLIED
+    job_id = prepare(gw, change(resource="customer", set={"notes": [None, {"a": None}]}))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     assert server.get_record(PATH)["notes"] == [None, {"a": None}]
     for mode in ("json_patch", "put"):
         other = open_customer(server, data_dir / mode, open_gateway, write=mode)
-        stored = prepare(other, set={"status": None})
-        assert run(other, stored) is JobState.APPLIED
+        stored = prepare(other, change(resource="customer", set={"status": None}))
+        assert confirmed(other, stored).job.state is JobState.APPLIED
         assert server.get_record(PATH)["status"] is None
-        assert run(other, stored, Operation.UNDO) is JobState.UNDONE
+        assert confirmed(other, stored, Operation.UNDO).job.state is JobState.UNDONE
 
 
 @pytest.mark.parametrize(
@@ -195,7 +188,7 @@ def _json(value: Any) -> str:
 
 
 def test_put_sends_the_record_as_read_with_only_the_touched_fields_changed(
-    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     server = seeded
     """The seed is indented text with a 30-digit integer, a 34-digit decimal and a null:
@@ -205,8 +198,8 @@ def test_put_sends_the_record_as_read_with_only_the_touched_fields_changed(
     start = server.raw_bytes(PATH)
     assert start == TEXT.encode()
     tag = server.etag(PATH)
-    job_id = prepare(gw, set={"status": "customer"})
-    [request] = planned_requests(gw, job_id, Operation.APPLY)
+    job_id = prepare(gw, change(resource="customer", set={"status": "customer"}))
+    [request] = confirmed(gw, job_id, Operation.APPLY, dry_run=True).requests
     expected = start.replace(b'"status": "lead"', b'"status": "customer"')
     assert request == {
         "method": "PUT",
@@ -215,25 +208,25 @@ def test_put_sends_the_record_as_read_with_only_the_touched_fields_changed(
         "body": expected.decode(),
         "authentication": None,  # the resource has no credential
     }
-    assert run(gw, job_id) is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     assert server.raw_bytes(PATH) == expected
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert server.raw_bytes(PATH) == start
 
 
 def test_put_removes_and_adds_members_without_touching_the_others(
-    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     server = seeded
     gw = open_customer(server, data_dir, open_gateway, write="put")
     start = server.raw_bytes(PATH)
-    job_id = prepare(gw, set={"status": "customer"}, remove=["owner"])
-    assert run(gw, job_id) is JobState.APPLIED
+    job_id = prepare(gw, change(resource="customer", set={"status": "customer"}, remove=["owner"]))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     applied = start.replace(b'"status": "lead"', b'"status": "customer"').replace(
         b'"owner": "sam",\n  ', b""
     )
     assert server.raw_bytes(PATH) == applied
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     # The removed member comes back after the last one; nothing else moves.
     undone = applied.replace(b'"status": "customer"', b'"status": "lead"').replace(
         b'"notes": {"source": "web"}', b'"notes": {"source": "web"},"owner":"sam"'
@@ -243,7 +236,7 @@ def test_put_removes_and_adds_members_without_touching_the_others(
 
 
 def test_put_under_a_record_pointer_keeps_the_envelope(
-    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     server = seeded
     path = "/records/wrapped-7"
@@ -265,12 +258,14 @@ def test_put_under_a_record_pointer_keeps_the_envelope(
     )
     gw = open_gateway(config)
     start = server.raw_bytes(path)
-    job_id = prepare(gw, set={"status": "closed", "priority": JsonNumber("5")})
-    assert run(gw, job_id) is JobState.APPLIED
+    job_id = prepare(
+        gw, change(resource="customer", set={"status": "closed", "priority": JsonNumber("5")})
+    )
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     assert server.raw_bytes(path) == start.replace(b'"open"', b'"closed"').replace(
         b'"priority": 2', b'"priority": 5'
     )
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert server.raw_bytes(path) == start
 
 
@@ -412,11 +407,11 @@ def test_the_dialect_is_part_of_the_identity_and_the_default_changes_nothing(
 # -- a stale status other than 412 ---------------------------------------------------
 
 
-def _stale_confirm(gw: Gateway, server: ContractServer, value: str) -> tuple[str, bytes]:
+def _stale_confirm(gw: LocalGateway, server: ContractServer, value: str) -> tuple[str, bytes]:
     """Confirm a change while another client's write lands just before ours (held at
     the endpoint), which answers the stale version with 409. Returns the job and the
     record as the other client left it."""
-    job_id = prepare(gw, set={"status": value})
+    job_id = prepare(gw, change(resource="customer", set={"status": value}))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None
     gate = server.hold_next_write(PATH)
@@ -441,7 +436,7 @@ def _stale_confirm(gw: Gateway, server: ContractServer, value: str) -> tuple[str
 
 
 def test_a_stale_status_other_than_412_is_a_refusal_only_once_a_check_saw_it(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_customer(server, data_dir, open_gateway, stale_status=[409])
     production = gw.config.resource("customer")
@@ -453,10 +448,12 @@ def test_a_stale_status_other_than_412_is_a_refusal_only_once_a_check_saw_it(
     assert [(a.status, a.response_status) for a in job.actions] == [(ActionStatus.UNCERTAIN, 409)]
     assert server.raw_bytes(PATH) == edited  # nothing of ours landed
     assert gw.ledger.read(lambda tx: stale_statuses_seen(tx, production)) == frozenset()
-    assert run(gw, job_id, Operation.ACCEPT_OBSERVED) is JobState.PREPARED  # a reviewer's look
+    assert (
+        confirmed(gw, job_id, Operation.ACCEPT_OBSERVED).job.state is JobState.PREPARED
+    )  # a reviewer's look
 
     server.arm("precondition_status:409", COPY)  # the copy answers its stale probe so
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "customer-copy", {})
+    result = check_endpoint(gw, "customer-copy")
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     stale = {s.name: s for s in result.steps}["stale_write_refused"]
     assert stale.evidence == {"status": 409, "unchanged": True}
@@ -470,7 +467,7 @@ def test_a_stale_status_other_than_412_is_a_refusal_only_once_a_check_saw_it(
     assert server.raw_bytes(PATH) == edited
 
     server.arm("status:500", COPY)  # a later check that fails takes the evidence away
-    assert not check_endpoint(gw.config, gw.ledger, gw.http, "customer-copy", {}).passed
+    assert not check_endpoint(gw, "customer-copy").passed
     assert gw.ledger.read(lambda tx: stale_statuses_seen(tx, production)) == frozenset()
     third, _ = _stale_confirm(gw, server, "third")
     job = gw.ledger.load_job(third)
@@ -478,12 +475,12 @@ def test_a_stale_status_other_than_412_is_a_refusal_only_once_a_check_saw_it(
 
 
 def test_a_check_that_saw_412_proves_nothing_about_409(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     """The evidence is the status seen: a check whose stale probe got 412 leaves a 409
     from a live write uncertain."""
     gw = open_customer(server, data_dir, open_gateway, stale_status=[412, 409])
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "customer-copy", {})
+    result = check_endpoint(gw, "customer-copy")
     assert result.passed and result.stale_statuses == (412,)
     job_id, _ = _stale_confirm(gw, server, "first")
     job = gw.ledger.load_job(job_id)

@@ -22,14 +22,14 @@ from typing import Any
 import pytest
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
-from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.jobs import ActionStatus, JobState, Operation
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.testing.proxy import FaultProxy
 
-from .conftest import AGENT, OWNER
+from .collections_world import change
 from .json_text import member_texts, untouched
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
+from .worlds import OWNER, LocalGateway, confirmed, prepare
 
 BUCKET = "/buckets/undogate"
 ENV = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
@@ -74,8 +74,8 @@ def common(rid: str, url: str, write: str, **extra: Any) -> dict[str, Any]:
 
 
 def open_world(
-    open_gateway: Callable[..., Gateway], data_dir: Path, *resources: dict[str, Any]
-) -> Gateway:
+    open_gateway: Callable[..., LocalGateway], data_dir: Path, *resources: dict[str, Any]
+) -> LocalGateway:
     config = parse_config(
         {
             "server": {"data_dir": str(data_dir)},
@@ -84,17 +84,6 @@ def open_world(
         }
     )
     return open_gateway(config, environ=ENV)
-
-
-def prepare(gw: Gateway, resource: str, **members: Any) -> str:
-    request = PrepareRequest("kinto", (ChangeRequest(resource_id=resource, **members),))
-    return gw.prepare(AGENT, "account-assistant", request).job.id
-
-
-def run(gw: Gateway, job_id: str, operation: Operation = Operation.APPLY) -> JobState:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
 
 
 def raw(kinto: KintoServer, path: str) -> bytes:
@@ -126,8 +115,8 @@ def customer(
     kinto: KintoServer,
     proxy: FaultProxy,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
-) -> tuple[Gateway, str, str]:
+    open_gateway: Callable[..., LocalGateway],
+) -> tuple[LocalGateway, str, str]:
     """A record and its test copy (START), the gateway writing them in one mode."""
     write: str = request.param
     name = f"customers-{write.replace('_', '-')}-{request.node.name[5:30].replace('_', '-')}"
@@ -150,11 +139,11 @@ def customer(
 
 
 def test_the_check_verifies_kinto_in_each_mode(
-    kinto: KintoServer, customer: tuple[Gateway, str, str]
+    kinto: KintoServer, customer: tuple[LocalGateway, str, str]
 ) -> None:
     gw, path, write = customer
     start = raw(kinto, path)
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "customer-copy", ENV)
+    result = check_endpoint(gw, "customer-copy")
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     steps = {s.name: s.evidence for s in result.steps}
     assert steps["stale_write_refused"] == {"status": 412, "unchanged": True}
@@ -170,13 +159,13 @@ def test_the_check_verifies_kinto_in_each_mode(
 
 
 def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
-    kinto: KintoServer, proxy: FaultProxy, customer: tuple[Gateway, str, str]
+    kinto: KintoServer, proxy: FaultProxy, customer: tuple[LocalGateway, str, str]
 ) -> None:
     gw, path, write = customer
     start = raw(kinto, path)
     tag = kinto.request("GET", path).headers["etag"]
-    job_id = prepare(gw, "customer", set={"status": "customer"}, remove=["owner"])
-    assert run(gw, job_id) is JobState.APPLIED
+    job_id = prepare(gw, change(resource="customer", set={"status": "customer"}, remove=["owner"]))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     method, body = expected_write(write, start)
     [sent] = proxy.writes()
     assert (sent.method, sent.body, sent.headers["If-Match"]) == (method, body, tag)
@@ -186,17 +175,17 @@ def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
     assert member_texts(applied, ["data"])["status"] == '"customer"'
     assert "owner" not in member_texts(applied, ["data"])
 
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     undone = raw(kinto, path)
     assert untouched(start, undone, {"last_modified"}, ["data"])  # status and owner too
     assert member_texts(undone)["permissions"] == member_texts(start)["permissions"]
 
 
 def test_a_stale_write_is_refused_and_nothing_is_written(
-    kinto: KintoServer, proxy: FaultProxy, customer: tuple[Gateway, str, str]
+    kinto: KintoServer, proxy: FaultProxy, customer: tuple[LocalGateway, str, str]
 ) -> None:
     gw, path, _ = customer
-    job_id = prepare(gw, "customer", set={"status": "customer"})
+    job_id = prepare(gw, change(resource="customer", set={"status": "customer"}))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None
     edited: list[bytes] = []
@@ -217,8 +206,8 @@ def contacts(
     kinto: KintoServer,
     proxy: FaultProxy,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
-) -> tuple[Gateway, str, str]:
+    open_gateway: Callable[..., LocalGateway],
+) -> tuple[LocalGateway, str, str]:
     """A collection and its test copy, each with one record, written in one mode."""
     write: str = request.param
     name = f"contacts-{write.replace('_', '-')}-{request.node.name[5:30].replace('_', '-')}"
@@ -248,12 +237,12 @@ def contacts(
 
 
 def test_the_check_verifies_a_kinto_collection_in_each_mode(
-    kinto: KintoServer, contacts: tuple[Gateway, str, str]
+    kinto: KintoServer, contacts: tuple[LocalGateway, str, str]
 ) -> None:
     gw, collection, write = contacts
     listings = (collection, collection.replace("/records", "-copy/records"))
     before = [kinto.request("GET", listing).json() for listing in listings]
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", ENV)
+    result = check_endpoint(gw, "contacts-copy")
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     steps = {s.name: s.evidence for s in result.steps}
     assert steps["stale_update_refused"] == {"status": 412, "unchanged": True}
@@ -264,27 +253,29 @@ def test_the_check_verifies_a_kinto_collection_in_each_mode(
 
 
 def test_a_collection_record_applies_and_undoes_keeping_every_other_members_bytes(
-    kinto: KintoServer, proxy: FaultProxy, contacts: tuple[Gateway, str, str]
+    kinto: KintoServer, proxy: FaultProxy, contacts: tuple[LocalGateway, str, str]
 ) -> None:
     gw, collection, write = contacts
     path = f"{collection}/seeded"
     start = raw(kinto, path)
-    job_id = prepare(gw, "contacts", id="seeded", set={"status": "customer"}, remove=["owner"])
-    assert run(gw, job_id) is JobState.APPLIED
+    job_id = prepare(
+        gw, change(resource="contacts", id="seeded", set={"status": "customer"}, remove=["owner"])
+    )
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     method, body = expected_write(write, start)
     [sent] = proxy.writes()
     assert (sent.method, sent.body) == (method, body)
     assert untouched(start, raw(kinto, path), {"status", "owner", "last_modified"}, ["data"])
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert untouched(start, raw(kinto, path), {"last_modified"}, ["data"])
 
 
 def test_a_stale_update_of_a_collection_record_is_refused(
-    kinto: KintoServer, proxy: FaultProxy, contacts: tuple[Gateway, str, str]
+    kinto: KintoServer, proxy: FaultProxy, contacts: tuple[LocalGateway, str, str]
 ) -> None:
     gw, collection, _ = contacts
     path = f"{collection}/seeded"
-    job_id = prepare(gw, "contacts", id="seeded", set={"status": "customer"})
+    job_id = prepare(gw, change(resource="contacts", id="seeded", set={"status": "customer"}))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None
     edited: list[bytes] = []

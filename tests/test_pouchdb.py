@@ -29,20 +29,21 @@ import httpx
 import pytest
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
-from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
+from undogate.jobs import ActionStatus, JobState, Operation
 from undogate.operations.endpoint_check import (
     check_endpoint,
     report_lines,
     result_view,
     stale_statuses_seen,
 )
+from undogate.operations.undo_offer import accept_verified_undo
 from undogate.testing import KindCase, KindContract
 from undogate.testing.proxy import FaultProxy
 
-from .conftest import AGENT, OWNER
+from .collections_world import change
 from .json_text import member_texts, untouched
 from .pouchdb_server import JSON, CouchServer
+from .worlds import OWNER, LocalGateway, confirmed, prepare
 
 RECORD_MODE = "put, version in the body at /_rev, stale 409"
 COLLECTION_MODE = "put, version in the body at /_rev (DELETE ?rev=), stale 409"
@@ -63,7 +64,7 @@ class Couch:
     server: CouchServer
     proxy: FaultProxy
     data_dir: Path
-    open_gateway: Callable[..., Gateway]
+    open_gateway: Callable[..., LocalGateway]
 
     def database(self) -> CouchServer:
         db = CouchServer(self.server.base_url, f"db-{uuid.uuid4().hex[:8]}")
@@ -73,7 +74,7 @@ class Couch:
     def url(self, db: CouchServer, doc_id: str = "") -> str:
         return self.proxy.url(db.url(doc_id))
 
-    def gateway(self, *resources: dict[str, Any]) -> Gateway:
+    def gateway(self, *resources: dict[str, Any]) -> LocalGateway:
         config = parse_config(
             {
                 "server": {"data_dir": str(self.data_dir)},
@@ -86,7 +87,7 @@ class Couch:
 
 @pytest.fixture
 def couch(
-    pouchdb: CouchServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    pouchdb: CouchServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> Iterator[Couch]:
     proxy = FaultProxy(pouchdb.base_url).start()
     try:
@@ -154,21 +155,9 @@ def collection(rid: str, url: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def prepare(gw: Gateway, resource: str, **members: Any) -> str:
-    request = PrepareRequest("pouchdb", (ChangeRequest(resource_id=resource, **members),))
-    return gw.prepare(AGENT, "account-assistant", request).job.id
-
-
-def run(gw: Gateway, job_id: str, operation: Operation = Operation.APPLY) -> JobState:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=True).job.state
-
-
-def planned(gw: Gateway, job_id: str, operation: Operation) -> dict[str, Any]:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    [request] = gw.confirm(OWNER, job_id, preview.token, dry_run=True).requests
+def planned(gw: LocalGateway, job_id: str, operation: Operation) -> dict[str, Any]:
+    """The one request ``operation`` would send, as a dry run shows it."""
+    [request] = confirmed(gw, job_id, operation, dry_run=True).requests
     return dict(request)
 
 
@@ -176,7 +165,7 @@ def planned(gw: Gateway, job_id: str, operation: Operation) -> dict[str, Any]:
 
 
 @pytest.fixture
-def accounts(couch: Couch) -> tuple[Gateway, CouchServer]:
+def accounts(couch: Couch) -> tuple[LocalGateway, CouchServer]:
     """A record and its test copy, both START, in a fresh database."""
     db = couch.database()
     for doc in ("acct", "acct-copy"):
@@ -189,11 +178,11 @@ def accounts(couch: Couch) -> tuple[Gateway, CouchServer]:
 
 
 def test_the_check_verifies_a_record_whose_version_is_its_rev(
-    couch: Couch, accounts: tuple[Gateway, CouchServer]
+    couch: Couch, accounts: tuple[LocalGateway, CouchServer]
 ) -> None:
     gw, db = accounts
     production, copy = raw(db, "acct"), raw(db, "acct-copy")
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "account-copy", {})
+    result = check_endpoint(gw, "account-copy")
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     steps = {s.name: s for s in result.steps}
     # No weak tag is probed: the version is no entity-tag; the stale one is a rev the
@@ -215,11 +204,11 @@ def test_the_check_verifies_a_record_whose_version_is_its_rev(
 
 
 def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
-    couch: Couch, accounts: tuple[Gateway, CouchServer]
+    couch: Couch, accounts: tuple[LocalGateway, CouchServer]
 ) -> None:
     gw, db = accounts
     start = raw(db, "acct")
-    job_id = prepare(gw, "account", set={"status": "customer"}, remove=["owner"])
+    job_id = prepare(gw, change(resource="account", set={"status": "customer"}, remove=["owner"]))
     expected = start.replace(b'"status":"lead","owner":"sam",', b'"status":"customer",')
     assert expected != start
     assert planned(gw, job_id, Operation.APPLY) == {
@@ -229,7 +218,7 @@ def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
         "body": expected.decode(),
         "authentication": None,  # pouchdb-server admits anyone
     }
-    assert run(gw, job_id) is JobState.APPLIED
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert couch.proxy.writes()[-1].body == expected  # what reached the server
     applied = raw(db, "acct")
     assert untouched(start, applied, {"status", "owner", "_rev"})
@@ -237,7 +226,10 @@ def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
     job = gw.ledger.load_job(job_id)
     assert job is not None and job.changes[0].applied_etag == f'"{rev_of(db, "acct")}"'
 
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE
+    assert (
+        confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
     back = applied.replace(b'"status":"customer"', b'"status":"lead"')
     end = back.rindex(b"}")  # the removed member goes back after the last one
     assert couch.proxy.writes()[-1].body == back[:end] + b',"owner":"sam"' + back[end:]
@@ -245,14 +237,14 @@ def test_a_record_applies_and_undoes_keeping_every_other_members_bytes(
 
 
 def test_a_stale_rev_counts_as_refused_only_once_the_check_saw_409(
-    couch: Couch, accounts: tuple[Gateway, CouchServer]
+    couch: Couch, accounts: tuple[LocalGateway, CouchServer]
 ) -> None:
     gw, db = accounts
     production = gw.config.resource("account")
     assert production is not None
 
     def confirm_while_another_client_writes(value: str) -> tuple[str, bytes]:
-        job_id = prepare(gw, "account", set={"status": value})
+        job_id = prepare(gw, change(resource="account", set={"status": value}))
         preview = gw.preview(OWNER, job_id, Operation.APPLY)
         assert preview.token is not None
         edited: list[bytes] = []
@@ -271,9 +263,12 @@ def test_a_stale_rev_counts_as_refused_only_once_the_check_saw_409(
     assert job is not None and job.state is JobState.NEEDS_REVIEW  # 409 is only declared
     assert [(a.status, a.response_status) for a in job.actions] == [(ActionStatus.UNCERTAIN, 409)]
     assert raw(db, "acct") == edited  # nothing of ours was written
-    assert run(gw, job_id, Operation.ACCEPT_OBSERVED) is JobState.PREPARED
+    assert (
+        confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job.state
+        is JobState.PREPARED
+    )
 
-    assert check_endpoint(gw.config, gw.ledger, gw.http, "account-copy", {}).passed
+    assert check_endpoint(gw, "account-copy").passed
     assert gw.ledger.read(lambda tx: stale_statuses_seen(tx, production)) == {409}
 
     job_id, edited = confirm_while_another_client_writes("vip")
@@ -287,7 +282,7 @@ def test_a_stale_rev_counts_as_refused_only_once_the_check_saw_409(
 
 
 @pytest.fixture
-def contacts(couch: Couch) -> tuple[Gateway, CouchServer, CouchServer]:
+def contacts(couch: Couch) -> tuple[LocalGateway, CouchServer, CouchServer]:
     """A collection (one database) and its test copy (another), each with one contact."""
     prod, copy = couch.database(), couch.database()
     for db in (prod, copy):
@@ -307,11 +302,11 @@ def all_docs(db: CouchServer) -> dict[str, Any]:
 
 
 def test_the_check_verifies_a_collection_listed_under_all_docs(
-    contacts: tuple[Gateway, CouchServer, CouchServer],
+    contacts: tuple[LocalGateway, CouchServer, CouchServer],
 ) -> None:
     gw, prod, copy = contacts
     before = (all_docs(prod), all_docs(copy))
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {})
+    result = check_endpoint(gw, "contacts-copy")
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     steps = {s.name: s.evidence for s in result.steps}
     assert steps["production_read"]["records"] == 1  # listed under /rows/*/doc
@@ -329,33 +324,42 @@ def test_the_check_verifies_a_collection_listed_under_all_docs(
 
 
 def test_a_collection_creates_updates_deletes_and_undoes_each(
-    couch: Couch, contacts: tuple[Gateway, CouchServer, CouchServer]
+    couch: Couch, contacts: tuple[LocalGateway, CouchServer, CouchServer]
 ) -> None:
     gw, prod, _ = contacts
-    assert check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {}).passed
-    gw.accept_verified_undo(OWNER, "contacts")
+    assert check_endpoint(gw, "contacts-copy").passed
+    accept_verified_undo(gw, OWNER, "contacts")
 
-    created = prepare(gw, "contacts", create={"email": "ann@example.com", "name": "Ann"}, id="ann")
+    created = prepare(
+        gw,
+        change(resource="contacts", create={"email": "ann@example.com", "name": "Ann"}, id="ann"),
+    )
     assert planned(gw, created, Operation.APPLY)["headers"] == {
         "Content-Type": "application/json",
         "If-None-Match": "*",
     }
-    assert run(gw, created) is JobState.APPLIED
+    assert confirmed(gw, created, acknowledge_irreversible=True).job.state is JobState.APPLIED
     made = rev_of(prod, "ann")
     assert planned(gw, created, Operation.UNDO)["url"] == couch.url(prod, "ann") + f"?rev={made}"
-    assert run(gw, created, Operation.UNDO) is JobState.UNDONE
+    assert (
+        confirmed(gw, created, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
     assert "ann" not in all_docs(prod)
 
     start = raw(prod, "seeded")
-    updated = prepare(gw, "contacts", id="seeded", set={"status": "customer"})
+    updated = prepare(gw, change(resource="contacts", id="seeded", set={"status": "customer"}))
     assert planned(gw, updated, Operation.APPLY)["body"] == start.decode().replace(
         '"status":"lead"', '"status":"customer"'
     )
-    assert run(gw, updated) is JobState.APPLIED
-    assert run(gw, updated, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gw, updated, acknowledge_irreversible=True).job.state is JobState.APPLIED
+    assert (
+        confirmed(gw, updated, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
     assert untouched(start, raw(prod, "seeded"), {"_rev"})
 
-    deleted = prepare(gw, "contacts", id="seeded", delete=True)
+    deleted = prepare(gw, change(resource="contacts", id="seeded", delete=True))
     current = rev_of(prod, "seeded")
     assert planned(gw, deleted, Operation.APPLY) == {
         "method": "DELETE",
@@ -364,18 +368,21 @@ def test_a_collection_creates_updates_deletes_and_undoes_each(
         "body": "",
         "authentication": None,  # pouchdb-server admits anyone
     }
-    assert run(gw, deleted) is JobState.APPLIED
+    assert confirmed(gw, deleted, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert "seeded" not in all_docs(prod)
-    assert run(gw, deleted, Operation.UNDO) is JobState.UNDONE  # re-created from its pre-image
+    assert (
+        confirmed(gw, deleted, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )  # re-created from its pre-image
     assert untouched(start, raw(prod, "seeded"), {"_rev"})
 
 
 def test_a_stale_delete_is_refused_and_nothing_is_written(
-    couch: Couch, contacts: tuple[Gateway, CouchServer, CouchServer]
+    couch: Couch, contacts: tuple[LocalGateway, CouchServer, CouchServer]
 ) -> None:
     gw, prod, _ = contacts
-    assert check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {}).passed
-    job_id = prepare(gw, "contacts", id="seeded", delete=True)
+    assert check_endpoint(gw, "contacts-copy").passed
+    job_id = prepare(gw, change(resource="contacts", id="seeded", delete=True))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None
     edited: list[bytes] = []

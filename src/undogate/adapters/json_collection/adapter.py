@@ -33,7 +33,6 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 from ...errors import Ambiguous, Conflict, InvalidRequest, NotFound
-from ...etag import ETag
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeState, ChangeView, SideValue
 from ...jsonvalue import (
     JsonError,
@@ -46,6 +45,7 @@ from ...jsonvalue import (
     resolve_record,
 )
 from ...net import RemoteResponse
+from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import (
     RECREATE,

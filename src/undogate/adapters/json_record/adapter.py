@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from ...errors import InvalidRequest
-from ...etag import ETag
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ...jsonvalue import JsonObject, JsonValue, dumps
 from ...net import RemoteResponse
+from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import ConditionalWrite, Guard, Plan, Side, Snapshot, Verdict
 from ..checks.steps import Evidence

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from urllib.parse import urlencode, urlsplit
 
 from ...errors import NotExpressible, RemoteContractBreach
-from ...etag import ETag, parse_etag
 from ...jsonvalue import (
     JsonError,
     JsonObject,
@@ -35,6 +34,7 @@ from ...jsonvalue import (
     parse_pointer,
 )
 from ...net import RemoteResponse
+from ...net.etag import ETag, parse_etag
 from ...resources import Resource
 from ..base import (
     REFUSAL_STATUSES,
