@@ -225,7 +225,8 @@ def update_write(
 
 
 def classify_record_write(write: ConditionalWrite, response: RemoteResponse) -> Verdict:
-    """SPEC §4's table, with the successes each method may answer (``SUCCESS_BY_METHOD``)."""
+    """docs/remote-contract.md's table, with the successes each method may answer
+    (``SUCCESS_BY_METHOD``)."""
     if response.status in REFUSAL_STATUSES:
         return Verdict.REFUSED
     if response.status in SUCCESS_BY_METHOD.get(write.method, SUCCESS_STATUSES):
