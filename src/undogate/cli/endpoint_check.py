@@ -1,5 +1,6 @@
-"""``undogate check-endpoint``: the endpoint check (SPEC §11) directly on the ledger
-(beside the processes serving it), or through a server's API (``UNDOGATE_URL``)."""
+"""``undogate check-endpoint``: the endpoint check (docs/remote-contract.md) directly on
+the ledger (beside the processes serving it), or through a server's API
+(``UNDOGATE_URL``)."""
 
 from __future__ import annotations
 
