@@ -161,7 +161,7 @@ def refuse_network_filesystem(data_dir: Path) -> None:
 
 
 def is_network_filesystem(fs: str) -> bool:
-    return fs in _NETWORK_FS or fs.startswith("nfs")
+    return fs in _NETWORK_FS
 
 
 def filesystem_type(path: Path, mounts: str) -> str | None:
