@@ -31,6 +31,7 @@ from .engines import ENGINES, Engine, engine_of, ledger_url_problem, open_chain,
 from .migrations import SCHEMA_VERSION
 from .records import (
     Admission,
+    Answer,
     EarlierJob,
     Event,
     ExportedJob,
@@ -63,6 +64,7 @@ __all__ = [
     "LOCK_NAME",
     "SCHEMA_VERSION",
     "Admission",
+    "Answer",
     "EarlierJob",
     "Engine",
     "Event",
