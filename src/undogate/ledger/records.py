@@ -133,6 +133,30 @@ class Answer(Generic[T]):
         raise TypeError("an Answer is not a truth value: call .value()")
 
 
+@dataclass(frozen=True)
+class OpenLease:
+    """A process's lease, as a scrape shows it: who holds it and how long ago it was
+    last renewed (by the ledger's clock)."""
+
+    id: str
+    holder: str
+    renewed_s_ago: float
+
+
+@dataclass(frozen=True)
+class OperatingFigures:
+    """What the ledger shows an operator now: writes whose outcome is uncertain and the
+    resources they quarantine, writes in flight, the webhook outbox's backlog (and how
+    long its oldest message has waited), and every open lease."""
+
+    uncertain_changes: int
+    quarantined_resources: int
+    writes_in_flight: int
+    webhooks_pending: int
+    oldest_webhook_s: float
+    leases: tuple[OpenLease, ...]
+
+
 class UnfinishedJob(NamedTuple):
     """A job that is neither undone, rejected nor invalidated, and the state it is in."""
 
@@ -277,6 +301,8 @@ __all__ = [
     "InboxRow",
     "LedgerUsage",
     "OpenChange",
+    "OpenLease",
+    "OperatingFigures",
     "OutboxMessage",
     "StoredCredential",
     "StoredEnrolment",

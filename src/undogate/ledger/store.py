@@ -53,6 +53,7 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OperatingFigures,
     StoredCheck,
     StoredCredential,
     StoredEnrolment,
@@ -249,6 +250,11 @@ class Reader(OutboxReader, Protocol):
 
     def latest_undo_acceptance(self, resource_id: str) -> UndoAcceptance | None:
         """The latest ``undo_accepted`` event of ``resource_id``, if any."""
+        ...
+
+    def operating_figures(self) -> OperatingFigures:
+        """What an operator watches now (``metrics``): uncertain writes and the resources
+        they hold, writes in flight, the webhook backlog, the open leases."""
         ...
 
 
