@@ -1,0 +1,215 @@
+"""Rewind (docs/rewind.md): an agent's work since a moment, undone as one reviewed plan,
+against the real contract server and a real ledger."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from undogate.config import Config
+from undogate.contract_server import ContractServer
+from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
+from undogate.jobs import ChangeRequest, ChangeState, JobState, Operation
+from undogate.operations.rewind import (
+    RewindPlan,
+    confirm_plan,
+    create_plan,
+    load_plan,
+    preview_plan,
+)
+from undogate.operations.rewind_plan import Selection, StepVerdict
+
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
+
+CUSTOMER = "/records/customer-123"
+TICKET = "/records/wrapped-7"
+SUPPLIER = "/records/supplier-7"
+AGENT_ID = "account-assistant"
+
+
+def three_records(server: ContractServer, data_dir: Path) -> Config:
+    """The customer, the ticket (inside ``/data``) and a supplier record."""
+    server.set_record(SUPPLIER, {"name": "Acme", "status": "active", "owner": "kim"})
+    return make_config(
+        server,
+        data_dir,
+        resource(server, "customer", CUSTOMER),
+        resource(server, "ticket", TICKET, record_pointer="/data", fields=["status", "owner"]),
+        resource(server, "supplier", SUPPLIER, fields=["status", "owner"]),
+    )
+
+
+@pytest.fixture
+def records(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> LocalGateway:
+    return open_gateway(three_records(server, data_dir))
+
+
+def applied(gw: LocalGateway, resource_id: str, **values: str) -> str:
+    """A job of the agent on one record, applied; its id."""
+    job_id = prepare(gw, ChangeRequest(resource_id, set=dict(values)))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    return job_id
+
+
+def plan(gw: LocalGateway, since: float, **more: object) -> RewindPlan:
+    return create_plan(gw, OWNER, Selection(AGENT_ID, since, **more))  # type: ignore[arg-type]
+
+
+def confirm(gw: LocalGateway, made: RewindPlan, **options: bool) -> RewindPlan:
+    preview = preview_plan(gw, OWNER, load_plan(gw, OWNER.owner_id, made.id))
+    fresh = load_plan(gw, OWNER.owner_id, made.id)
+    return confirm_plan(gw, OWNER, fresh, preview.token, **options)
+
+
+def snapshot_bytes(server: ContractServer) -> dict[str, bytes]:
+    return {p: server.raw_bytes(p) for p in (CUSTOMER, TICKET, SUPPLIER)}
+
+
+def test_five_jobs_over_three_records_are_rewound_in_one_confirmation(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    before = snapshot_bytes(server)
+    since = time.time()
+    jobs = [
+        applied(records, "customer", status="customer"),
+        applied(records, "ticket", status="closed"),
+        applied(records, "customer", status="vip"),  # the same field as the first job
+        applied(records, "supplier", owner="lee"),
+        applied(records, "ticket", owner="max"),
+    ]
+    made = plan(records, since)
+    assert [s.job_id for s in made.steps] == jobs[::-1]  # newest first
+    assert {s.verdict for s in made.steps} == {StepVerdict.UNDO}
+    done = confirm(records, made)
+    assert snapshot_bytes(server) == before  # byte for byte, every record
+    assert [o for _s, o in done.outcomes()] == ["done"] * 5
+    assert done.job_outcomes() == dict.fromkeys(jobs, "done")
+    for job_id in jobs:
+        job = records.get_job(OWNER.owner_id, job_id)
+        assert job.state is JobState.UNDONE
+    assert done.stored.state == "finished"
+
+
+def test_a_later_job_outside_the_plan_blocks_its_field_and_is_named(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    first = applied(records, "customer", status="customer")
+    second = applied(records, "customer", owner="lee")
+    until = time.time()
+    later = applied(records, "customer", status="vip")  # after ``until``: outside the plan
+    made = plan(records, since, until=until)
+    by_job = {s.job_id: s for s in made.steps}
+    assert set(by_job) == {first, second}
+    blocked = by_job[first]
+    assert blocked.verdict is StepVerdict.BLOCKED
+    assert blocked.in_the_way == later
+    assert blocked.current == {"status": "vip"}
+    assert by_job[second].verdict is StepVerdict.UNDO
+    writes = server.write_count(CUSTOMER)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    with pytest.raises(RewindBlocked) as info:
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), preview.token)
+    assert info.value.details["blocked"][0]["in_the_way"] == later
+    assert server.write_count(CUSTOMER) == writes  # nothing written
+    # The refusal spent nothing: the same preview, confirmed skipping the blocked step.
+    fresh = load_plan(records, OWNER.owner_id, made.id)
+    done = confirm_plan(records, OWNER, fresh, preview.token, skip_blocked=True)
+    record = server.get_record(CUSTOMER)
+    assert record["owner"] == "sam"  # the second job undone
+    assert record["status"] == "vip"  # the later value stays
+    outcomes = {s.job_id: o for s, o in done.outcomes()}
+    assert outcomes == {second: "done", first: "skipped"}
+    assert records.get_job(OWNER.owner_id, later).state is JobState.APPLIED
+
+
+def test_an_undo_lost_mid_plan_stops_the_plan_and_quarantines_that_step(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    oldest = applied(records, "customer", status="customer")
+    middle = applied(records, "ticket", status="closed")
+    newest = applied(records, "supplier", status="paused")
+    made = plan(records, since)
+    server.arm("apply_then_drop", TICKET)  # the ticket's undo lands, its answer is lost
+    done = confirm(records, made)
+    outcomes = {s.job_id: o for s, o in done.outcomes()}
+    assert outcomes == {newest: "done", middle: "uncertain", oldest: "not_run"}
+    assert done.job_outcomes() == {newest: "done", middle: "uncertain", oldest: "not_run"}
+    assert done.stored.stopped is not None and done.stored.stopped["step"] == "2"
+    assert records.get_job(OWNER.owner_id, middle).state is JobState.NEEDS_REVIEW
+    assert records.get_job(OWNER.owner_id, oldest).changes[0].state is ChangeState.APPLIED
+    assert server.get_record(CUSTOMER)["status"] == "customer"  # never sent
+
+
+def test_a_plan_restores_what_its_own_later_jobs_overwrote_on_a_document(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    """Text guards compare versions: each step is checked against the version the step
+    before it returns the document to."""
+    gw = open_gateway(
+        make_config(
+            server, data_dir, resource(server, "notes", "/docs/notes.md", kind="webdav_text")
+        )
+    )
+    before = server.raw_bytes("/docs/notes.md")
+    since = time.time()
+    for text in ("first\n", "second\n", "third\n"):
+        job_id = prepare(gw, ChangeRequest("notes", text=text))
+        assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    made = plan(gw, since)
+    assert [s.verdict for s in made.steps] == [StepVerdict.UNDO] * 3
+    confirm(gw, made)
+    assert server.raw_bytes("/docs/notes.md") == before
+
+
+def test_an_outside_edit_blocks_its_step(records: LocalGateway, server: ContractServer) -> None:
+    since = time.time()
+    job_id = applied(records, "supplier", status="paused")
+    server.set_field(SUPPLIER, "/status", "closed")  # someone else, outside the gateway
+    made = plan(records, since)
+    (step,) = made.steps
+    assert step.verdict is StepVerdict.BLOCKED
+    assert step.in_the_way is None and step.job_id == job_id
+    assert step.current == {"status": "closed"}
+
+
+def test_confirm_refuses_when_a_resource_moved_since_the_preview_and_a_token_is_single_use(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    applied(records, "customer", owner="lee")
+    made = plan(records, since)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    server.set_field(CUSTOMER, "/name", "Ada King")  # moves the version, not the field
+    writes = server.write_count(CUSTOMER)
+    with pytest.raises(ChangedSincePreview):
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), preview.token)
+    assert server.write_count(CUSTOMER) == writes
+    again = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    assert again.plan.steps[0].verdict is StepVerdict.UNDO  # another field: still undoable
+    confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), again.token)
+    with pytest.raises((PreviewUsed, ChangedSincePreview)):
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), again.token)
+
+
+def test_already_undone_and_quarantined_jobs_are_named_not_run(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    undone = applied(records, "customer", status="customer")
+    assert confirmed(records, undone, Operation.UNDO).job.state is JobState.UNDONE
+    uncertain = prepare(records, ChangeRequest("ticket", set={"status": "closed"}))
+    server.arm("apply_then_500", TICKET)
+    assert confirmed(records, uncertain).job.state is JobState.NEEDS_REVIEW
+    made = plan(records, since)
+    verdicts = {s.job_id: s.verdict for s in made.steps}
+    assert verdicts == {
+        undone: StepVerdict.ALREADY_UNDONE,
+        uncertain: StepVerdict.QUARANTINED,
+    }
