@@ -88,6 +88,7 @@ SCHEMAS: S = {
             },
             "idempotency_key": {"type": "string", "maxLength": 1000},
             "attribution_label": {"type": "string", "maxLength": 1000},
+            "session": {"type": "string", "maxLength": 1000},
         },
     },
     "AgentReceipt": _obj(
