@@ -41,13 +41,11 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
         why = Text()
         if step.get("verdict") == "blocked":
             if step.get("in_the_way"):
-                why.append(f"job {step['in_the_way']} is in the way; ")
-            elif step.get("current") is not None or step.get("message"):
-                why.append("edited outside the gateway; ") if not step.get("message") else None
+                why.append(f"job {step['in_the_way']} is in the way. ")
             why.append("now: ")
             why.append_text(_shown(step.get("current")))
-        if step.get("message"):
             why.append(" ")
+        if step.get("message"):
             why.append_text(inert(str(step["message"])))
         table.add_row(
             s(step["step"]),
@@ -168,7 +166,12 @@ def agents_group() -> None:
 
 
 def _stop_verb(verb: str) -> None:
-    @agents_group.command(verb)
+    @agents_group.command(
+        verb,
+        help="Stop AGENT: refuse its prepares, hold its waiting jobs."
+        if verb == "stop"
+        else "Resume AGENT after a stop.",
+    )
     @_URL
     @_KEY
     @click.argument("agent")
@@ -185,12 +188,6 @@ def _stop_verb(verb: str) -> None:
             return 0
 
         _review(url, key, act)
-
-    command.__doc__ = (
-        "Stop AGENT: refuse its prepares, hold its waiting jobs."
-        if verb == "stop"
-        else "Resume AGENT after a stop."
-    )
 
 
 _stop_verb("stop")
