@@ -93,7 +93,7 @@ def run_rewind(
         console.print(
             Text(
                 f"\nthis plan needs your passkey, which this terminal cannot give. Open "
-                f"{client.url}/review/rewinds/{plan['rewind_id']} in a browser and confirm "
+                f"{client.url}/rewinds/{plan['rewind_id']} in a browser and confirm "
                 "it there",
                 style="bold yellow",
             )

@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..adapters import Snapshot
 from ..digests import sha256_hex
@@ -76,6 +77,9 @@ class RewindPreview:
     expires_at: float
     undos: tuple[PlannedUndo, ...]
     passkey_challenge: str | None
+    # Each write as it will leave (``Wire.describe``: static headers, how it is
+    # authenticated, never with what), in the order of ``undos``.
+    requests: tuple[dict[str, Any], ...] = ()
 
 
 def validate_selection(selection: Selection, now: float) -> None:
@@ -207,7 +211,11 @@ def preview_plan(gw: Context, actor: Actor, plan: RewindPlan) -> RewindPreview:
 
     gw.ledger.write(commit)
     fresh = replace(plan, steps=walked.steps, jobs={j.id: j for j in jobs})
-    return RewindPreview(fresh, token, expires_at, walked.undos, challenge)
+    requests = tuple(
+        gw.wire.describe(gw.resource(u.change.resource_id), write)
+        for u, write in zip(walked.undos, shown_writes(walked.undos), strict=True)
+    )
+    return RewindPreview(fresh, token, expires_at, walked.undos, challenge, requests)
 
 
 def confirm_plan(

@@ -10,7 +10,7 @@ from __future__ import annotations
 from ..adapters import adapter_for
 from ..jsonvalue import JsonObject, JsonValue
 from ..views import caller_supplied, number, request_view
-from .rewind import RewindPlan, RewindPreview, shown_writes
+from .rewind import RewindPlan, RewindPreview
 from .rewind_plan import StepVerdict
 
 #: The verdicts in the order a plan's counts list them.
@@ -19,7 +19,7 @@ VERDICTS = tuple(v.value for v in StepVerdict)
 
 def rewind_path(rewind_id: str) -> str:
     """Where a person reviews a plan."""
-    return f"/review/rewinds/{rewind_id}"
+    return f"/rewinds/{rewind_id}"
 
 
 def plan_view(plan: RewindPlan) -> JsonObject:
@@ -67,8 +67,8 @@ def preview_view(preview: RewindPreview, now: float) -> JsonObject:
     """The plan as this preview walked it, every exact request in order, the token."""
     view = plan_view(preview.plan)
     requests: list[JsonValue] = []
-    for undo, write in zip(preview.undos, shown_writes(preview.undos), strict=True):
-        shown = request_view(write.describe())
+    for undo, described in zip(preview.undos, preview.requests, strict=True):
+        shown = request_view(described)
         shown["step"] = number(undo.step.number)
         shown["job"] = undo.step.job_id
         shown["if_match_from_step"] = (

@@ -89,7 +89,7 @@ class Notifier:
                 "agent_id": rewind.agent_id,
                 "jobs": report.get("jobs", {}),
                 "stopped": report.get("stopped"),
-                "review_url": self.public_url + f"/review/rewinds/{rewind.id}",
+                "review_url": self.public_url + f"/rewinds/{rewind.id}",
             },
         }
         payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
