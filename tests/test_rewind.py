@@ -3,13 +3,15 @@ against the real contract server and a real ledger."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from undogate.config import Config
+from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
 from undogate.jobs import ChangeRequest, ChangeState, JobState, Operation
@@ -213,3 +215,28 @@ def test_already_undone_and_quarantined_jobs_are_named_not_run(
         undone: StepVerdict.ALREADY_UNDONE,
         uncertain: StepVerdict.QUARANTINED,
     }
+
+
+def test_a_finished_plan_announces_rewind_applied_without_values(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    config = three_records(server, data_dir)
+    endpoint = {
+        "id": "ops",
+        "url": "http://127.0.0.1:9/hook",
+        "secret_env": "UNDOGATE_TEST_WEBHOOK_SECRET",
+        "allow_loopback_http": True,
+    }
+    gw = open_gateway(
+        replace(config, webhooks=parse_config({"webhooks": {"endpoints": [endpoint]}}).webhooks)
+    )
+    since = time.time()
+    job_id = applied(gw, "supplier", owner="lee")
+    done = confirm(gw, plan(gw, since))
+    messages = gw.ledger.read(lambda tx: tx.webhook_messages(OWNER.owner_id, (AGENT_ID,)))
+    rewinds = [m for m in messages if m.event == "rewind.applied"]
+    assert len(rewinds) == 1
+    payload = json.loads(rewinds[0].payload)
+    assert payload["data"]["rewind_id"] == done.id
+    assert payload["data"]["jobs"] == {job_id: "done"}
+    assert "lee" not in rewinds[0].payload and "kim" not in rewinds[0].payload
