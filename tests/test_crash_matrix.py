@@ -94,7 +94,7 @@ class Cell:
         if ledger_url:
             settings["ledger"] = ledger_url
             if "lease_s" in ServerSettings.model_fields:
-                # With leases (SPEC §13) a killed process's writes are settled only once
+                # With leases (docs/scaling.md) a killed process's writes are settled only once
                 # its lease expired: the shortest one keeps each cell quick.
                 settings["lease_s"] = 1.0
         config = {

@@ -1,4 +1,4 @@
-"""The endpoint check (SPEC §11) against the real contract server and a real ledger."""
+"""The endpoint check (docs/remote-contract.md) on the real contract server and a real ledger."""
 
 from __future__ import annotations
 
@@ -241,9 +241,9 @@ def test_a_server_that_ignores_a_stale_if_match_fails_and_the_copy_is_put_back(
 def test_a_stale_write_refused_with_409_is_not_enough(
     server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
 ) -> None:
-    """409 also means "nothing changed" (SPEC §4), but it does not show that the server
+    """409 also means "nothing changed" (docs/remote-contract.md), but does not show that the server
     compares If-Match: the stale write's JSON Patch `test` operations hold, so a 409 came
-    from something else. §11 asks for 412, so anything else fails the step."""
+    from something else. The check asks for 412, so anything else fails the step."""
     config = record_config(server, data_dir)
     server.arm("precondition_status:409", COPY)
 

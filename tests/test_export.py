@@ -1,4 +1,4 @@
-"""``undogate export`` (SPEC §15's audit export): events as JSON Lines and jobs as CSV,
+"""``undogate export`` (docs/operating.md, Audit export): events as JSON Lines and jobs as CSV,
 through the API while a server owns the ledger and directly when none does; the same
 content either way, a reviewer's reason in it, never a key, and never a resource's value
 (the export spans owners; the events that record values give only the fields' names)."""

@@ -1,4 +1,4 @@
-"""Several ``undogate serve`` processes on one PostgreSQL ledger (SPEC §13), as real
+"""Several ``undogate serve`` processes on one PostgreSQL ledger (docs/scaling.md), as real
 processes against the contract server: a confirm raced through two processes writes
 once; a key revoked through one is refused by the other on the next request; a process
 killed mid-write leaves its write ``dispatching`` until its lease expires, then a live

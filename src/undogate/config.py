@@ -111,7 +111,7 @@ class Config:
 
 
 def url_problems(resource: Resource) -> list[str]:
-    """The static URL rules of SPEC §2 (no DNS): those of every configured URL
+    """The static URL rules of docs/config.md (no DNS): those of every configured URL
     (``net.configured_url_problems``), then no query, and one object named by a path
     without dot segments."""
     url = resource.url

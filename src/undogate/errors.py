@@ -18,7 +18,7 @@ its own vocabulary in one place.
     ├── RateLimited                 rate_limited           (carries retry_after_s)
     ├── StaleVersion                stale_version
     ├── IdempotencyKeyReused        idempotency_key_reused
-    ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke SPEC §6)
+    ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke the contract)
     ├── RemoteUnavailable           remote_unavailable      (a read failed: network, status)
     ├── BlockedAddress              blocked_address         (SSRF policy)
     ├── MissingToken                missing_token

@@ -1,4 +1,4 @@
-"""The store contract for leases (SPEC §13), on every engine: what an action and a
+"""The store contract for leases (docs/scaling.md), on every engine: what an action and a
 running job say about the process running them, and how a write learns it lost them.
 A SQLite ledger has one owner and no leases; a PostgreSQL store holds one."""
 

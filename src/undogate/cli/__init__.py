@@ -80,7 +80,10 @@ def check_config(config_path: Path) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--faults", is_flag=True, help="Enable the test-only fault and reset routes.")
 def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -> None:
-    """Serve records and documents under undogate's remote contract (SPEC §6)."""
+    """Serve records and documents under undogate's remote contract.
+
+    What the contract asks of an endpoint: docs/remote-contract.md.
+    """
     from ..contract_server import serve_forever
 
     serve_forever(
@@ -246,13 +249,13 @@ def restore(config_path: Path, source: Path) -> None:
 @_CONFIG
 @click.argument("test_copy_id")
 def check_endpoint(config_path: Path, test_copy_id: str) -> None:
-    """Earn the conditional_writes attestation on a disposable test copy (SPEC §11).
+    """Earn the conditional_writes attestation on a disposable test copy.
 
     TEST_COPY_ID must be declared with `test_copy_of: <production id>`; the check writes
     only to it (and tries one write beside it, where nothing exists) and only reads the
     production resource. Directly on the ledger when no server owns it; through the API
     (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
-    Exits 0 only when every step passed.
+    Exits 0 only when every step passed. See docs/remote-contract.md.
     """
     from ..operations.endpoint_check import report_lines
     from .endpoint_check import run_endpoint_check

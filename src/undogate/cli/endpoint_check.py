@@ -1,4 +1,4 @@
-"""``undogate check-endpoint``: the endpoint check (SPEC §11) directly on the ledger
+"""``undogate check-endpoint``: the endpoint check (docs/remote-contract.md) directly on the ledger
 when no server owns it, or through the running server's API when one does."""
 
 from __future__ import annotations

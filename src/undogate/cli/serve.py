@@ -41,7 +41,7 @@ resources:
     url: https://records.example.com/customers/123
     token_env: CUSTOMER_SERVICE_TOKEN
     fields: [status, owner]
-    conditional_writes: false      # set true once the endpoint honours the contract (SPEC §6)
+    conditional_writes: false      # set true once the endpoint honours docs/remote-contract.md
 agents:
   - id: account-assistant
     tools: [list_resources, prepare_changes]
@@ -64,7 +64,7 @@ resources:
     kind: json_record
     url: http://127.0.0.1:8765/records/customer-123
     fields: [status, owner, tier, balance]
-    conditional_writes: true       # the contract server honours the contract (SPEC §6)
+    conditional_writes: true       # the contract server honours docs/remote-contract.md
     allow_loopback_http: true
   - id: account-notes
     agent_id: account-assistant

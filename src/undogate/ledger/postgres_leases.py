@@ -1,4 +1,4 @@
-"""This process's lease on a PostgreSQL ledger (SPEC §13), kept alive by a heartbeat.
+"""This process's lease on a PostgreSQL ledger (docs/scaling.md), kept alive by a heartbeat.
 
 Any number of processes share a PostgreSQL ledger. Each holds a lease: a row in
 ``leases`` with an expiry ``lease_s`` ahead, renewed every ``lease_s / 3`` by a thread on

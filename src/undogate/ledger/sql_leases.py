@@ -1,4 +1,4 @@
-"""The ledger's verbs on leases, in the SQL both engines speak (SPEC §13).
+"""The ledger's verbs on leases, in the SQL both engines speak (docs/scaling.md).
 
 A gateway process on a shared ledger (PostgreSQL) holds a lease: a row it renews every
 few seconds (``postgres_leases``). Every action it starts and every job it moves to

@@ -161,7 +161,7 @@ class Reader(OutboxReader, RewindReader, Protocol):
         (None: no lease, a SQLite ledger)."""
         ...
 
-    # -- leases (SPEC §13: several processes on one ledger) ---------------------------------
+    # -- leases (docs/scaling.md: several processes on one ledger) --------------------------
 
     @property
     def own_lease(self) -> str | None:

@@ -1,4 +1,4 @@
-"""The agent tools (SPEC §9, §15): ``list_resources``, ``prepare_changes`` and the opt-in
+"""The agent tools (docs/agents.md): ``list_resources``, ``prepare_changes`` and the opt-in
 ``job_status`` (what they say of themselves: ``descriptions``), what a model sees of a
 refusal, and ``build_server``, one MCP server offering exactly an agent's tools over an
 ``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``; forwarded to a

@@ -63,7 +63,7 @@ def confirm_preview(
 
     ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
     ``Unauthorized``) when the reviewer's credential no longer allows the write. An
-    apply of a change whose undo is not offered (SPEC §12) needs
+    apply of a change whose undo is not offered (docs/collections.md) needs
     ``acknowledge_irreversible``; an undo that is not offered is refused.
     ``passkey_assertion``: the ``PublicKeyCredential`` JSON over the preview's
     digest, which a preview that touches a ``require_passkey`` resource needs
@@ -181,7 +181,7 @@ def _reread(
 def _check_reversibility(
     gw: Context, operation: Operation, targets: list[Change], acknowledged: bool
 ) -> None:
-    """SPEC §12: an undo that is not offered is refused; applying a change that could
+    """An undo that is not offered is refused; applying a change that could
     not be undone needs the reviewer's explicit acknowledgement."""
     if operation is Operation.ACCEPT_OBSERVED:
         return

@@ -2,8 +2,8 @@
 
 For every action: re-check the reviewer and the token variable, commit the intent
 (``dispatching``), send the conditional write on a fresh connection, classify the
-answer (SPEC §4), read back, commit the outcome. The operation's start folds into the
-first intent's commit and its finish into the last outcome's, so a run of *n* writes
+answer (docs/remote-contract.md), read back, commit the outcome. The operation's start
+folds into the first intent's commit and its finish into the last outcome's, so a run of *n* writes
 costs exactly 2·*n* durable commits: the least that records each intent before its
 request and each outcome after it.
 """
@@ -40,7 +40,7 @@ from .preview import PlannedWrite
 
 def _lease_lost() -> LedgerError:
     """Raised inside a write when this process's lease expired while it ran the job and
-    another process settled its work (SPEC §13): its late steps are refused, never
+    another process settled its work (docs/scaling.md): its late steps are refused, never
     recorded."""
     return LedgerError(
         "this gateway process's lease on the ledger expired while it ran this job (the ledger "
@@ -298,7 +298,7 @@ class Dispatch:
         return self._classify(planned, response)
 
     def _classify(self, planned: PlannedWrite, response: RemoteResponse) -> Outcome:
-        """SPEC §4: what the answer says on its own (the kind's reading of it), then, for
+        """What the answer says on its own (the kind's reading of it), then, for
         a success, what the read-back shows."""
         status = response.status
 

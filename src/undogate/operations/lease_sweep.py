@@ -1,5 +1,5 @@
 """On a shared ledger, every process keeps settling the work of processes that died
-(SPEC §13), and its own that the ledger could not record: a thread that runs
+(docs/scaling.md), and its own that the ledger could not record: a thread that runs
 ``recovery.settle_expired`` every few seconds, and ``LiveDispatches.settle`` as soon as
 the ledger answers again.
 

@@ -74,7 +74,7 @@ class WebhookSettings(StrictModel):
 
 def webhook_problems(settings: WebhookSettings) -> list[tuple[str, str]]:
     """What the settings get wrong beyond their types: unknown events, duplicate ids,
-    and the URL rules of SPEC §7 as far as they can be checked without DNS."""
+    and the URL rules of docs/security.md as far as they can be checked without DNS."""
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
     for i, endpoint in enumerate(settings.endpoints):

@@ -185,7 +185,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
             "still hold the values this job wrote; other fields are never touched."
         )
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+    # -- the endpoint check on a test copy (docs/remote-contract.md) ---------------------
     # The check writes a fresh marker into the first allow-listed field, and puts back
     # only that field; the copy counts as restored when every allow-listed field is.
 
