@@ -62,10 +62,10 @@ def plan(gw: LocalGateway, since: float, **more: object) -> RewindPlan:
     return create_plan(gw, OWNER, Selection(AGENT_ID, since, **more))  # type: ignore[arg-type]
 
 
-def confirm(gw: LocalGateway, made: RewindPlan, **options: bool) -> RewindPlan:
+def confirm(gw: LocalGateway, made: RewindPlan, *, skip_blocked: bool = False) -> RewindPlan:
     preview = preview_plan(gw, OWNER, load_plan(gw, OWNER.owner_id, made.id))
     fresh = load_plan(gw, OWNER.owner_id, made.id)
-    return confirm_plan(gw, OWNER, fresh, preview.token, **options)
+    return confirm_plan(gw, OWNER, fresh, preview.token, skip_blocked=skip_blocked)
 
 
 def snapshot_bytes(server: ContractServer) -> dict[str, bytes]:
