@@ -24,6 +24,7 @@ from undogate.operations.rewind import (
 )
 from undogate.operations.rewind_plan import Selection, StepVerdict
 
+from .serving import cli
 from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
 
 CUSTOMER = "/records/customer-123"
@@ -240,3 +241,37 @@ def test_a_finished_plan_announces_rewind_applied_without_values(
     assert payload["data"]["rewind_id"] == done.id
     assert payload["data"]["jobs"] == {job_id: "done"}
     assert "lee" not in rewinds[0].payload and "kim" not in rewinds[0].payload
+
+
+def test_a_plan_exports_as_a_receipt_that_verifies_and_fails_after_an_edit(
+    records: LocalGateway, data_dir: Path, tmp_path: Path
+) -> None:
+    since = time.time()
+    first = applied(records, "customer", status="customer")
+    second = applied(records, "ticket", status="closed")
+    done = confirm(records, plan(records, since))
+    receipt = tmp_path / "plan.receipt.json"
+    made = cli("export-receipt", done.id, "--ledger", str(data_dir), "-o", str(receipt))
+    assert made.returncode == 0, made.stderr
+    bundle = json.loads(receipt.read_text())
+    assert bundle["jobs"] == sorted([first, second])
+    whole = [e["event"] for e in bundle["segment"] if "event" in e]
+    ops = [e["operation"] for e in whole if e["job_id"] is None]
+    assert ops == ["rewind_planned", "rewind_previewed", "rewind_confirmed", "rewind_finished"]
+    assert {e["job_id"] for e in whole if e["operation"] == "confirm_undo"} == {first, second}
+    checked = cli("verify-receipt", str(receipt))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    def edited(change: Callable[[dict[str, object]], None]) -> str:
+        copy = json.loads(json.dumps(bundle))
+        change(copy)
+        target = tmp_path / "edited.json"
+        target.write_text(json.dumps(copy))
+        result = cli("verify-receipt", str(target))
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        return result.stdout
+
+    # A job left out: its rows, whole, no longer belong; one added: the plan never named it.
+    assert "belongs to job" in edited(lambda b: b.update(jobs=[first]))
+    added = edited(lambda b: b.update(jobs=[first, second, "job_x"]))
+    assert "not the ones its plan's row lists" in added

@@ -279,6 +279,7 @@ def confirm_plan(
         detail: JsonObject = {
             "skip_blocked": skip_blocked,
             "undo": [str(u.step.number) for u in walked.undos],
+            "jobs": list(dict.fromkeys(s.job_id for s in walked.steps)),
         }
         _event(tx, actor, plan.id, "rewind_confirmed", detail)
 
