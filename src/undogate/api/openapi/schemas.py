@@ -178,6 +178,7 @@ SCHEMAS: S = {
                 {"text": _STR, "supplied_by": {"const": "agent"}, "inert": {"const": True}},
             ),
             "attribution_label": _CALLER_SUPPLIED,
+            "session": _CALLER_SUPPLIED,
             "idempotency_key": _nullable("string"),
             "undo_started": _BOOL,
             "invalidated_reason": _nullable("string"),
