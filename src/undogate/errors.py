@@ -56,12 +56,15 @@ its own vocabulary in one place.
     │   └── EnrolmentCodeUsed       enrolment_code_used
     ├── EnrolmentNotNeeded          enrolment_not_needed   (the owner has a live passkey)
     ├── LedgerInUse                 ledger_in_use
-    ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
         ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
         ├── LedgerTampered          ledger_tampered    (a row the gateway acts on disagrees
         │                                               with the chain: refused, nothing
         │                                               written)
+        ├── LedgerBusy              ledger_busy        (other processes held SQLite's write
+        │                                               lock past the busy wait: retry)
+        ├── LedgerOnNetworkFilesystem ledger_network_filesystem (SQLite must be on a
+        │                                               local disk)
         ├── LedgerMissing           ledger_missing     (deleted or emptied; the data dir
         │                                               remembers it existed)
         └── LedgerForeign           ledger_foreign     (not the ledger the data dir holds)
@@ -329,12 +332,6 @@ class LedgerInUse(UndogateError):
     code = "ledger_in_use"
 
 
-class SharedLedgerRequired(UndogateError):
-    """Several processes asked of a ledger only one process may own (SQLite)."""
-
-    code = "shared_ledger_required"
-
-
 class LedgerError(UndogateError):
     code = "ledger_error"
 
@@ -352,6 +349,19 @@ class LedgerTampered(LedgerError):
     names the row (docs/proof.md)."""
 
     code = "ledger_tampered"
+
+
+class LedgerBusy(LedgerError):
+    """Other processes sharing a SQLite ledger held its one write lock for longer than
+    the bounded busy wait: nothing of this step was recorded; it can be tried again."""
+
+    code = "ledger_busy"
+
+
+class LedgerOnNetworkFilesystem(LedgerError):
+    """A SQLite ledger on a network filesystem, where its locks cannot be trusted."""
+
+    code = "ledger_network_filesystem"
 
 
 class LedgerMissing(LedgerError):

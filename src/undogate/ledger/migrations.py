@@ -238,7 +238,7 @@ _MIGRATIONS: list[Migration] = [
     # 8: leases (docs/scaling.md). Each gateway process on a shared ledger holds a lease it
     # renews; an action in flight and a job being applied or undone name the lease of
     # the process running them, so recovery settles only the work of a process whose
-    # lease expired. SQLite keeps one owner and leaves these empty (NULL: no lease).
+    # lease expired. Rows of a ledger's one owner from before leases name none (NULL).
     """
     CREATE TABLE leases (
         id TEXT PRIMARY KEY,

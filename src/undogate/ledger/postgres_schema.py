@@ -58,7 +58,8 @@ def _chain_events(conn: psycopg.Connection[Any]) -> None:
     still run while a newer one migrates: its events would carry no link, and the next
     chained insert would find no head. ``events_unchained_refused`` refuses such an
     insert instead (that process fails its write with ``ledger_error``; upgrade it).
-    SQLite has one owner at a time and needs no such fence."""
+    On SQLite an undogate from before the chain owned its ledger alone (it cannot
+    start beside leased processes, ``sqlite_files``) and needs no such fence."""
     conn.execute(
         b"ALTER TABLE events ADD COLUMN prev_hash text;"
         b"ALTER TABLE events ADD COLUMN hash text;"

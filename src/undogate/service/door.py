@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from ..auth import Keyring
 from ..config import Config
-from ..ledger import engine_of, open_store
+from ..ledger import open_store
 from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
@@ -77,12 +77,7 @@ def open_service(
             environ=environ,
             crash_at=crash_point_from_env(environ),
         )
-        keyring = Keyring.from_environ(
-            ledger,
-            environ,
-            known_agents(config),
-            shared_ledger=engine_of(config.server.ledger).shared,
-        )
+        keyring = Keyring.from_environ(ledger, environ, known_agents(config))
         yield Service(context, keyring)
     finally:
         http.close()
