@@ -16,6 +16,7 @@ from .common import _KEY, _URL, FullHelpGroup, _ask, _review, file_copies_only
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
+from .rewind import agents_group, rewind_command
 
 _CONFIG = click.option(
     "--config",
@@ -437,6 +438,8 @@ def jobs() -> None:
 
 
 main.add_command(kinds_command)
+main.add_command(rewind_command)
+main.add_command(agents_group)
 jobs.add_command(jobs_list)
 jobs.add_command(jobs_reject_stale)
 

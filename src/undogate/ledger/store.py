@@ -63,11 +63,12 @@ from .records import (
     UnfinishedJob,
 )
 from .store_outbox import OutboxReader, OutboxWriter
+from .store_rewinds import RewindReader, RewindWriter
 
 T = TypeVar("T")
 
 
-class Reader(OutboxReader, Protocol):
+class Reader(OutboxReader, RewindReader, Protocol):
     """What a read may ask, inside one consistent snapshot."""
 
     # -- jobs ----------------------------------------------------------------------------
@@ -251,7 +252,7 @@ class Reader(OutboxReader, Protocol):
         ...
 
 
-class Transaction(Reader, OutboxWriter, Protocol):
+class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
 
     # -- locks -----------------------------------------------------------------------------
