@@ -163,7 +163,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         c.execute(
             "INSERT INTO jobs(id, owner_id, agent_id, summary, attribution_label, "
             "idempotency_key, request_digest, state, undo_started, payload_bytes, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            "created_at, updated_at, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
             (
                 job.id,
                 job.owner_id,
@@ -176,6 +176,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
                 payload,
                 job.created_at,
                 job.updated_at,
+                job.session,
             ),
         )
         for ch in job.changes:
@@ -187,7 +188,8 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         # All asked before any is read: on PostgreSQL one round trip, not three.
         found = c.execute(
             "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
-            "undo_started, created_at, updated_at, invalidated_reason FROM jobs WHERE id = ?",
+            "undo_started, created_at, updated_at, invalidated_reason, session FROM jobs "
+            "WHERE id = ?",
             (job_id,),
         )
         change_rows = c.execute(_SELECT_CHANGES, (job_id,))
@@ -211,6 +213,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
             created_at=row[8],
             updated_at=row[9],
             invalidated_reason=row[10],
+            session=row[11],
             changes=changes,
             actions=actions,
         )

@@ -30,6 +30,7 @@ from ..jobs import (
 from ..ledger import StoredPreview
 from ..metrics import Watch, watching_confirm
 from . import step_up
+from .agent_stop import HELD, refuse_if_stopped
 from .context import Context
 from .dispatch import Dispatch
 from .preview import described, planned_writes, targets_for
@@ -76,7 +77,8 @@ def confirm_preview(
         Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
         ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach,
         IrreversibleNotAcknowledged, UndoNotVerified,
-        PasskeyRequired, PasskeyRefused (its subclasses).
+        PasskeyRequired, PasskeyRefused (its subclasses), AgentStopped (an apply of
+        a stopped agent's job).
     """
     with watching_confirm() as watch:
         done = _confirm(
@@ -130,6 +132,8 @@ def _confirm(
     if gw.clock() >= stored.expires_at:
         raise PreviewExpired("the preview expired; preview again", job=job.id)
     operation = stored.operation
+    if operation is Operation.APPLY:  # a stopped agent's jobs wait; undoing them does not
+        gw.ledger.read(lambda tx: refuse_if_stopped(tx, job.owner_id, job.agent_id, HELD))
     targets = targets_for(gw, job, operation)
     if {str(c.index) for c in targets} != set(stored.snapshot):
         raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)

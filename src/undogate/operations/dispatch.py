@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Side, Verdict, Wire, adapter_for
+from ..adapters import Side, Snapshot, Verdict, Wire, adapter_for
 from ..chain.seals import changes_problem, state_problem
 from ..errors import BlockedAddress, LedgerError, LedgerTampered, MissingToken, UndogateError
 from ..jobs import (
@@ -58,6 +58,7 @@ class Outcome:
     address: str | None = None
     detail: str | None = None
     target: str | None = None  # the part the write landed on, once known
+    read_back: Snapshot | None = None  # what the resource showed once it landed
 
 
 @dataclass
@@ -82,6 +83,9 @@ class Dispatch:
         self.states = {c.index: c.state for c in self.job.changes}
         self.started = False
         self.finished: Job | None = None
+        # change index -> what the resource showed once its write landed (a rewind plans
+        # the next write on the resource from it)
+        self.read_backs: dict[int, Snapshot] = {}
 
     def run(self) -> Job:
         """Returns the job as the run's last commit left it.
@@ -119,6 +123,8 @@ class Dispatch:
             failed = Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch")
             self._record_outcome(planned, action_id, failed, finish=True)
             raise
+        if outcome.read_back is not None:
+            self.read_backs[planned.change.index] = outcome.read_back
         stop = last or outcome.status is not ActionStatus.DONE
         self._record_outcome(planned, action_id, outcome, finish=stop)
         self.crash_point(self.operation, "after_outcome")
@@ -337,6 +343,7 @@ class Dispatch:
             result_etag=snap.etag.header if snap.exists else None,
             address=response.address or snap.address,
             target=snap.target or landed,
+            read_back=snap,
         )
 
 
