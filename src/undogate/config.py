@@ -38,7 +38,7 @@ class ServerSettings(StrictModel):
     # Absent: the embedded SQLite ledger under data_dir. ``postgresql://user@host:port/db``:
     # a PostgreSQL ledger; its password comes from the environment only (PGPASSWORD).
     ledger: str | None = None
-    # On a shared (PostgreSQL) ledger: how long a process's lease outlives its last
+    # How long a process's lease on the ledger outlives its last
     # renewal (renewed every third of it). A dead process's writes in flight become
     # uncertain this long after it stopped; a stall longer than this ends its lease.
     lease_s: float = Field(30.0, ge=1.0, le=3600.0)

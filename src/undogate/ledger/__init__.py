@@ -10,10 +10,13 @@ to them. Only this package knows SQL or a database driver.
   of an engine (a connection, the locks); ``sql_chain``: the one insert into ``events``,
   hash-chained by ``undogate.chain`` (pure; docs/proof.md), and ``chain_source``: a ledger
   opened read-only to walk that chain.
-- ``engines``: each engine described once (``Engine``: what names it, whether it is
-  shared, how it opens, reads its chain and checks its URL), and the one switch,
-  ``engine_of``; ``open_store(settings)`` and ``open_chain(location)`` ask it.
-- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
+- ``engines``: each engine described once (``Engine``: what names it, how it opens,
+  reads its chain and checks its URL), and the one switch, ``engine_of``;
+  ``open_store(settings)`` and ``open_chain(location)`` ask it.
+- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``;
+  ``sqlite_files``: who may open its files, and where; ``sqlite_leases``: its leases.
+- ``leases``: a process's lease on a shared ledger, renewed by a heartbeat (both
+  engines; ``postgres_leases``, ``sqlite_leases``).
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
@@ -31,6 +34,7 @@ from .engines import ENGINES, Engine, engine_of, ledger_url_problem, open_chain,
 from .migrations import SCHEMA_VERSION
 from .records import (
     Admission,
+    Answer,
     EarlierJob,
     Event,
     ExportedJob,
@@ -40,18 +44,22 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OpenLease,
+    OperatingFigures,
     OutboxMessage,
     StoredCheck,
     StoredCredential,
     StoredEnrolment,
     StoredPasskey,
     StoredPreview,
+    StoredRewind,
     StoredWebPreview,
     StoredWebSession,
     UndoAcceptance,
     UnfinishedJob,
 )
-from .sqlite import DB_NAME, LOCK_NAME, SQLiteStore, take_lock
+from .sqlite import DB_NAME, SQLiteStore
+from .sqlite_files import LOCK_NAME
 from .store import Reader, Store, Transaction
 
 #: The default engine, under the name every caller knows: ``Ledger.open(data_dir)``.
@@ -63,6 +71,7 @@ __all__ = [
     "LOCK_NAME",
     "SCHEMA_VERSION",
     "Admission",
+    "Answer",
     "EarlierJob",
     "Engine",
     "Event",
@@ -74,6 +83,8 @@ __all__ = [
     "Ledger",
     "LedgerUsage",
     "OpenChange",
+    "OpenLease",
+    "OperatingFigures",
     "OutboxMessage",
     "Reader",
     "SQLiteStore",
@@ -83,6 +94,7 @@ __all__ = [
     "StoredEnrolment",
     "StoredPasskey",
     "StoredPreview",
+    "StoredRewind",
     "StoredWebPreview",
     "StoredWebSession",
     "Transaction",
@@ -92,5 +104,4 @@ __all__ = [
     "ledger_url_problem",
     "open_chain",
     "open_store",
-    "take_lock",
 ]

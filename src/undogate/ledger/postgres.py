@@ -14,7 +14,11 @@ psycopg 3 connections.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
-  so a round trip is paid per answer the verbs wait for, not per statement.
+  so a round trip is paid per answer the verbs wait for, not per statement. A verb
+  whose answer can wait returns an ``Answer``, read when needed (the action an intent
+  records: after the commit), and a check can wait for the commit
+  (``check_before_commit``: an outcome's "still in flight"), where it shares the round
+  trip that reads the chain's head.
 - The pool hands out connections without a liveness round trip; one the server wrote
   to while it sat idle begins alone, and found dead there is replaced
   (``_checked_out``): before anything of the transaction was sent, the only point
@@ -25,9 +29,9 @@ psycopg 3 connections.
   after the database returns is served.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
-  renewed by a heartbeat; the writes it starts name it, and recovery settles only the
-  work of a process whose lease expired. ``lease_s=None`` opens without one (the copy,
-  which only fills an empty ledger).
+  renewed by a heartbeat (``leases``); the writes it starts name it, and recovery
+  settles only the work of a process whose lease expired. ``lease_s=None`` opens
+  without one (the copy, which only fills an empty ledger).
 - What psycopg raises leaves as ``LedgerError`` with a sentence (a database that went
   away too); the URL carries no password (config.py refuses one), so none is ever shown.
 """
@@ -45,8 +49,9 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import LedgerError
-from .postgres_leases import LEASE_S, Lease
+from .postgres_leases import LEASE_S, PostgresLease, pg_sql
 from .postgres_schema import SCHEMA_VERSION, migrate
+from .records import Answer
 from .sql_base import Cursor
 from .sql_verbs import SqlVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -60,15 +65,6 @@ POOL_SIZE = 10
 WAIT_S = 10.0
 #: How long the pool tries to make a connection before it starts over (``_keep_trying``)
 RECONNECT_S = 1.0
-_translated: dict[str, str] = {}
-
-
-def _pg(sql: str) -> str:
-    """``?`` placeholders as psycopg spells them (the verbs' SQL holds no other ``?``)."""
-    found = _translated.get(sql)
-    if found is None:
-        found = _translated[sql] = sql.replace("%", "%%").replace("?", "%s")
-    return found
 
 
 class PgConnection:
@@ -78,11 +74,11 @@ class PgConnection:
         self.raw = raw
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
-        return self.raw.execute(_pg(sql).encode(), parameters)
+        return self.raw.execute(pg_sql(sql).encode(), parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
         cur = self.raw.cursor()
-        cur.executemany(_pg(sql).encode(), list(parameters))
+        cur.executemany(pg_sql(sql).encode(), list(parameters))
         return cur
 
 
@@ -102,6 +98,7 @@ class PostgresTransaction(SqlVerbs):
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
         self.defer_chain = writing  # events are chained at the commit (sql_chain)
         self.pending = []
+        self.checks = []
         #: the advisory locks this transaction holds (a second ask is no round trip)
         self._held: set[str] = set()
 
@@ -118,6 +115,15 @@ class PostgresTransaction(SqlVerbs):
                     self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
                     self._held.add(name)
 
+    def _answer(self, cursor: Cursor, read: Callable[[Cursor], T]) -> Answer[T]:
+        return Answer(lambda: read(cursor))
+
+    def check_before_commit(self, check: Callable[[], None]) -> None:
+        if self.defer_chain:
+            self.checks.append(check)
+        else:
+            check()
+
     def _lock_job(self, job_id: str) -> None:
         if self.writing:
             self.connection.execute("SELECT 1 FROM jobs WHERE id = ? FOR UPDATE", (job_id,))
@@ -132,7 +138,7 @@ class PostgresStore(ReadShortcuts):
         pool: ConnectionPool[Any],
         ledger_id: str,
         created: bool,
-        lease: Lease | None,
+        lease: PostgresLease | None,
     ) -> None:
         self.url = url
         self.lease = lease
@@ -159,7 +165,7 @@ class PostgresStore(ReadShortcuts):
             LedgerError: the database cannot be reached, holds something else, or has a
                 newer schema than this undogate.
         """
-        lease = Lease(url, lease_s, redacted(url)) if lease_s is not None else None
+        lease = PostgresLease(url, lease_s, redacted(url)) if lease_s is not None else None
         conn: psycopg.Connection[Any] | None = None
         try:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
