@@ -1,8 +1,8 @@
-"""A model-based test: random sequences of prepare, preview, confirm, undo, outside
-edits, server faults and restarts against the real contract server and ledger, through
-two gateways sharing that ledger (each with its own connections and lease, as two
-processes hold them): every step goes through one or the other, and a restart restarts
-one while the other keeps its work.
+"""A model-based test: random sequences of prepare, preview, confirm, undo, rewind
+plans, outside edits, server faults and restarts against the real contract server and
+ledger, through two gateways sharing that ledger (each with its own connections and
+lease, as two processes hold them): every step goes through one or the other, and a
+restart restarts one while the other keeps its work.
 
 After every step: no value the gateway did not expect was overwritten, every write the
 server took has an action in the ledger, and every recorded state change is an edge of
@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -37,9 +38,13 @@ from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation, P
 from undogate.jsonvalue import JsonObject
 from undogate.ledger import open_store
 from undogate.net import PinnedClient
+from undogate.operations.rewind import confirm_plan, create_plan, load_plan, preview_plan
+from undogate.operations.rewind_plan import Selection, StepVerdict
 
 from .postgres import PostgresCluster
 from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
+
+pytestmark = pytest.mark.slow
 
 PATH = "/records/customer-123"
 FIELDS = ("status", "owner")
@@ -147,6 +152,42 @@ class GatewayModel(RuleBasedStateMachine):
             if before.get(name) != after.get(name):
                 assert name in change.fields
                 assert before.get(name) == expected_source.get(name)
+
+    @precondition(lambda self: bool(self.jobs))
+    @rule(
+        skip_blocked=st.booleans(),
+        fault=st.sampled_from([None, None, "status:409", "apply_then_500"]),
+    )
+    def rewind(self, skip_blocked: bool, fault: str | None) -> None:
+        """A rewind plan of all the agent's work (docs/rewind.md)."""
+        try:
+            plan = create_plan(self.gw, OWNER, Selection("account-assistant", 0.0))
+            preview = preview_plan(self.gw, OWNER, plan)
+        except UndogateError:
+            return
+        undos = [s for s in preview.plan.steps if s.verdict is StepVerdict.UNDO]
+        changes = [self.gw.get_job(OWNER.owner_id, s.job_id).changes[s.change] for s in undos]
+        before = self.server.get_record(PATH)
+        if fault:
+            self.server.arm(fault, PATH)
+        try:
+            fresh = load_plan(self.gw, OWNER.owner_id, plan.id)
+            confirm_plan(self.gw, OWNER, fresh, preview.token, skip_blocked=skip_blocked)
+        except UndogateError:
+            pass
+        finally:
+            self.server.clear_faults()
+        after = self.server.get_record(PATH)
+        # A field the plan changed held what its newest undone change wrote, and now
+        # holds what one of its undone changes found: never newer work lost.
+        for name in FIELDS:
+            if before.get(name) != after.get(name):
+                touching = [c for c in changes if name in c.fields]
+                assert touching, name
+                assert isinstance(touching[0].after, dict)
+                assert before.get(name) == touching[0].after.get(name)
+                found = [c.before.get(name) for c in touching if isinstance(c.before, dict)]
+                assert after.get(name) in found
 
     @rule(field=st.sampled_from(FIELDS), value=VALUES)
     def outside_edit(self, field: str, value: str) -> None:

@@ -29,6 +29,8 @@ its own vocabulary in one place.
     ├── PreviewUsed                 preview_used
     ├── ChangedSincePreview         changed_since_preview
     ├── Conflict                    conflict
+    │   └── RewindBlocked           rewind_blocked         (a plan step is blocked: nothing
+    │                                                       written unless skip_blocked)
     ├── Quarantined                 quarantined
     ├── LaterJobOverlaps            later_job_overlaps
     ├── ReconciliationBlocked       reconciliation_blocked
@@ -36,6 +38,7 @@ its own vocabulary in one place.
     │                                                       several records: nothing prepared)
     ├── IrreversibleNotAcknowledged irreversible_not_acknowledged
     ├── UndoNotVerified             undo_not_verified      (no verified undo to accept)
+    ├── AgentStopped                agent_stopped          (a person stopped the agent)
     ├── PasskeyRequired             passkey_required       (confirm on the preview's page)
     │   └── PasskeyApprovalRequired passkey_approval_required (adding or revoking a passkey
     │                                                       needs one of the owner's own)
@@ -233,6 +236,20 @@ class IrreversibleNotAcknowledged(UndogateError):
     explicit acknowledgement."""
 
     code = "irreversible_not_acknowledged"
+
+
+class RewindBlocked(Conflict):
+    """A rewind plan holds a blocked step, and the reviewer did not skip the blocked
+    steps: nothing was written (docs/rewind.md)."""
+
+    code = "rewind_blocked"
+
+
+class AgentStopped(UndogateError):
+    """A person stopped the agent: its prepares are refused and its waiting jobs held
+    from confirmation until they resume it (docs/rewind.md)."""
+
+    code = "agent_stopped"
 
 
 class UndoNotVerified(UndogateError):

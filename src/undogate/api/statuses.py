@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..errors import (
+    AgentStopped,
     Ambiguous,
     BlockedAddress,
     ChangedSincePreview,
@@ -62,6 +63,7 @@ from ..errors import (
     ReconciliationBlocked,
     RemoteContractBreach,
     RemoteUnavailable,
+    RewindBlocked,
     StaleVersion,
     TooManyStreams,
     TransitionNotAllowed,
@@ -106,6 +108,8 @@ STATUS_BY_ERROR: Mapping[type[UndogateError], int] = MappingProxyType(
         Ambiguous: 409,
         IrreversibleNotAcknowledged: 409,
         UndoNotVerified: 409,
+        AgentStopped: 409,
+        RewindBlocked: 409,
         PreviewExpired: 410,
         PayloadTooLarge: 413,
         LimitReached: 422,

@@ -94,6 +94,9 @@ class Job:
     changes: tuple[Change, ...]
     actions: tuple[Action, ...] = field(default=())
     invalidated_reason: str | None = None
+    # The session the agent named when it prepared (over MCP, the MCP session when it
+    # named none): caller-supplied, unverified; a rewind plan may select by it.
+    session: str | None = None
 
 
 @dataclass(frozen=True, init=False)
@@ -161,6 +164,7 @@ class PrepareRequest:
     changes: tuple[ChangeRequest, ...]
     idempotency_key: str | None = None
     attribution_label: str | None = None
+    session: str | None = None
 
 
 @dataclass(frozen=True)

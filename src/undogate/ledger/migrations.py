@@ -399,6 +399,45 @@ _MIGRATIONS: list[Migration] = [
         BEGIN SELECT RAISE(ABORT, 'a finished job stays finished'); END;
     CREATE INDEX events_outside_jobs ON events(target, id) WHERE job_id IS NULL;
     """,
+    # 17: rewind plans and stopped agents (docs/rewind.md). A job may carry the session
+    # its agent named (over MCP, the MCP session), which a plan can select by. A plan's
+    # row keeps its selection, its steps as last walked and its one preview token (by
+    # hash); what its steps did is the jobs' own history. Plans are never deleted.
+    """
+    ALTER TABLE jobs ADD COLUMN session TEXT;
+    CREATE TABLE rewinds (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        selection TEXT NOT NULL,
+        steps TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('planned', 'running', 'finished')),
+        token_hash TEXT,
+        expires_at REAL,
+        versions TEXT NOT NULL,
+        skip_blocked INTEGER NOT NULL DEFAULT 0,
+        confirmed_at REAL,
+        stopped TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX rewinds_by_owner ON rewinds(owner_id, created_at);
+    CREATE TRIGGER rewinds_never_deleted BEFORE DELETE ON rewinds
+        BEGIN SELECT RAISE(ABORT, 'rewind plans are never deleted'); END;
+    DROP TRIGGER jobs_immutable;
+    CREATE TRIGGER jobs_immutable BEFORE UPDATE OF
+        seq, id, owner_id, agent_id, summary, attribution_label, idempotency_key,
+        request_digest, payload_bytes, created_at, session ON jobs
+        BEGIN SELECT RAISE(ABORT, 'a job is immutable as prepared'); END;
+    CREATE TABLE agent_stops (
+        owner_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        stopped_at REAL,
+        stopped_by TEXT NOT NULL,
+        PRIMARY KEY (owner_id, agent_id)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

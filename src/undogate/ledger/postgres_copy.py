@@ -47,6 +47,8 @@ _KEYS = {
     "passkeys": ("id",),
     "passkey_uses": ("challenge",),
     "passkey_enrolments": ("code_sha256",),
+    "rewinds": ("id",),
+    "agent_stops": ("owner_id", "agent_id"),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (

@@ -244,6 +244,16 @@ def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
         raise Refusal.of(exc) from None
 
 
+def with_session(arguments: JsonObject, ctx: Context[Any, Any]) -> JsonObject:
+    """The call's arguments naming the MCP session it came in (its ``Mcp-Session-Id``),
+    unless the agent named a session itself or the transport has none."""
+    headers = getattr(ctx.request_context.request, "headers", None)
+    session = headers.get("mcp-session-id") if headers is not None else None
+    if arguments.get("session") is not None or not isinstance(session, str) or not session:
+        return arguments
+    return {**arguments, "session": session}
+
+
 JOB_STATUS_SCHEMA = JobStatusInput.model_json_schema()
 
 
@@ -260,7 +270,8 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
 
     async def prepare_changes(ctx: Context[Any, Any]) -> JobReceipt:
         try:
-            return job_receipt(await backend_for(ctx).prepare(call_arguments(ctx)))
+            arguments = with_session(call_arguments(ctx), ctx)
+            return job_receipt(await backend_for(ctx).prepare(arguments))
         except Refusal as refusal:
             raise agent_error(refusal) from None
 

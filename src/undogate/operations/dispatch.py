@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Side, Verdict, Wire, adapter_for
+from ..adapters import Side, Snapshot, Verdict, Wire, adapter_for
 from ..chain.seals import changes_problem, state_problem
 from ..errors import BlockedAddress, LedgerError, LedgerTampered, MissingToken, UndogateError
 from ..jobs import (
@@ -31,11 +31,11 @@ from ..jobs import (
     state_after_undo,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Event, Store, Transaction
+from ..ledger import Answer, Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
 from .endpoint_check import stale_statuses_seen
-from .overlaps import check_overlaps
+from .overlaps import find_blockers, refuse_blocked
 from .preview import PlannedWrite
 
 
@@ -59,6 +59,7 @@ class Outcome:
     address: str | None = None
     detail: str | None = None
     target: str | None = None  # the part the write landed on, once known
+    read_back: Snapshot | None = None  # what the resource showed once it landed
 
 
 @dataclass
@@ -83,6 +84,9 @@ class Dispatch:
         self.states = {c.index: c.state for c in self.job.changes}
         self.started = False
         self.finished: Job | None = None
+        # change index -> what the resource showed once its write landed (a rewind plans
+        # the next write on the resource from it)
+        self.read_backs: dict[int, Snapshot] = {}
 
     def run(self) -> Job:
         """Returns the job as the run's last commit left it.
@@ -105,7 +109,7 @@ class Dispatch:
             if self.reauthorize is not None:
                 self.reauthorize()
             self.wire.check_credentials(planned.resource)
-            action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
+            action_id = self.ledger.write(partial(self._intent_rows, planned=planned)).value()
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:
             if not self.started or isinstance(exc, LedgerError):
@@ -120,6 +124,8 @@ class Dispatch:
             failed = Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch")
             self._record_outcome(planned, action_id, failed, finish=True)
             raise
+        if outcome.read_back is not None:
+            self.read_backs[planned.change.index] = outcome.read_back
         stop = last or outcome.status is not ActionStatus.DONE
         self._record_outcome(planned, action_id, outcome, finish=stop)
         self.crash_point(self.operation, "after_outcome")
@@ -175,13 +181,16 @@ class Dispatch:
             detail=detail,
         )
 
-    def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> int:
+    def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> Answer[int]:
         # Checked again here, in the transaction that records the intent: another job may
         # have gone uncertain, started a write or applied since this confirm planned.
+        # Both questions are asked before either answer is read (one round trip).
         tx.lock_resources([planned.change.resource_id])
-        if self.started and not tx.holds_job(self.job.id):
+        held = tx.holds_job(self.job.id) if self.started else None
+        blockers = find_blockers(tx, self.job, [planned.change], self.operation)
+        if held is not None and not held.value():
             raise _lease_lost()
-        check_overlaps(tx, self.job, [planned.change], self.operation)
+        refuse_blocked(blockers)
         if not self.started:
             tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)
             # After the claim, which holds the job and finds it as loaded (a race lost
@@ -217,22 +226,28 @@ class Dispatch:
         finish: bool,
     ) -> None:
         new_state = change_state_after(self.operation, outcome.status, change)
-        if not tx.finish_action(
+        in_flight = tx.finish_action(
             action_id,
             outcome.status,
             response_status=outcome.response_status,
             result_etag=outcome.result_etag,
             address=outcome.address,
             detail=outcome.detail,
-        ):
-            raise _lease_lost()
+        )
+
+        def still_in_flight() -> None:
+            if not in_flight.value():
+                raise _lease_lost()
+
+        # The answer is read at the commit, with the chain's head: one round trip less.
+        tx.check_before_commit(still_in_flight)
         applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
         tx.set_change_state(
             self.job.id,
             change.index,
             new_state,
             applied_etag=outcome.result_etag if applied else None,
-            applied_seq=tx.next_seq() if applied else None,
+            stamp_seq=applied,
             target=outcome.target,
         )
         self._event(
@@ -332,6 +347,7 @@ class Dispatch:
             result_etag=snap.etag.header if snap.exists else None,
             address=response.address or snap.address,
             target=snap.target or landed,
+            read_back=snap,
         )
 
 

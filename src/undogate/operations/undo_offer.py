@@ -69,11 +69,14 @@ def undo_offer(tx: Reader, resource: Resource) -> UndoOffer:
 def undo_offered(gw: Context, change: Change) -> bool:
     """Whether the change's undo is offered now (always, unless its kind says it needs
     a verified and accepted undo)."""
-    need = adapter_for(change.kind).undo_needs(change)
-    if need is None:
-        return True
     resource = gw.resource(change.resource_id)
-    return gw.ledger.read(lambda tx: undo_offer(tx, resource)).offers(need)
+    return gw.ledger.read(lambda tx: offered_in(tx, resource, change))
+
+
+def offered_in(tx: Reader, resource: Resource, change: Change) -> bool:
+    """``undo_offered``, read inside ``tx``."""
+    need = adapter_for(change.kind).undo_needs(change)
+    return need is None or undo_offer(tx, resource).offers(need)
 
 
 def _acceptance(

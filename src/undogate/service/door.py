@@ -1,7 +1,7 @@
 """The one door, and the one factory that builds it.
 
 ``Service(context, keyring)`` is what every surface holds: the authentication, and a
-desk per audience (``agents``, ``reviewers``, ``administrators``) whose verbs call the
+desk per audience (``agents``, ``reviewers``, ``rewinds``, ``administrators``) whose verbs call the
 operations directly. ``open_service`` opens the ledger and the HTTP client a config
 names, builds the ``Context`` and the ``Keyring`` over them and hands back the service;
 ``undogate serve``, the CLI's direct verbs and ``make demo`` all open it so.
@@ -14,14 +14,15 @@ from contextlib import contextmanager
 
 from ..auth import Keyring
 from ..config import Config
-from ..ledger import open_store
+from ..ledger import OperatingFigures, open_store
 from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
-from .access import Authentication
+from .access import Authentication, in_thread
 from .administrators import Administrators
 from .agents import Agents
 from .reviewers import Reviewers
+from .rewinds import Rewinds
 
 
 class Service:
@@ -34,6 +35,7 @@ class Service:
         self.agents = Agents(context)
         self.reviewers = Reviewers(context, keyring)
         self.administrators = Administrators(context, keyring)
+        self.rewinds = Rewinds(context, keyring)
 
     @property
     def config(self) -> Config:
@@ -41,6 +43,11 @@ class Service:
 
     def clock(self) -> float:
         return self.context.clock()
+
+    async def operating_figures(self) -> OperatingFigures:
+        """What the ledger shows an operator now (``GET /metrics``); the surface decides
+        who may see it (an administrator, or whoever reaches the loopback bind)."""
+        return await in_thread(self.context.ledger.read, lambda tx: tx.operating_figures())
 
     def recover(self) -> dict[str, int]:
         """Start-up recovery (see ``operations.recovery.recover``)."""

@@ -25,8 +25,11 @@ from ..resources import ID_PATTERN, StrictModel
 
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
-#: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states'.
-EVENTS = WEBHOOK_EVENTS
+#: A rewind plan ran (docs/rewind.md).
+REWIND_APPLIED = "rewind.applied"
+#: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states',
+#: then a rewind's.
+EVENTS = (*WEBHOOK_EVENTS, REWIND_APPLIED)
 
 
 class WebhookEndpoint(StrictModel):
@@ -101,4 +104,4 @@ def _url_problems(endpoint: WebhookEndpoint) -> list[str]:
     )
 
 
-__all__ = ["EVENTS", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]
+__all__ = ["EVENTS", "REWIND_APPLIED", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]

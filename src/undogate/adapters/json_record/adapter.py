@@ -10,6 +10,7 @@ common field.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -126,6 +127,16 @@ class JsonRecordAdapter(WholeResourceAdapter):
 
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         return fields_show(change.fields, _values(_side(change, side)), _record(snapshot))
+
+    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        record = dict(_record(snapshot))
+        before = _values(change.before)
+        for name in change.fields:
+            if name in before:
+                record[name] = before[name]
+            else:
+                record.pop(name, None)
+        return replace(snapshot, content=record)
 
     # -- writing -------------------------------------------------------------------------
 

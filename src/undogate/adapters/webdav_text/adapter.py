@@ -18,6 +18,7 @@ properties, a lock, a sync client's state) from nothing at all. There is no merg
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -38,6 +39,7 @@ from ..base import (
     Side,
     Snapshot,
     Verdict,
+    absent_snapshot,
     media_type_is,
 )
 from ..checks.steps import CheckRun, Evidence
@@ -212,6 +214,13 @@ class WebDavTextAdapter(WholeResourceAdapter):
         except ValueError:
             return False
         return applied.strong_equals(snapshot.etag) and self.shows(change, snapshot, Side.AFTER)
+
+    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        if change.before is ABSENT:
+            return absent_snapshot(target=snapshot.target)
+        text, media_type = _text(change.before), _media_type(change.before)
+        assert text is not None and media_type is not None, "a text change records both sides"
+        return replace(snapshot, content=text, media_type=media_type, exists=True)
 
     # -- writing -------------------------------------------------------------------------
 
