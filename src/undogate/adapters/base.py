@@ -365,11 +365,12 @@ class Adapter(ABC):
         """The undo guard: it still shows what the job wrote, unless a kind is stricter."""
         return self.shows(change, snapshot, Side.AFTER)
 
-    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+    def undone(self, resource: Resource, change: Change, snapshot: Snapshot) -> Snapshot | None:
         """What the resource will show once the undo of ``change`` lands on
         ``snapshot`` (its version aside: a rewind plan sets that), so that a plan can
-        check the guards of the changes before it (docs/rewind.md). ``None``: this kind
-        cannot foresee it, and a plan blocks the older changes on the resource."""
+        check the guards of the changes before it and show their writes exactly
+        (docs/rewind.md). ``None``: this kind cannot foresee it, and a plan blocks the
+        older changes on the resource."""
         return None
 
     # -- writing -------------------------------------------------------------------------

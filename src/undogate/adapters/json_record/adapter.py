@@ -128,7 +128,13 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         return fields_show(change.fields, _values(_side(change, side)), _record(snapshot))
 
-    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+    def undone(self, resource: Resource, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        settings = record_settings(resource)
+        if settings.write == "put" or settings.version is not None:
+            # The next write would carry the record's bytes or its version in the body,
+            # which only this undo's read-back will have: a preview could not show that
+            # write exactly, so the plan blocks it rather than show another.
+            return None
         record = dict(_record(snapshot))
         before = _values(change.before)
         for name in change.fields:
