@@ -95,8 +95,9 @@ def test_processes_share_the_ledger_and_what_needs_it_alone_waits_for_the_last(
         _kill(other)
     alone = Ledger.open(data, alone=True)  # the kernel released its hold with it
     try:
-        # Killed, its lease is left to expire; ours was ended when we closed.
-        assert alone.read(lambda tx: tx.open_leases()) == {other_lease, alone.lease.id}  # type: ignore[union-attr]
+        # Alone on the ledger, a process knows every lease holder is gone (each holds the
+        # lock while it lives): the killed one's lease ends now, not when it runs out.
+        assert alone.read(lambda tx: tx.open_leases()) == {alone.lease.id}  # type: ignore[union-attr]
     finally:
         alone.close()
 

@@ -21,6 +21,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -118,7 +119,8 @@ class SQLiteStore(ReadShortcuts):
         """
         data_dir = Path(data_dir)
         if not data_dir.exists():
-            data_dir.mkdir(mode=0o700, parents=True)
+            # Processes started at once may race to make it: the loser finds it made.
+            data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(data_dir, 0o700)
         _check_private(data_dir, 0o700, "directory")
         refuse_network_filesystem(data_dir)
@@ -142,6 +144,8 @@ class SQLiteStore(ReadShortcuts):
                 with ledger._mutex:
                     migrate(conn)
                 ledger.identity = remember(conn, db_path, found)
+                if hold.alone:
+                    _end_leases_of_the_gone(conn)
                 if lease_s is not None:
                     ledger.lease = SQLiteLease(db_path, lease_s, busy_s)
                     ledger.lease.start(ledger.lease.connect())
@@ -321,3 +325,13 @@ def _check_private(path: Path, want: int, what: str) -> None:
 if TYPE_CHECKING:  # mypy holds the engine to the whole protocol
     _store: type[Store] = SQLiteStore
     _transaction: type[Transaction] = SQLiteTransaction
+
+
+def _end_leases_of_the_gone(conn: sqlite3.Connection) -> None:
+    """End every open lease: this process holds the ledger alone, and every process that
+    holds a lease holds the ledger's lock while it lives, so each is gone (a kill -9
+    included). Their work is recovery's now, not when their last renewal runs out."""
+    conn.execute(  # autocommit: one statement, durable at once
+        "UPDATE leases SET ended_at = ?, ended_reason = 'gone' WHERE ended_at IS NULL",
+        (time.time(),),
+    )
