@@ -1,9 +1,11 @@
 """Everything a resource kind knows: one package per kind, all behind ``Adapter``.
 
 Importing this package registers the built-in kinds (``json_record``, ``webdav_text``,
-``json_collection``); kinds from outside arrive through the ``undogate.kinds`` entry
-point (``registry``). Core code meets kinds only through the registry: ``adapter_for``,
-``kind_names``, ``installed_kinds``. ``Remote`` sends any kind's requests.
+``json_collection``, and the contacts' and calendars': ``vcard``, ``vcard_collection``,
+``icalendar``, ``icalendar_collection``); kinds from outside arrive through the
+``undogate.kinds`` entry point (``registry``). Core code meets kinds only through the
+registry: ``adapter_for``, ``kind_names``, ``installed_kinds``. ``Remote`` sends any
+kind's requests.
 
 What a kind's author builds on (docs/kinds.md) is exported here: ``Adapter`` and the
 values it trades in, ``KindSettings``, the change members and shapes, the endpoint
@@ -29,8 +31,10 @@ from .base import (
     absent_snapshot,
     media_type_is,
 )
+from .calendars import ICalendarAdapter, ICalendarCollectionAdapter
 from .checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
 from .checks.whole_resource import WholeResourceAdapter
+from .contacts import VCardAdapter, VCardCollectionAdapter
 from .json_collection import JsonCollectionAdapter
 from .json_record import JsonRecordAdapter
 from .registry import (
@@ -76,6 +80,8 @@ __all__ = [
     "ConditionalWrite",
     "ETag",
     "Evidence",
+    "ICalendarAdapter",
+    "ICalendarCollectionAdapter",
     "InstalledKind",
     "JsonCollectionAdapter",
     "JsonRecordAdapter",
@@ -91,6 +97,8 @@ __all__ = [
     "Snapshot",
     "Step",
     "StepFailed",
+    "VCardAdapter",
+    "VCardCollectionAdapter",
     "Verdict",
     "WebDavTextAdapter",
     "WholeResourceAdapter",
