@@ -22,7 +22,7 @@ from defusedxml.ElementTree import fromstring
 from ...errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
 from ...net import RemoteResponse, ResponseTooLarge, TransportFailure
 from ...resources import MAX_LISTING_BYTES, Resource
-from ..base import Reader, media_type_is
+from ..base import Reader
 from ..evidence import normalize
 from .content import ContentError, values_of
 from .formats import Format
@@ -103,8 +103,9 @@ def _members(resource: Resource, fmt: Format, body: bytes) -> Iterable[Member]:
         if rest.endswith("/") or (kind is not None and _children(kind, "collection")):
             continue
         media = found.get(f"{{{DAV}}}getcontenttype")
-        media_type = (media.text or "").replace(" ", "") if media is not None else ""
-        if media_type and not media_type_is(media_type, frozenset({fmt.media_type})):
+        # Only the type: servers add parameters here (Radicale: ``;component=vevent``).
+        media_type = (media.text or "").split(";")[0].strip().lower() if media is not None else ""
+        if media_type and media_type != fmt.media_type:
             continue
         tag = found.get(f"{{{DAV}}}getetag")
         if tag is None or not (tag.text or "").strip():

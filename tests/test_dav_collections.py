@@ -1,0 +1,264 @@
+"""``vcard_collection`` and ``icalendar_collection``: address books and calendars whose
+members appear and disappear, on real Radicale 3 (basic auth) and Xandikos.
+
+A create is a PUT of a new object with ``If-None-Match: *`` and a UID the gateway mints;
+its undo (a DELETE with the tag its read-back gave) is offered only once
+``check-endpoint`` verified it on a test copy and a reviewer accepted it; until then the
+create is irreversible and needs an acknowledgement. A delete keeps the whole text and is
+undone by putting it back. An upsert finds its member by identity evidence over one
+PROPFIND listing and never guesses: two contacts whose emails differ only in case are
+``ambiguous``, and nothing is prepared or written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from undogate.adapters.dav.content import Instance
+from undogate.engine import Gateway
+from undogate.errors import Ambiguous, IrreversibleNotAcknowledged, UndoNotVerified
+from undogate.jobs import ABSENT, ChangeRequest, JobState, Operation
+from undogate.operations.endpoint_check import check_endpoint
+
+from .caldav_servers import DavCollections
+from .conftest import OWNER
+from .dav_world import (
+    CONTACT,
+    CREDENTIALS_ENV,
+    EVENT,
+    dav_gateway,
+    dav_resource,
+    event_properties,
+    held,
+    prepare,
+    properties,
+    seed,
+    server_of,
+)
+from .davservers import run
+
+CONTACT_FIELDS = ["FN", "N", "EMAIL", "TEL", "NOTE", "TITLE"]
+EVENT_FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
+CREDENTIALS = {CREDENTIALS_ENV: "alice:not-a-secret-radicale-0123"}
+
+
+@dataclass
+class Book:
+    """A gateway over one address book (``book``), its test copy (``book-copy``), a
+    calendar (``cal``) and its test copy (``cal-copy``) on one server."""
+
+    gw: Gateway
+    dav: DavCollections
+    book: str
+    calendar: str
+
+    def members(self, collection: str) -> dict[str, str]:
+        """Member path → ETag, as the server lists them."""
+        listed = self.dav.propfind_members(collection)
+        assert listed.status_code == 207
+        found: dict[str, str] = {}
+        for chunk in listed.text.split("response>")[1:]:
+            if "<" in chunk and "getetag>" in chunk:
+                href = chunk.split("href>")[1].split("<")[0]
+                tag = chunk.split("getetag>")[1].split("<")[0]
+                found[href] = tag
+        return found
+
+    def verify_and_accept(self, copy: str, production: str) -> None:
+        """check-endpoint on the test copy, then a reviewer accepts the verified undos."""
+        result = check_endpoint(self.gw.config, self.gw.ledger, self.gw.http, copy, {**CREDENTIALS})
+        assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
+        self.gw.accept_verified_undo(OWNER, production)
+
+
+@pytest.fixture(params=["radicale", "xandikos"])
+def dav(request: pytest.FixtureRequest) -> DavCollections:
+    return server_of(request, request.param)
+
+
+@pytest.fixture
+def world(dav: DavCollections, data_dir: Path) -> Iterator[Book]:
+    book, book_copy = dav.new_addressbook(), dav.new_addressbook()
+    cal, cal_copy = dav.new_calendar(), dav.new_calendar()
+    identity: list[dict[str, Any]] = [{"field": "EMAIL", "evidence": "email"}]
+    with dav_gateway(
+        data_dir,
+        dav_resource(dav, "book", "vcard_collection", book, CONTACT_FIELDS, identity=identity),
+        dav_resource(
+            dav,
+            "book-copy",
+            "vcard_collection",
+            book_copy,
+            CONTACT_FIELDS,
+            identity=identity,
+            test_copy_of="book",
+        ),
+        dav_resource(
+            dav,
+            "cal",
+            "icalendar_collection",
+            cal,
+            EVENT_FIELDS,
+            identity=[{"field": "UID", "evidence": "exact"}],
+        ),
+        dav_resource(
+            dav,
+            "cal-copy",
+            "icalendar_collection",
+            cal_copy,
+            EVENT_FIELDS,
+            identity=[{"field": "UID", "evidence": "exact"}],
+            test_copy_of="cal",
+        ),
+    ) as gw:
+        seed(dav, book_copy, CONTACT, ".vcf")  # a test copy holds someone already
+        seed(dav, cal_copy, EVENT, ".ics")
+        yield Book(gw, dav, book, cal)
+
+
+def test_a_contact_created_then_undone_after_a_verified_accepted_undo(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    start = world.members(world.book)
+    job = prepare(
+        gw,
+        ChangeRequest(
+            "book",
+            create={
+                "FN": "Grace Hopper",
+                "EMAIL": {"value": "grace@navy.example", "params": {"TYPE": "work"}},
+                "NOTE": "Met at the fair, twice",
+            },
+        ),
+    )
+    change = job.changes[0]
+    assert change.target is not None and change.target.endswith(".vcf")
+    # Not verified yet: the create is irreversible before the click, and says so.
+    preview = gw.preview(OWNER, job.id, Operation.APPLY)
+    assert preview.needs_acknowledgement and preview.changes[0].irreversible
+    assert preview.token is not None
+    with pytest.raises(IrreversibleNotAcknowledged):
+        gw.confirm(OWNER, job.id, preview.token)
+    assert world.members(world.book) == start  # nothing written
+    (request,) = gw.confirm(OWNER, job.id, preview.token, dry_run=True).requests
+    assert request["method"] == "PUT" and request["headers"]["If-None-Match"] == "*"
+    applied = gw.confirm(OWNER, job.id, preview.token, acknowledge_irreversible=True).job
+    assert applied.state is JobState.APPLIED
+    path = f"{world.book}{change.target}"
+    made = properties(held(dav, path)[0])
+    assert made["FN"] == (Instance("Grace Hopper"),)
+    assert made["UID"][0].value in str(request["body"])  # the UID the gateway minted
+    refused = gw.preview(OWNER, job.id, Operation.UNDO)
+    assert refused.token is None and refused.blockers[0]["code"] == UndoNotVerified.code
+    world.verify_and_accept("book-copy", "book")
+    undone = run(gw, job.id, Operation.UNDO)
+    assert undone.state is JobState.UNDONE
+    assert undone.actions[-1].method == "DELETE"
+    assert world.members(world.book) == start
+
+
+def test_two_contacts_whose_emails_differ_only_in_case_are_ambiguous(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    for email in ("Ada@Example.com", "ada@example.com"):
+        seed(dav, world.book, CONTACT.replace("ada@old.example", email), ".vcf")
+    start = world.members(world.book)
+    with pytest.raises(Ambiguous) as refused:
+        prepare(gw, ChangeRequest("book", upsert={"EMAIL": "ADA@example.com", "NOTE": "x"}))
+    candidates = refused.value.details["candidates"]
+    assert isinstance(candidates, list) and len(candidates) == 2
+    assert all(c["evidence"] == {"EMAIL": "ada@example.com"} for c in candidates)  # type: ignore[index]
+    assert world.members(world.book) == start  # nothing written
+    assert gw.list_jobs(OWNER.owner_id, "account-assistant") == []  # nothing prepared
+
+
+def test_an_upsert_updates_the_one_match_and_creates_when_none(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    path, _ = seed(dav, world.book, CONTACT, ".vcf")
+    found = prepare(
+        gw, ChangeRequest("book", upsert={"EMAIL": "ADA@old.example", "NOTE": "Upserted"})
+    )
+    change = found.changes[0]
+    assert path.endswith(str(change.target)) and change.fields == ("NOTE",)  # EMAIL kept
+    assert run(gw, found.id, Operation.APPLY).state is JobState.APPLIED
+    props = properties(held(dav, path)[0])
+    assert props["NOTE"] == (Instance("Upserted"),)
+    assert [i.value for i in props["EMAIL"]] == ["ada@old.example", "ada@home.example"]
+    new = prepare(gw, ChangeRequest("book", upsert={"EMAIL": "bob@new.example", "FN": "Bob"}))
+    assert new.changes[0].before is ABSENT and new.changes[0].fields == ("EMAIL", "FN")
+    assert new.changes[0].after["preexisting"] == []  # type: ignore[index]
+
+
+def test_a_contact_deleted_keeps_its_text_and_is_put_back(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    path, _ = seed(dav, world.book, CONTACT, ".vcf")
+    text, _ = held(dav, path)
+    name = path.rsplit("/", 1)[1]
+    job = prepare(gw, ChangeRequest("book", id=name, delete=True))
+    world.verify_and_accept("book-copy", "book")
+    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
+    assert dav.request("GET", path).status_code == 404
+    assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
+    assert properties(held(dav, path)[0]) == properties(text)
+
+
+def test_an_update_by_name_changes_only_its_properties(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    path, _ = seed(dav, world.book, CONTACT, ".vcf")
+    before = properties(held(dav, path)[0])
+    job = prepare(gw, ChangeRequest("book", id=path.rsplit("/", 1)[1], set={"TITLE": "Analyst"}))
+    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
+    after = properties(held(dav, path)[0])
+    assert after["TITLE"] == (Instance("Analyst"),)
+    assert {n: v for n, v in after.items() if n != "TITLE"} == {
+        n: v for n, v in before.items() if n != "TITLE"
+    }
+    assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
+    assert properties(held(dav, path)[0]) == before
+
+
+def test_an_event_created_in_a_zone_carries_its_time_zone(world: Book) -> None:
+    gw, dav = world.gw, world.dav
+    job = prepare(
+        gw,
+        ChangeRequest(
+            "cal",
+            create={
+                "SUMMARY": "Design review, round two",
+                "DTSTART": {"value": "20261204T150000", "params": {"TZID": "Europe/Paris"}},
+            },
+        ),
+    )
+    applied = run_acknowledged(gw, job.id)
+    assert applied.state is JobState.APPLIED
+    text, _ = held(dav, f"{world.calendar}{job.changes[0].target}")
+    assert "BEGIN:VTIMEZONE" in text and "TZID:Europe/Paris" in text
+    assert event_properties(text)["SUMMARY"] == (Instance("Design review, round two"),)
+    # The next upsert by its UID finds it: an update, not a second event.
+    uid = event_properties(text)["UID"][0].value
+    again = prepare(gw, ChangeRequest("cal", upsert={"UID": uid, "LOCATION": "Room 4"}))
+    assert again.changes[0].target == job.changes[0].target
+
+
+def test_the_endpoint_check_verifies_both_undos_on_each_collection(world: Book) -> None:
+    for copy, production in (("book-copy", "book"), ("cal-copy", "cal")):
+        result = check_endpoint(
+            world.gw.config, world.gw.ledger, world.gw.http, copy, {**CREDENTIALS}
+        )
+        assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
+        assert set(result.undos) == {"undo_of_create", "recreate"}
+        steps = {s.name: s for s in result.steps}
+        assert steps["stale_write_refused"].evidence == {"status": 412, "unchanged": True}
+        assert steps["collateral_guard"].evidence["members"] == 1
+        assert "restore_test_copy" not in steps
+        offer = world.gw.undo_offer(production)
+        assert set(offer.awaiting_acceptance) == {"undo_of_create", "recreate"}
+
+
+def run_acknowledged(gw: Gateway, job_id: str) -> Any:
+    preview = gw.preview(OWNER, job_id, Operation.APPLY)
+    assert preview.token is not None
+    return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=True).job
