@@ -84,4 +84,5 @@ class TestJsonCollectionContract(KindContract):
                 "lookup": {"list": True},
             },
             token=TOKEN,
+            create={"create": {"email": "kit-new@example.com", "status": "lead"}},
         )

@@ -39,7 +39,7 @@ def undogate_kit(kind_case: KindCase, tmp_path: Path) -> Iterator[Kit]:
     proxy = FaultProxy(f"{origin.scheme}://{origin.netloc}").start()
     common = {"kind": kind_case.kind, "conditional_writes": True, "allow_loopback_http": True}
     if kind_case.token is not None:
-        common["token_env"] = TOKEN_ENV
+        common.update(token_env=TOKEN_ENV, token_scheme=kind_case.token_scheme)
     resources = [
         {"id": RESOURCE, "name": "the kit's resource", "url": proxy.url(kind_case.url)},
         {
