@@ -154,3 +154,22 @@ def test_an_event_with_changed_instances_is_not_guessed_at(
         pytest.raises(RemoteContractBreach, match="one VEVENT per resource"),
     ):
         prepare(gw, ChangeRequest("series", set={"SUMMARY": "Renamed"}))
+
+
+def test_a_property_after_the_alarm_is_replaced_where_it_stands(
+    dav: DavCollections, data_dir: Path
+) -> None:
+    """A property may stand after the event's VALARM (Radicale sorts a VEVENT's
+    children by name, and its X- properties land after VALARM); it is still the event's
+    own, and a change replaces it where it stands, never adds a second one."""
+    late = EVENT.replace("LOCATION:Room 4\r\n", "X-ROOM:Room 4\r\n")
+    path, _ = seed(dav, dav.calendar, late, ".ics")
+    text, _ = held(dav, path)
+    assert (text.index("X-ROOM:") > text.index("END:VALARM")) is (dav.name == "radicale")
+    fields = [*FIELDS, "X-ROOM"]
+    with dav_gateway(data_dir, dav_resource(dav, "late", "icalendar", path, fields)) as gw:
+        job = prepare(gw, ChangeRequest("late", set={"X-ROOM": "Room 5"}))
+        assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
+        assert event_properties(held(dav, path)[0])["X-ROOM"] == (Instance("Room 5"),)
+        assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
+    assert event_properties(held(dav, path)[0])["X-ROOM"] == (Instance("Room 4"),)

@@ -306,7 +306,10 @@ def rewrite(doc: Document, fmt: Format, goal: Mapping[str, Sequence[Instance]]) 
     one; a property that was absent goes after the object's own properties (before a
     nested component, or its END). Every other line is kept exactly."""
     out: list[str] = []
-    placed: set[str] = set()
+    # A property the object has keeps its place (a server may have put it after a
+    # nested component); only an absent one needs a new place.
+    present = {line.name for line in doc.own()}
+    written: set[str] = set()
     pending = True
     newline = doc.newline
     for line in doc.lines:
@@ -314,17 +317,17 @@ def rewrite(doc: Document, fmt: Format, goal: Mapping[str, Sequence[Instance]]) 
         closes = (
             line.name == "END"
             and line.path == doc.where[:-1]
-            and line.value.upper() == (fmt.component)
+            and line.value.upper() == fmt.component
         )
         if pending and ((own and line.name == "BEGIN") or closes):
             for name, instances in goal.items():
-                if name not in placed:
+                if name not in present:
                     out.extend(serialize(fmt, name, i, newline) for i in instances)
             pending = False
         if own and line.name in goal:
-            if line.name not in placed:
+            if line.name not in written:
                 out.extend(serialize(fmt, line.name, i, newline) for i in goal[line.name])
-                placed.add(line.name)
+                written.add(line.name)
             continue
         out.append(line.raw)
     return "".join(out)
