@@ -18,6 +18,8 @@ from undogate.config import ConfigError, parse_config
 from undogate.engine import Gateway
 from undogate.errors import InvalidRequest
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation
+from undogate.jsonvalue import dumps
+from undogate.views import agent_receipt, job_receipt
 
 from .caldav_servers import DavCollections
 from .conftest import OWNER
@@ -211,3 +213,21 @@ def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
     }
     with pytest.raises(ConfigError, match=rf"resources\[0\]\.fields\[1\]: {name}"):
         parse_config(config)
+
+
+def test_every_surface_shows_a_property_table_and_the_agent_only_names(
+    contact: tuple[Gateway, DavCollections, str],
+) -> None:
+    gw, _, _ = contact
+    job = prepare(gw, ChangeRequest("ada", set={"EMAIL": "ada@new.example"}, remove=["NOTE"]))
+    (change,) = job_receipt(job)["changes"]  # type: ignore[misc]
+    rows = {r["field"]: r for r in change["rows"]}  # type: ignore[index]
+    assert rows["EMAIL"]["before"] == [
+        "ada@old.example (TYPE=work)",
+        "ada@home.example (TYPE=home)",
+    ]
+    assert rows["EMAIL"]["after"] == "ada@new.example"
+    assert rows["NOTE"]["after_present"] is False and rows["NOTE"]["changes"] is True
+    told = agent_receipt(job)
+    assert told["changes"] == [{"resource": "ada", "kind": "vcard", "fields": ["EMAIL", "NOTE"]}]
+    assert "ada@" not in dumps(told)  # the agent's receipt holds no value

@@ -170,6 +170,8 @@ def render_body(console: Console, request: dict[str, Any]) -> None:
         return
     noun = "line" if len(lines) == 1 else "lines"
     size = f"{s(request['body_bytes'])} bytes, {len(lines)} {noun}"
+    if request.get("crlf"):
+        size += ", each ending CRLF"
     console.print(f"  body: {size}", style="dim")
     for line in lines:
         console.print(Text("  | ", style="dim").append_text(inert(line)), soft_wrap=True)
@@ -183,6 +185,9 @@ def _render_requests(console: Console, requests: list[Any]) -> None:
         console.print(inert(f"{r['method']} {r['url']}"), style="bold", soft_wrap=True)
         for name, value in _obj(r.get("headers") or {}).items():
             console.print(inert(f"  {name}: {value}"), soft_wrap=True)
+        if r.get("body_diff"):
+            console.print("  body against the document as read:", style="dim")
+            render_diff(console, _list(r["body_diff"]))
         render_body(console, r)
     console.print(
         "(plus the resource's credential header, added at send time and never shown)",
