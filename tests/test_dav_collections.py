@@ -12,6 +12,7 @@ PROPFIND listing and never guesses: two contacts whose emails differ only in cas
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,16 +59,11 @@ class Book:
     calendar: str
 
     def members(self, collection: str) -> dict[str, str]:
-        """Member path → ETag, as the server lists them."""
+        """Member path → its text, as the server lists and holds them."""
         listed = self.dav.propfind_members(collection)
         assert listed.status_code == 207
-        found: dict[str, str] = {}
-        for chunk in listed.text.split("response>")[1:]:
-            if "<" in chunk and "getetag>" in chunk:
-                href = chunk.split("href>")[1].split("<")[0]
-                tag = chunk.split("getetag>")[1].split("<")[0]
-                found[href] = tag
-        return found
+        hrefs = set(re.findall(r"<[^>]*href>([^<]+\.(?:vcf|ics))</", listed.text))
+        return {h: held(self.dav, h)[0] for h in sorted(hrefs)}
 
     def verify_and_accept(self, copy: str, production: str) -> None:
         """check-endpoint on the test copy, then a reviewer accepts the verified undos."""
@@ -149,6 +145,7 @@ def test_a_contact_created_then_undone_after_a_verified_accepted_undo(world: Boo
     applied = gw.confirm(OWNER, job.id, preview.token, acknowledge_irreversible=True).job
     assert applied.state is JobState.APPLIED
     path = f"{world.book}{change.target}"
+    assert set(world.members(world.book)) == {*start, path}
     made = properties(held(dav, path)[0])
     assert made["FN"] == (Instance("Grace Hopper"),)
     assert made["UID"][0].value in str(request["body"])  # the UID the gateway minted
@@ -166,6 +163,7 @@ def test_two_contacts_whose_emails_differ_only_in_case_are_ambiguous(world: Book
     for email in ("Ada@Example.com", "ada@example.com"):
         seed(dav, world.book, CONTACT.replace("ada@old.example", email), ".vcf")
     start = world.members(world.book)
+    assert len(start) == 2
     with pytest.raises(Ambiguous) as refused:
         prepare(gw, ChangeRequest("book", upsert={"EMAIL": "ADA@example.com", "NOTE": "x"}))
     candidates = refused.value.details["candidates"]
