@@ -231,3 +231,24 @@ def test_every_surface_shows_a_property_table_and_the_agent_only_names(
     told = agent_receipt(job)
     assert told["changes"] == [{"resource": "ada", "kind": "vcard", "fields": ["EMAIL", "NOTE"]}]
     assert "ada@" not in dumps(told)  # the agent's receipt holds no value
+
+
+def test_a_repeated_parameter_is_one_parameter(dav: DavCollections, data_dir: Path) -> None:
+    """vCard 3 writes ``type=INTERNET;type=WORK``; Radicale stores it merged
+    (``TYPE=INTERNET,WORK``). Either way it is one parameter with both values: setting
+    the same instance is a no-op, and nothing of it is lost when another one changes."""
+    card = CONTACT.replace("EMAIL;TYPE=work:", "EMAIL;type=INTERNET;type=WORK:")
+    path, _ = seed(dav, dav.addressbook, card, ".vcf")
+    text, _ = held(dav, path)
+    merged = "EMAIL;TYPE=INTERNET,WORK:ada@old.example" in text
+    assert merged is (dav.name == "radicale")
+    with dav_gateway(data_dir, dav_resource(dav, "ada", "vcard", path, FIELDS)) as gw:
+        same = {"value": "ada@old.example", "params": {"TYPE": ["WORK", "INTERNET"]}}
+        home = {"value": "ada@home.example", "params": {"TYPE": "home"}}
+        with pytest.raises(InvalidRequest, match="no-op"):
+            prepare(gw, ChangeRequest("ada", set={"EMAIL": [same, home]}))
+        job = prepare(gw, ChangeRequest("ada", set={"EMAIL": [same]}))
+        assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
+        assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
+    back = properties(held(dav, path)[0])["EMAIL"]
+    assert sorted(back[0].param("TYPE")) == ["INTERNET", "WORK"]
