@@ -9,13 +9,13 @@ directly with one httpx client, plus 16 durable commits on the same engine as th
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from undogate.chain import ChainedRow
 from undogate.config import parse_config
 from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
@@ -63,7 +63,7 @@ class ChainClock:
     def installed(self) -> Iterator[ChainClock]:
         original = ChainVerbs._insert_chained
 
-        def timed(tx: Any, rows: Sequence[Any]) -> None:
+        def timed(tx: ChainVerbs, rows: list[ChainedRow]) -> None:
             started = time.perf_counter()
             try:
                 original(tx, list(rows))
@@ -71,7 +71,7 @@ class ChainClock:
                 self.spent += time.perf_counter() - started
                 self.events += len(rows)
 
-        ChainVerbs._insert_chained = timed  # type: ignore[method-assign]
+        ChainVerbs._insert_chained = timed  # type: ignore[method-assign,assignment]
         try:
             yield self
         finally:

@@ -10,7 +10,6 @@ import random
 import time
 from pathlib import Path
 
-from undogate.adapters import ResourceKind
 from undogate.config import parse_config
 from undogate.engine import Gateway
 from undogate.jobs import Change, ChangeState, Job, JobState
@@ -38,7 +37,7 @@ def _fill(data_dir: Path, count: int, fingerprint: str) -> list[str]:
                     change = Change(
                         index=0,
                         resource_id="customer",
-                        kind=ResourceKind.JSON_RECORD,
+                        kind="json_record",
                         fingerprint=fingerprint,
                         fields=("status",),
                         before={"status": "lead"},

@@ -3,8 +3,9 @@
 # (tests/test_apache_dav.py starts it from a config the test writes; no system service)
 # and Chromium (tests/test_web_browser.py drives /usr/bin/chromium with Playwright), and
 # PostgreSQL (tests/postgres.py runs its initdb and pg_ctl in a temporary directory; the
-# package's own cluster is never started: policy-rc.d below), and Node.js with npm
-# (tests/server_envs.py installs pouchdb-server and Azurite with npm ci; Node 20 or later).
+# package's own cluster is never started: policy-rc.d below), Node.js with npm
+# (tests/server_envs.py installs pouchdb-server and Azurite with npm ci; Node 20 or later),
+# and the sqlite3 shell the README's "Inspect what the demo left" uses (tests/test_demo.py).
 # Idempotent and quick when everything is already there. Needs root (CI runs as root).
 set -euo pipefail
 
@@ -29,6 +30,10 @@ fi
 
 if ! command -v npm >/dev/null 2>&1; then
     missing+=(nodejs npm)
+fi
+
+if ! command -v sqlite3 >/dev/null 2>&1; then
+    missing+=(sqlite3)
 fi
 
 if [ "${#missing[@]}" -eq 0 ]; then

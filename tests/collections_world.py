@@ -89,6 +89,8 @@ def record_passing_check(
             test_copy_fingerprint="sha256:copy",
             passed=True,
             evidence=dumps(evidence),
+            actor="operator:tester",
+            access_path="test",
         )
     )
 

@@ -533,8 +533,9 @@ class Agent:
     async def prepare(self, **arguments: Any) -> dict[str, Any]:
         result = await self.call("prepare_changes", **arguments)
         assert not result.is_error, result.content
-        assert result.structured_content is not None
-        return result.structured_content
+        found: dict[str, Any] | None = result.structured_content
+        assert found is not None
+        return found
 
     async def refusal(self, name: str, **arguments: Any) -> tuple[str, str]:
         """The stable code and the whole text of a refused call."""

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+import httpx2
 import pytest
 from starlette.testclient import TestClient
+from starlette.types import Message, Scope
 
 from undogate.api import MAX_BODY_BYTES, create_app
 from undogate.auth import Keyring
@@ -71,7 +72,7 @@ def agent_client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
         ledger.close()
 
 
-def _prepare(client: TestClient, key: str, resource: str) -> httpx.Response:
+def _prepare(client: TestClient, key: str, resource: str) -> httpx2.Response:
     body: dict[str, Any] = {
         "summary": "x",
         "changes": [{"resource": resource, "set": {"status": "a"}}],
@@ -99,17 +100,17 @@ def test_an_endless_chunked_body_is_refused_and_read_no_further_than_the_drain_b
     app = client.app
     chunk = b" " * (256 * 1024)
     pulled = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         nonlocal pulled
         pulled += 1  # a body with no Content-Length that never ends
         return {"type": "http.request", "body": chunk, "more_body": True}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
+    scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -143,17 +144,17 @@ def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
     mcp = build_mcp_app(gateway, client.app.state.undogate.keyring)  # type: ignore[attr-defined]
     chunk = b" " * (256 * 1024)
     pulled = 0
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
-    async def receive() -> dict[str, Any]:
+    async def receive() -> Message:
         nonlocal pulled
         pulled += 1
         return {"type": "http.request", "body": chunk, "more_body": pulled < 64}
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
+    scope: Scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",

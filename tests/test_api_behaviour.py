@@ -33,7 +33,7 @@ def test_bodies_are_lossless_and_duplicate_keys_are_refused(api_world: Any) -> N
         assert made.status_code == 201, made.text
         job = client.get(f"/api/v1/jobs/{made.json()['job_id']}", headers=auth(api_world, "owner"))
         assert BIG in job.text  # the exact text, not a float
-        after = loads(job.content)["changes"][0]["after"]  # type: ignore[index,call-overload]
+        after: Any = loads(job.content)["changes"][0]["after"]  # type: ignore[index,call-overload]
         assert after["balance"] == JsonNumber(BIG)
         dup = prepare(client, api_world, '{"summary": "a", "summary": "b", "changes": []}')
         assert dup.status_code == 400

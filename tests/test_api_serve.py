@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -90,7 +91,8 @@ def test_full_apply_and_undo_over_http_against_a_served_gateway(
         events = client.get(
             f"/api/v1/jobs/{job_id}/events", headers={"Authorization": f"Bearer {operator}"}
         )
-        ops = [e["operation"] for e in loads(events.content)["events"]]  # type: ignore[index,call-overload]
+        shown: Any = loads(events.content)
+        ops = [e["operation"] for e in shown["events"]]
         assert ops[0] == "prepare" and "confirm_apply" in ops and ops[-1] == "finish_undo"
         # The master key administers keys but cannot read the owner's job.
         master = {"Authorization": f"Bearer {MASTER_KEY}"}

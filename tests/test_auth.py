@@ -11,7 +11,7 @@ import pytest
 from undogate.auth import READ, WRITE, Keyring
 from undogate.errors import Conflict, InvalidRequest, NotFound, Unauthorized
 from undogate.jobs import ChangeRequest, PrepareRequest
-from undogate.ledger import DB_NAME
+from undogate.ledger import DB_NAME, Ledger
 
 from .conftest import MASTER_KEY
 
@@ -95,17 +95,19 @@ def test_a_token_revoked_over_the_api_stops_working_on_the_next_request(api_worl
 
 def test_scopes_are_never_widened_in_place(api_world: Any) -> None:
     keyring: Keyring = api_world.keyring
+    ledger = keyring.ledger
+    assert isinstance(ledger, Ledger)
     reader = keyring.create_operator(label="ro", scopes=(READ,))
     assert keyring.authenticate(reader.key).scopes == frozenset({READ})
-    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="immutable"):
+    with ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="immutable"):
         c.execute(
             "UPDATE credentials SET scopes = ? WHERE id = ?",
             (f'["{READ}","{WRITE}"]', reader.credential.id),
         )
-    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="never deleted"):
+    with ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="never deleted"):
         c.execute("DELETE FROM credentials WHERE id = ?", (reader.credential.id,))
     keyring.revoke(reader.credential.id)
-    with keyring.ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="stays revoked"):
+    with ledger.raw() as c, pytest.raises(sqlite3.DatabaseError, match="stays revoked"):
         c.execute("UPDATE credentials SET revoked_at = NULL WHERE id = ?", (reader.credential.id,))
 
 

@@ -95,8 +95,8 @@ def test_a_create_needs_the_word_until_its_undo_is_verified_and_accepted(
     term.read_until("is now applied")
     assert term.finish() == 0
     assert set(server.collection_records(CONTACTS)) == {"ann"}
-    shown = cli("jobs", "show", job, env=env)
-    assert shown.returncode == 0 and "creates a new record ann" in shown.stdout
+    listed = cli("jobs", "show", job, env=env)
+    assert listed.returncode == 0 and "creates a new record ann" in listed.stdout
 
     term = Terminal(["accept-undo", "contacts"], env)
     assert term.finish() == 1

@@ -120,12 +120,12 @@ def test_apply_then_undo_through_a_terminal(served: dict[str, Any], server: Cont
     assert "status" in shown and '"lead"' in shown
     assert '"vip\\u001b[2J"' in shown  # the escape is shown, never obeyed
     assert "PATCH http://127.0.0.1" in shown and "If-Match" in shown
-    assert "assertion kind: inferred  (caller-supplied, not verified)" in shown
+    assert "source of the values (the agent's claim): inferred  (caller-supplied" in shown
     assert server.write_count(SERVED_PATH) == 0
     term.send("apply")
     term.read_until("is now applied")
     assert term.finish() == 0
-    assert "step: change 0 PATCH -> done" in term.text
+    assert "step: change 1 PATCH -> done" in term.text
     assert server.get_record(SERVED_PATH)["status"] == "vip\x1b[2J"
 
     term = Terminal(["undo", job], env)
@@ -222,6 +222,26 @@ def test_the_cli_marks_invisible_and_blank_looking_characters(served: dict[str, 
     assert f"hand to lee{marked}" in shown.stdout  # the agent's summary
     assert f"crm{marked}" in shown.stdout  # the caller-supplied label
     assert f'"lee{marked}"' in shown.stdout  # the value, as JSON text
+
+
+def test_a_real_invisible_character_cannot_be_faked_by_text_in_the_terminal(
+    served: dict[str, Any],
+) -> None:
+    # Side by side: an agent's literal text "⟨U+200B⟩" and the character itself.
+    job = prepare(
+        served,
+        '{"summary": "two leads", "changes": [{"resource": "customer", "set": '
+        '{"status": "lead\u27e8U+200B\u27e9", "owner": "lead\u200b"}}]}',
+    )
+    env = {**reviewer_env(served), "COLUMNS": "200", "FORCE_COLOR": "1", "TERM": "xterm"}
+    shown = cli("jobs", "show", job, env=env)
+    assert shown.returncode == 0, shown.stderr
+    assert "\u200b" not in shown.stdout
+    reverse = "\x1b[7m⟨U+200B⟩\x1b[0m"
+    assert shown.stdout.count(reverse) == 1  # the real one: in reverse video
+    assert '"lead⟨U+200B⟩"' in shown.stdout  # the typed one: plain text
+    plain = shown.stdout.replace(reverse, "")
+    assert "⟨U+200B⟩" in plain and "\x1b[7m" not in plain
 
 
 def test_the_cli_refuses_to_send_a_key_over_plain_http_beyond_this_machine() -> None:

@@ -136,6 +136,7 @@ def test_an_acceptance_belongs_to_the_check_it_accepted(
     accepted = gw.accept_verified_undo(OWNER, "contacts")
     assert accepted.accepted == accepted.verified and accepted.check_id == offer.check_id
     events = gw.ledger.read(lambda tx: tx.events_since(0, 0, 1000))
-    checks = [e.detail["check"] for e in events if e.operation == "undo_accepted"]
+    checks = [(e.detail or {})["check"] for e in events if e.operation == "undo_accepted"]
+    assert offer.check_id is not None
     assert checks == [str(offer.check_id - 2), str(offer.check_id)]  # the third check's
     assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement

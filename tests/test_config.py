@@ -11,6 +11,7 @@ import yaml
 
 from undogate.config import load_config, parse_config
 from undogate.errors import ConfigError
+from undogate.resources import Limits
 
 GOOD = """
 server:
@@ -267,7 +268,7 @@ def test_a_url_that_does_not_parse_is_a_problem_not_a_traceback() -> None:
 
 def test_fingerprint_tracks_identity_not_token_value() -> None:
     def fp(**over: object) -> str:
-        res = {
+        res: dict[str, object] = {
             "id": "r",
             "agent_id": "a",
             "name": "n",
@@ -372,6 +373,15 @@ def test_a_test_copy_names_another_resource_of_the_same_shape() -> None:
     assert plain is not None and plain.fingerprint == copy.fingerprint
 
 
+def test_only_production_is_warned_that_conditional_writes_is_false() -> None:
+    # A test copy is where conditional_writes is earned (check-endpoint): no warning.
+    warnings = parse_config(_copy_config()).warnings
+    assert [w for w in warnings if "conditional_writes" in w] == [
+        "resources[0]: conditional_writes is false; writes to 'prod' are refused until the "
+        "operator attests the remote contract"
+    ]
+
+
 def test_test_copy_problems_are_reported_with_their_paths() -> None:
     base = {"agent_id": "a", "name": "n", "kind": "json_record", "fields": ["x", "y"]}
     with pytest.raises(ConfigError) as info:
@@ -445,6 +455,27 @@ def test_a_bad_fair_share_setting_is_one_clear_problem(setting: str, bad: object
         "Input should be less than or equal to 1000000000",
         "Input should be a valid integer",
     )
+
+
+@pytest.mark.parametrize("setting", sorted(Limits.model_fields))
+@pytest.mark.parametrize("bad", [True, False, "5", "5.0", None, [5], {"n": 5}])
+def test_every_limit_is_a_number_written_as_one(setting: str, bad: object) -> None:
+    """`true` or `"5"` never quietly becomes a limit (pydantic would read both as 1 and
+    5 in its lax mode)."""
+    with pytest.raises(ConfigError) as info:
+        parse_config({"limits": {setting: bad}})
+    assert [path for path, _ in info.value.problems] == [f"limits.{setting}"]
+    assert info.value.problems[0][1] in (
+        "Input should be a valid integer",
+        "Input should be a valid number",
+    )
+
+
+@pytest.mark.parametrize("setting", sorted(Limits.model_fields))
+def test_every_limit_takes_a_plain_number(setting: str) -> None:
+    # An agent's quota is at most its owner's (checked apart): both set, equal.
+    quotas = {"max_unresolved_jobs_per_agent": 5} if "per_owner" in setting else {}
+    assert getattr(parse_config({"limits": {setting: 5, **quotas}}).limits, setting) == 5
 
 
 def test_an_agent_quota_above_its_owners_is_one_clear_problem() -> None:

@@ -10,6 +10,7 @@ twice and nothing was deleted that changed. The matrix is printed at the end.
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +18,9 @@ import pytest
 
 from undogate.contract_server import ContractServer
 from undogate.engine import CRASH_POINTS
-from undogate.jsonvalue import dumps
-from undogate.ledger import Store
+from undogate.jsonvalue import JsonObject, dumps
+from undogate.ledger import Store, Transaction
+from undogate.resources import Resource
 
 from .conftest import REPORT
 from .test_crash_matrix import INTERRUPTED, Cell
@@ -64,19 +66,28 @@ class CollectionCell(Cell):
         for rid in ("contacts", "leads"):
             res = config.resource(rid)
             assert res is not None
-            evidence = {"kind": res.kind, "steps": [], "undos": ["recreate", "undo_of_create"]}
-            check_id = ledger.write(
-                lambda tx, res=res, evidence=evidence: tx.record_endpoint_check(
+            evidence: JsonObject = {
+                "kind": res.kind,
+                "steps": [],
+                "undos": ["recreate", "undo_of_create"],
+            }
+
+            def checked(
+                tx: Transaction, res: Resource = res, evidence: JsonObject = evidence
+            ) -> int:
+                return tx.record_endpoint_check(
                     resource_id=res.id,
                     test_copy_id=f"{res.id}-copy",
                     production_fingerprint=res.fingerprint,
                     test_copy_fingerprint="sha256:copy",
                     passed=True,
                     evidence=dumps(evidence),
+                    actor="operator:tester",
+                    access_path="test",
                 )
-            )
-            ledger.write(
-                lambda tx, res=res, check_id=check_id: tx.add_event(
+
+            def accepted(tx: Transaction, res: Resource = res, check_id: int = 0) -> None:
+                tx.add_event(
                     job_id=None,
                     actor="operator:crash-harness",
                     access_path="test",
@@ -89,7 +100,8 @@ class CollectionCell(Cell):
                         "undos": ["recreate", "undo_of_create"],
                     },
                 )
-            )
+
+            ledger.write(partial(accepted, check_id=ledger.write(checked)))
 
 
 def _settle(cell: Cell, job: str, point: str, path: str, expected: tuple[str, str]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import stat
 import subprocess
@@ -13,6 +14,8 @@ import pytest
 
 from undogate.errors import LedgerInUse
 from undogate.ledger import DB_NAME, Ledger
+
+README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 
 
 def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> None:
@@ -27,10 +30,14 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "restored byte-for-byte" in result.stdout
     assert "the created contact is gone" in result.stdout
-    assert "agent sees tools ['list_resources', 'prepare_changes']" in result.stdout
-    # Never a line break inside a value, at the 80 columns of a pipe (issue 17, item 5).
+    assert "the agent sees tools: list_resources, prepare_changes" in result.stdout
+    # Never a line break inside a value, at the 80 columns of a pipe (issue 17, item 5);
+    # no line wider than those 80 columns, and no Python list printed as such.
     assert result.stdout.count("123456789012345678901234567891") == 3  # planned, after, undo
-    assert '"balance":123456789012345678901234567890,"ratio"' in result.stdout
+    assert "  balance: 123456789012345678901234567890\n" in result.stdout
+    wide = [line for line in result.stdout.splitlines() if len(line) > 80]
+    assert wide == []
+    assert "['" not in result.stdout and "[]" not in result.stdout
     ledger_dir = work / "ledger"
     db = ledger_dir / DB_NAME
     assert stat.S_IMODE(db.stat().st_mode) == 0o600
@@ -50,6 +57,13 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
             "SELECT target FROM events WHERE operation = 'undo_accepted'"
         ).fetchall()
         assert accepted == [("contacts",)]  # the create's undo was verified and accepted
+    # The README's "Inspect what the demo left", as written there, on this data dir.
+    inspect = re.search(r"Inspect what the demo left.*?```sh\n(.*?)\n```", README, re.S)
+    assert inspect, "the README no longer says how to inspect the demo's ledger"
+    command = inspect.group(1).replace("/tmp/ug", str(work))
+    shown = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "|prepare|" in shown.stdout and "|finish_undo|" in shown.stdout
     owner = Ledger.open(ledger_dir)
     try:
         with pytest.raises(LedgerInUse):

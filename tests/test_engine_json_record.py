@@ -28,6 +28,7 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonNumber, JsonValue, loads
+from undogate.ledger import Ledger
 
 from .conftest import AGENT, OWNER, make_config, resource, two_record_job
 
@@ -97,6 +98,7 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
     old_big = b"123456789012345678901234567890"
     start = server.raw_bytes(PATH)
     job_id = prepare(gateway, balance=JsonNumber(big), ratio=JsonNumber(dec + "1"))
+    assert isinstance(gateway.ledger, Ledger)
     with gateway.ledger.raw() as c:
         before_side, after_side = c.execute(
             "SELECT before_side, after_side FROM changes WHERE job_id = ?", (job_id,)
@@ -252,6 +254,7 @@ def test_contract_breaches_refused_at_prepare(
     server.arm(fault, PATH)
     with pytest.raises(RemoteContractBreach):
         prepare(gateway, status="customer")
+    assert isinstance(gateway.ledger, Ledger)
     with gateway.ledger.raw() as c:
         assert c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from undogate.jobs import ABSENT, ChangeView, Observation, Operation, Preview
-from undogate.jsonvalue import JsonNumber, loads_object
+from undogate.jsonvalue import JsonNumber, JsonObject, loads_object
 from undogate.web.held_previews import held_from_text, held_text, seal, unseal
 
 
@@ -43,7 +43,7 @@ def _every_field_set() -> Preview:
 
 def test_a_held_preview_comes_back_equal_with_its_requests() -> None:
     preview = _every_field_set()
-    requests = [{"method": "PATCH", "url": "http://127.0.0.1/records/a"}]
+    requests: list[JsonObject] = [{"method": "PATCH", "url": "http://127.0.0.1/records/a"}]
     text = held_text(preview, requests, None)
     assert "tok_secret" not in text  # the token is sealed apart, never in this text
     back, held_requests, problem = held_from_text(text, preview.token)

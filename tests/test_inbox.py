@@ -183,7 +183,12 @@ def test_bulk_reject_and_a_reason_over_the_api(api_world: Any) -> None:
         said = client.post(f"/api/v1/jobs/{one}/reject", json={"reason": " why "}, headers=auth)
         assert said.status_code == 200
         assert w.gateway.events(w.owner_id, one)[-1].detail == {"reason": "why"}
-        for body in ({"jobs": []}, {"jobs": ["j"] * 101}, {"jobs": [one], "reason": "a\x00b"}):
+        bodies: tuple[dict[str, object], ...] = (
+            {"jobs": []},
+            {"jobs": ["j"] * 101},
+            {"jobs": [one], "reason": "a\x00b"},
+        )
+        for body in bodies:
             assert client.post("/api/v1/inbox/reject", json=body, headers=auth).status_code == 400
         reader = w.keyring.create_operator(label="reader", scopes=(READ,))
         refused = client.post(

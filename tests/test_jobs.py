@@ -11,6 +11,7 @@ from undogate.jobs import (
     TRANSITIONS,
     ChangeState,
     JobState,
+    Transition,
     check_transition,
     state_after_apply,
     state_after_settling,
@@ -26,7 +27,7 @@ EDGES = [
 
 
 @pytest.mark.parametrize(("event", "src", "dst"), EDGES)
-def test_every_declared_edge_is_allowed(event: str, src: JobState, dst: JobState) -> None:
+def test_every_declared_edge_is_allowed(event: Transition, src: JobState, dst: JobState) -> None:
     check_transition(event, src, dst)
 
 
@@ -48,7 +49,7 @@ def test_terminal_states_have_no_way_out() -> None:
 
 def test_message_names_the_event_and_state() -> None:
     with pytest.raises(TransitionNotAllowed, match="Can't reject when in applied"):
-        check_transition("reject", JobState.APPLIED, JobState.REJECTED)
+        check_transition(Transition.REJECT, JobState.APPLIED, JobState.REJECTED)
 
 
 A, P, U, Q = ChangeState.APPLIED, ChangeState.PENDING, ChangeState.UNDONE, ChangeState.UNCERTAIN

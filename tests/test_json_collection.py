@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -317,7 +318,7 @@ def test_post_create_lost_answer_with_nothing_found_is_blocked(
     ],
 )
 def test_config_refuses_what_would_guess(
-    server: ContractServer, data_dir: Path, settings: dict[str, object], where: str
+    server: ContractServer, data_dir: Path, settings: dict[str, Any], where: str
 ) -> None:
     with pytest.raises(ConfigError) as refused:
         make_config(server, data_dir, contacts(server, **settings))

@@ -5,6 +5,7 @@ server's route listing with ``init --example`` (issue 17, newcomer items 1 and 2
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -77,6 +78,9 @@ def test_keys_while_serving_with_the_operator_key_from_init(
         agent = made.stdout.splitlines()[0]
         assert agent.startswith("uga_")
         # --owner defaulted to the operator asking: the token prepares for that owner.
+        shown = made.stdout.splitlines()[1:]  # the credential as a table, words not JSON
+        assert shown[0].split()[:3] == ["id", "kind", "owner"] and "at_" in shown[1]
+        made = _keys(config, asking, *AGENT, "--json")
         created = loads("\n".join(made.stdout.splitlines()[1:]))
         assert isinstance(created, dict) and isinstance(created["credential"], dict)
         assert created["credential"]["owner_id"] == f"op_{operator[4:16]}"
@@ -111,7 +115,9 @@ def test_owner_defaults_to_the_only_operator_directly(
     operator = cli("init", "--config", str(config), env=env).stdout.strip()
     made = _keys(config, env, *AGENT)
     assert made.returncode == 0, made.stderr
-    assert f'"owner_id":"op_{operator[4:16]}"' in made.stdout
+    credential = made.stdout.splitlines()[2].split()  # the table's row: id, kind, owner...
+    assert credential[1:3] == ["agent", f"op_{operator[4:16]}"]
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", made.stdout)  # a date, not epoch
     second = _keys(config, env, "create-operator", "--label", "bob")
     bob = second.stdout.splitlines()[0]
     ambiguous = _keys(config, env, *AGENT)
@@ -172,6 +178,7 @@ def test_contract_server_prints_its_routes_and_init_example_works_against_them(
     routes = "".join(lines)
     assert f"GET, PATCH (JSON Patch, If-Match)  {base}/records/customer-123" in routes
     assert "GET, PUT (If-Match)" in routes and f"{base}/docs/notes.md" in routes
+    assert f"{base}/collections/NAME" in routes and f"{base}/collections/NAME/ID" in routes
     assert "undogate init --example" in routes
     # The example config names exactly those paths on the default port: against a
     # contract server there (here: on a free port, the one thing changed), it works.
@@ -181,6 +188,11 @@ def test_contract_server_prints_its_routes_and_init_example_works_against_them(
     text = config.read_text()
     assert "http://127.0.0.1:8765/records/customer-123" in text
     assert "http://127.0.0.1:8765/docs/notes.md" in text
+    elsewhere = tmp_path / "on-9876.yaml"  # --port: the contract server's --port
+    assert cli("init", "--example", "--port", "9876", "--config", str(elsewhere)).returncode == 0
+    assert elsewhere.read_text() == text.replace(":8765", ":9876").replace(
+        "port 8765:", "port 9876:"
+    )
     with ContractServer(None) as contract:
         config.write_text(text.replace("http://127.0.0.1:8765", contract.base_url))
         made = _keys(config, _env(), *AGENT)

@@ -235,7 +235,7 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
 
     def config(kind: str) -> Path:
         path = tmp_path / f"{kind}.yaml"
-        resource = {"id": "r", "agent_id": "a", "name": "R", "kind": kind,
+        resource: dict[str, object] = {"id": "r", "agent_id": "a", "name": "R", "kind": kind,
                     "url": "https://records.example.com/r/1"}  # fmt: skip
         if kind == "json_record":
             resource["fields"] = ["status"]

@@ -132,6 +132,24 @@ def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path)
         ledger.close()
 
 
+def test_a_key_is_held_to_its_events_through_an_index_never_every_event(tmp_path: Path) -> None:
+    """Every authentication reads what the chain holds of the credential (seals.py): its
+    issuing and revoking events, found by target through events_outside_jobs."""
+    from undogate.ledger.sql_admin import CREDENTIAL_COLUMNS
+
+    ledger = Ledger.open(tmp_path / "data")
+    try:
+        with ledger.raw() as c:
+            query = f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.id = 'op_1'"  # noqa: S608
+            plan = [row[-1] for row in c.execute("EXPLAIN QUERY PLAN " + query)]
+            searches = [step for step in plan if step.startswith("SEARCH e ")]
+            assert len(searches) == 3, plan
+            assert all("USING INDEX events_outside_jobs" in step for step in searches), plan
+            assert not any(step.startswith("SCAN") for step in plan), plan
+    finally:
+        ledger.close()
+
+
 def test_a_refused_open_keeps_no_handle_on_the_ledger(tmp_path: Path) -> None:
     """A ledger from a newer undogate is refused, and the refusal holds nothing open:
     no connection to the file and no lock, so the next open is refused the same way."""

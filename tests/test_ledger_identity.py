@@ -21,8 +21,9 @@ import yaml
 
 from undogate.auth import Keyring
 from undogate.errors import LedgerDamaged
-from undogate.ledger import DB_NAME, Ledger
+from undogate.ledger import DB_NAME, Ledger, Reader
 from undogate.ledger.identity import MARKER_NAME, META_KEY
+from undogate.ledger.sqlite import SQLiteTransaction
 
 from .conftest import MASTER_KEY, SERVE, cli, free_port, serve_log, wait_healthy
 
@@ -293,7 +294,7 @@ def test_a_damaged_page_met_by_a_write_is_a_ledger_error(tmp_path: Path) -> None
             )
         assert info.value.code == "ledger_error"
         with pytest.raises(LedgerDamaged):
-            ledger.read(lambda tx: tx.connection.execute("SELECT * FROM events").fetchall())
+            ledger.read(lambda tx: _connection(tx).execute("SELECT * FROM events").fetchall())
     finally:
         ledger.close()
 
@@ -328,7 +329,7 @@ def _events(data: Path) -> int:
     ledger = Ledger.open(data)
     try:
         return ledger.read(
-            lambda tx: int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])
+            lambda tx: int(_connection(tx).execute("SELECT COUNT(*) FROM events").fetchone()[0])
         )
     finally:
         ledger.close()
@@ -382,3 +383,9 @@ def test_what_the_wal_check_cannot_see_a_truncated_wal_without_its_index(
     os.truncate(wal, wal.stat().st_size - PAGE)
     (data / f"{DB_NAME}-shm").unlink()
     assert _events(data) < 20
+
+
+def _connection(tx: Reader) -> sqlite3.Connection:
+    """The SQLite engine's own connection under a read: what only a test reaches into."""
+    assert isinstance(tx, SQLiteTransaction)
+    return tx.connection

@@ -38,6 +38,7 @@ def _schema_6_ledger(data_dir: Path) -> None:
     with closing(sqlite3.connect(db, isolation_level=None)) as conn:
         conn.execute("BEGIN")
         for script in ledger_module._MIGRATIONS[:6]:
+            assert isinstance(script, str)  # the first six are SQL, none a function
             for statement in ledger_module._split_sql(script):
                 conn.execute(statement)
         for job_id in ("job_record", "job_text"):

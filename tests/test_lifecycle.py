@@ -323,10 +323,13 @@ def test_concurrent_confirms_dispatch_exactly_once(
     both_checked = threading.Barrier(2, timeout=10)
     results: list[object] = []
 
+    def checked() -> None:
+        both_checked.wait()
+
     def confirm(token: str) -> None:
         try:
             # Both confirms pass every check, then race for the first intent commit.
-            results.append(gateway.confirm(OWNER, job_id, token, reauthorize=both_checked.wait))
+            results.append(gateway.confirm(OWNER, job_id, token, reauthorize=checked))
         except UndogateError as exc:
             results.append(exc)
 

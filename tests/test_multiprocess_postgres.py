@@ -93,7 +93,7 @@ def _call(url: str, key: str, path: str, body: dict[str, object] | None = None) 
 
 
 def _prepare(url: str, fleet: Fleet, resource_id: str, status: str) -> str:
-    body = {"summary": f"{resource_id} {status}", "changes": [
+    body: dict[str, object] = {"summary": f"{resource_id} {status}", "changes": [
         {"resource": resource_id, "set": {"status": status}}
     ]}  # fmt: skip
     prepared = _call(url, fleet.agent, "/api/v1/jobs", body)
@@ -329,7 +329,7 @@ def test_review_sessions_are_shared_by_processes_and_survive_a_restart(
                 signed = browser.post(  # ... is good at another
                     f"{b}/signin", data={"key": fleet.operator, "csrf": _field(CSRF, form.text)}
                 )
-                assert signed.url.path == "/agents", signed.text[:500]
+                assert signed.url.path == "/inbox", signed.text[:500]
             cookies = dict(browser.cookies)
         # The process that signed the reviewer in is gone; A and a new B know them.
         with serving(fleet.config, fleet.env) as (b, _):

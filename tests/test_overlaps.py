@@ -122,7 +122,8 @@ def test_a_running_confirm_stops_at_a_quarantine_that_began_after_it_planned(
         thread.join(20)
     assert not thread.is_alive()
     assert server.attempt_count(R1) == r1_attempts + 1  # X's write only, never Y's
-    assert server.get_record(S1)["data"]["status"] == "closed"
+    data = server.get_record(S1)["data"]
+    assert isinstance(data, dict) and data["status"] == "closed"
     job = gw.get_job(OWNER.owner_id, y)
     assert job.state is JobState.PARTIALLY_APPLIED, out
     assert [c.state for c in job.changes] == [ChangeState.APPLIED, ChangeState.PENDING]

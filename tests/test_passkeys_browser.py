@@ -95,7 +95,7 @@ class Reviewer:
         self.page.goto(f"{self.url}/signin")
         self.page.get_by_label("Operator key").fill(world.keys["alice"])
         self.page.get_by_role("button", name="Sign in").click()
-        self.page.wait_for_url(f"{self.url}/agents")
+        self.page.wait_for_url(f"{self.url}/inbox")
 
     def add_authenticator(self, transport: str = "internal") -> str:
         """Another authenticator in this browser (one built in, or a security key); its

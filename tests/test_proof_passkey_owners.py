@@ -168,7 +168,8 @@ def test_a_second_passkey_needs_a_live_ones_approval_of_exactly_it(gw: Gateway) 
     *_, approval_event, registered = passkey_events(gw)
     assert approval_event.operation == "passkey_approved"
     assert approval_event.detail is not None
-    assert approval_event.detail["preview"]["format"] == "undogate.passkey_addition/1"
+    signed = approval_event.detail["preview"]
+    assert isinstance(signed, dict) and signed["format"] == "undogate.passkey_addition/1"
     assert registered.detail is not None and registered.detail["approved_by"] == live(gw)[0]
     # Spent: the same approval adds nothing again.
     with pytest.raises(InvalidRequest, match="registered already"):

@@ -87,9 +87,14 @@ def _prepare(g: dict[str, Any]) -> str:
 
 @contextmanager
 def _signed_in(g: dict[str, Any]) -> Iterator[httpx.Client]:
-    """A browser's session on the review pages, signed in with the operator key."""
+    """A browser's session on the review pages, signed in with the operator key, at
+    ``localhost`` (a passkey's site is a domain name: at an IP address the passkeys page
+    offers no registration, only the address that works)."""
     with httpx.Client(
-        base_url=g["url"], trust_env=False, timeout=30, follow_redirects=True
+        base_url=g["url"].replace("127.0.0.1", "localhost"),
+        trust_env=False,
+        timeout=30,
+        follow_redirects=True,
     ) as page:
         form = page.get("/signin").text
         token = re.search(r'name="csrf" value="([^"]+)"', form)
@@ -140,7 +145,9 @@ def _register_through_the_page(g: dict[str, Any]) -> SoftAuthenticator:
                 data={**form, "issued": stale_issued, "label": "x", "credential": "{}"},
             )
             assert stale.status_code == 400 and "out of date" in stale.text
-        authenticator = SoftAuthenticator(origin=g["url"], rp_id="127.0.0.1")
+        authenticator = SoftAuthenticator(
+            origin=g["url"].replace("127.0.0.1", "localhost"), rp_id="localhost"
+        )
         credential = authenticator.register(unb64(options["challenge"]))
         # The challenge is the session's MAC of the page's time: another time is another
         # challenge, so the answer does not verify.
@@ -177,7 +184,9 @@ def test_another_passkey_and_a_revocation_need_a_live_ones_approval(
     first = _register_through_the_page(gateway)
     with _signed_in(gateway) as page:
         form, shown = _form(page, "/passkeys", "/passkeys/add")
-        phone = SoftAuthenticator(origin=gateway["url"], rp_id="127.0.0.1")
+        phone = SoftAuthenticator(
+            origin=gateway["url"].replace("127.0.0.1", "localhost"), rp_id="localhost"
+        )
         credential = phone.register(unb64(_options(shown)["challenge"]))
         made = {**form, "label": "phone", "credential": credential}
         # Straight to the registration, without the approval step: refused.

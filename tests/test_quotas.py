@@ -21,6 +21,7 @@ from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.errors import LimitReached, QuotaExceeded, RateLimited, UndogateError
 from undogate.jobs import (
+    TERMINAL_STATES,
     UNRESOLVED_STATES,
     Actor,
     ChangeRequest,
@@ -30,7 +31,10 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonValue
+from undogate.ledger import Ledger, Reader
+from undogate.ledger.postgres import PostgresTransaction
 from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
+from undogate.ledger.sqlite import SQLiteTransaction
 from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
@@ -92,13 +96,13 @@ def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
 
 
 def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
-    return int(
-        gw.ledger.read(
-            lambda tx: tx.connection.execute(
-                COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)
-            ).fetchone()[0]
+    def count(tx: Reader) -> int:
+        assert isinstance(tx, SQLiteTransaction | PostgresTransaction)  # the engine's SQL
+        return int(
+            tx.connection.execute(COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)).fetchone()[0]
         )
-    )
+
+    return gw.ledger.read(count)
 
 
 # -- quotas of unresolved jobs -----------------------------------------------------------
@@ -145,8 +149,12 @@ def test_every_state_counts_exactly_as_documented(
     assert set(UNRESOLVED_STATES) == set(JobState) - resolved
     gw = open_gateway(quota_config(server, data_dir, max_unresolved_jobs_per_agent=1))
     job_id = prepare(gw).job.id
-    for state in JobState:
-        gw.ledger.write(lambda tx, s=state: tx.set_job_state(job_id, s))  # type: ignore[misc]
+    finished = False
+    for state in sorted(JobState, key=lambda s: s in TERMINAL_STATES):
+        if finished:  # a finished job stays finished (the ledger refuses): take a new one
+            job_id = prepare(gw).job.id
+        gw.ledger.write(lambda tx, s=state, j=job_id: tx.set_job_state(j, s))  # type: ignore[misc]
+        finished = state in TERMINAL_STATES
         refused = True
         try:
             gw.ledger.read(lambda tx: gw.quotas.check_unresolved(tx, AGENT.owner_id, AGENT.id))
@@ -195,7 +203,7 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
     limits: dict[str, int],
     refusal: type[UndogateError],
 ) -> None:
-    gw = open_gateway(quota_config(server, data_dir, **limits))
+    gw = open_gateway(quota_config(server, data_dir, None, **limits))
     threads = 16
     start = threading.Barrier(threads)
 
@@ -390,6 +398,7 @@ def test_a_replay_is_neither_counted_nor_refused(
 
 
 def test_counting_reads_only_the_unresolved_index(gateway: Gateway) -> None:
+    assert isinstance(gateway.ledger, Ledger)
     with gateway.ledger.raw() as c:
         for sql, args in ((COUNT_AGENT_SQL, ("o", "a", 9)), (COUNT_OWNER_SQL, ("o", 9))):
             plan = " ".join(str(row[-1]) for row in c.execute("EXPLAIN QUERY PLAN " + sql, args))

@@ -3,9 +3,9 @@ README (so the test fails when the README drifts) and each command runs in order
 fresh folder, against the servers the block itself starts. Nothing is added between
 steps. What the test supplies is what a reader would: the values earlier commands
 printed in place of ``ugo_...``, ``uga_...`` and ``job_...``, a typed answer where a
-command asks for one, and free ports in place of 8765 and 8080 (in the commands and in
-the config ``init --example`` writes) so that the test never collides with anything
-else on this machine."""
+command asks for one, and free ports in place of 8765 and 8080 in the commands (the
+config follows from ``init --example --port``) so that the test never collides with
+anything else on this machine."""
 
 from __future__ import annotations
 
@@ -110,8 +110,8 @@ def test_the_readme_walkthrough_runs_as_written(
         assert done.returncode == 0, f"{command}\n{done.stdout}\n{done.stderr}"
         if " init " in line:
             found["ugo_..."] = done.stdout.strip()
-            config = tmp_path / "undogate.yaml"
-            config.write_text(config.read_text().replace("8765", str(contract_port)))
+            written = (tmp_path / "undogate.yaml").read_text()  # --port, as the README says
+            assert f"127.0.0.1:{contract_port}/" in written and ":8765" not in written
             assert "op_" in done.stderr  # the operator id, printed with the key
         elif " create-agent " in line:
             found["uga_..."] = done.stdout.splitlines()[0]

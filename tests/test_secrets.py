@@ -47,7 +47,7 @@ def token_server() -> Iterator[ContractServer]:
 def prepare(gw: Gateway, **set_: object) -> str:
     request = PrepareRequest(
         summary="Promote the lead",
-        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),  # type: ignore[arg-type]
+        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),
     )
     return gw.prepare(AGENT, "account-assistant", request).job.id
 

@@ -49,20 +49,25 @@ def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
     try:
         wait_healthy(f"http://127.0.0.1:{port}", parent)
         assert parent.stderr is not None
-        line = ""
+        line, before = "", []
         while "worker processes" not in line:
             line = parent.stderr.readline()
             assert line, "serve --workers said nothing about its workers"
+            before.append(line)
         pids = [int(p) for p in re.findall(r"\d+", line.split("pids", 1)[1])]
         assert len(pids) == 2 and parent.pid not in pids
+        # Each worker's lines are labelled, and "serving" is said once both are.
+        for n, pid in enumerate(pids, start=1):
+            said = [b for b in before if b.startswith(f"worker {n} (pid {pid}): ")]
+            assert any("undogate serving http://" in b for b in said), before
         _wait_for_leases(ledger, 2)
         for _ in range(10):  # every request answered, whichever worker takes it
             assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
 
         # A worker dies: the supervisor starts another, with a lease of its own.
-        before = ledger.read(lambda tx: tx.open_leases())
+        leases_before = ledger.read(lambda tx: tx.open_leases())
         os.kill(pids[0], signal.SIGKILL)
-        _wait_for_leases(ledger, 2, besides=before)
+        _wait_for_leases(ledger, 2, besides=leases_before)
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200
     finally:
         parent.send_signal(signal.SIGTERM)

@@ -25,7 +25,7 @@ def installer(place: Path, calls: list[str]) -> server_envs.Installer:
 
 
 def test_an_environment_is_made_once_and_remade_when_its_pin_changes(tmp_path: Path) -> None:
-    place, calls = tmp_path / ".venv-example", []
+    place, calls = tmp_path / ".venv-example", list[str]()
     server_envs._made_once(place, "example==1.0", installer(place, calls))
     server_envs._made_once(place, "example==1.0", installer(place, calls))
     assert calls == ["install"]
@@ -40,7 +40,7 @@ def test_an_environment_is_made_once_and_remade_when_its_pin_changes(tmp_path: P
 def test_an_install_cut_short_leaves_no_stamp_and_the_next_one_starts_over(
     tmp_path: Path,
 ) -> None:
-    place, calls = tmp_path / ".venv-example", []
+    place, calls = tmp_path / ".venv-example", list[str]()
 
     def failing(run: Callable[[list[str]], None]) -> None:
         place.mkdir()

@@ -59,10 +59,12 @@ MEMBERS: dict[str, Member] = {
 }
 SERVERS = ("radicale", "xandikos")
 CASES = [(server, member) for server in SERVERS for member in MEMBERS]
+#: A server, a fresh member path in its collection, the server's name, the member kind.
+Case = tuple[DavCollections, str, str, Member]
 
 
 @pytest.fixture(params=CASES, ids=[f"{s}-{m}" for s, m in CASES])
-def case(request: pytest.FixtureRequest) -> tuple[DavCollections, str, str, Member]:
+def case(request: pytest.FixtureRequest) -> Case:
     """A server, a fresh member path in its address book or calendar, and the member kind."""
     server_name, member_name = request.param
     server: DavCollections = request.getfixturevalue(server_name)
@@ -86,7 +88,7 @@ def unfolded_lines(text: str) -> list[str]:
 # -- ETags and preconditions, on both servers, contacts and events -----------------------
 
 
-def test_a_create_gives_one_strong_etag_that_get_and_head_repeat(case: tuple) -> None:
+def test_a_create_gives_one_strong_etag_that_get_and_head_repeat(case: Case) -> None:
     server, path, _, member = case
     tag = created(server, path, member)
     assert re.fullmatch(r'"[0-9a-f]{40,64}"', tag), tag  # strong: no W/, a content hash
@@ -97,7 +99,7 @@ def test_a_create_gives_one_strong_etag_that_get_and_head_repeat(case: tuple) ->
     assert server.request("HEAD", path).headers["etag"] == tag
 
 
-def test_if_none_match_star_refuses_an_existing_member_and_keeps_it(case: tuple) -> None:
+def test_if_none_match_star_refuses_an_existing_member_and_keeps_it(case: Case) -> None:
     server, path, _, member = case
     tag = created(server, path, member)
     again = server.put(path, member[3](path), member[1], If_None_Match="*")
@@ -105,7 +107,7 @@ def test_if_none_match_star_refuses_an_existing_member_and_keeps_it(case: tuple)
     assert server.request("GET", path).headers["etag"] == tag
 
 
-def test_the_current_tag_updates_with_204_and_a_new_strong_etag(case: tuple) -> None:
+def test_the_current_tag_updates_with_204_and_a_new_strong_etag(case: Case) -> None:
     server, path, _, member = case
     tag = created(server, path, member)
     updated = server.put(path, member[3](path), member[1], If_Match=tag)
@@ -118,7 +120,7 @@ def test_the_current_tag_updates_with_204_and_a_new_strong_etag(case: tuple) -> 
 
 @pytest.mark.parametrize("which", ["stale", "weak form of the current"])
 def test_a_stale_or_weak_if_match_is_refused_with_412_and_nothing_changed(
-    case: tuple, which: str
+    case: Case, which: str
 ) -> None:
     server, path, _, member = case
     first_tag = created(server, path, member)
@@ -135,7 +137,7 @@ def test_a_stale_or_weak_if_match_is_refused_with_412_and_nothing_changed(
 
 
 @pytest.mark.parametrize("tag", ['"0123456789abcdef0123456789abcdef01234567"', "*"])
-def test_if_match_on_a_missing_member_creates_nothing(case: tuple, tag: str) -> None:
+def test_if_match_on_a_missing_member_creates_nothing(case: Case, tag: str) -> None:
     server, path, _, member = case
     refused = server.put(path, member[2](path), member[1], If_Match=tag)
     assert refused.status_code == 412
@@ -146,7 +148,7 @@ def test_if_match_on_a_missing_member_creates_nothing(case: tuple, tag: str) -> 
 DELETE_STATUS = {"radicale": 200, "xandikos": 204}
 
 
-def test_a_delete_with_the_current_tag_removes_the_member(case: tuple) -> None:
+def test_a_delete_with_the_current_tag_removes_the_member(case: Case) -> None:
     server, path, server_name, member = case
     tag = created(server, path, member)
     deleted = server.request("DELETE", path, headers={"If-Match": tag})
@@ -154,7 +156,7 @@ def test_a_delete_with_the_current_tag_removes_the_member(case: tuple) -> None:
     assert server.request("GET", path).status_code == 404
 
 
-def test_propfind_depth_1_lists_each_member_with_the_etag_a_get_gives(case: tuple) -> None:
+def test_propfind_depth_1_lists_each_member_with_the_etag_a_get_gives(case: Case) -> None:
     server, _, server_name, member = case
     collection = member[0](server)
     fresh = server.new_addressbook() if member[1] == VCARD_TYPE else server.new_calendar()
@@ -342,7 +344,7 @@ DUPLICATE_UID = {
 }
 
 
-def test_a_second_member_with_a_used_uid(case: tuple) -> None:
+def test_a_second_member_with_a_used_uid(case: Case) -> None:
     server, path, server_name, member = case
     _, content_type, body, _ = member
     uid = f"shared-{uuid.uuid4().hex[:8]}"

@@ -14,8 +14,7 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from undogate.api import STATUS_BY_CODE
-from undogate.app import create_app
+from undogate.api import STATUS_BY_CODE, create_app
 from undogate.auth import Keyring
 from undogate.config import Config
 from undogate.contract_server import ContractServer
@@ -41,7 +40,7 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
-def sign_in(client: TestClient, key: str) -> Any:
+def sign_in(client: httpx.Client | TestClient, key: str) -> Any:
     form = client.get("/signin")
     assert form.status_code == 200
     return client.post("/signin", data={"key": key, "csrf": csrf_of(form.text)})
@@ -50,13 +49,13 @@ def sign_in(client: TestClient, key: str) -> Any:
 def signed_in(world: WebWorld, who: str = "alice", **kwargs: Any) -> TestClient:
     client = TestClient(world.app, **kwargs)
     done = sign_in(client, world.keys[who])
-    assert done.status_code == 200, done.text  # followed the redirect to /agents
-    assert done.url.path == "/agents"
+    assert done.status_code == 200, done.text  # followed the redirect to the inbox
+    assert done.url.path == "/inbox"
     return client
 
 
 def new_job(client: TestClient, world: WebWorld, agent: str = "agent", **body: Any) -> str:
-    return prepare_via_api(client, world.keys[agent], prepare_body(**body))  # type: ignore[arg-type]
+    return prepare_via_api(client, world.keys[agent], prepare_body(**body))
 
 
 def test_sign_in_sets_an_opaque_strict_http_only_session_cookie(world: WebWorld) -> None:
@@ -314,7 +313,7 @@ def test_an_uncertain_write_is_reconciled_and_quarantines_others(world: WebWorld
         assert "outcome on the same resource is uncertain" in held.text
         assert first in held.text  # the engine's sentence names the blocking job
         assert f'class="blocking-job" href="/jobs/{first}"' in held.text  # and links it
-        assert f'action="/jobs/{second}/reject"' in held.text  # a held job can be rejected
+        assert f'href="/jobs/{second}/reject"' in held.text  # a held job can be rejected
         assert "What this apply would have written" in held.text
         page = client.get(f"/jobs/{first}")
         assert "Preview: accept observed state" in page.text
@@ -426,7 +425,12 @@ def test_bidi_overrides_and_control_characters_are_shown_not_obeyed(world: WebWo
             html = client.get(path).text
             for hidden in ("\u202e", "\u200b", "\u009b"):
                 assert hidden not in html, (path, hidden)
-            assert "⟨U+202E⟩" in html
+            assert marker("202E") in html
+
+
+def marker(code: str) -> str:
+    """A real invisible character as a page shows it: an element no text can fake."""
+    return f'<span class="inv"><span class="sr">invisible character </span>U+{code}</span>'
 
 
 # Printable to str.isprintable() yet drawn as nothing, or as a space: Hangul fillers,
@@ -457,10 +461,10 @@ def test_invisible_and_blank_looking_characters_are_marked_on_every_page(
     for name, html in pages.items():
         for ch in BLANKS:
             assert ch not in html, (name, f"U+{ord(ch):04X}")
-        for shown in ("⟨U+3164⟩⟨U+115F⟩⟨U+1160⟩⟨U+FFA0⟩⟨U+2800⟩⟨U+034F⟩⟨U+FE0F⟩⟨U+E0041⟩",):
-            assert f"lee{shown}" in html, name
+        shown = "".join(marker(f"{ord(ch):04X}") for ch in BLANKS)
+        assert f"lee{shown}" in html, name
     # the job page shows the agent's words, the record value and the document line
-    assert pages["job"].count("⟨U+3164⟩") >= 4
+    assert pages["job"].count(marker("3164")) >= 4
 
 
 def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
@@ -503,7 +507,7 @@ def test_an_expired_unused_preview_still_says_it_expired(world: WebWorld) -> Non
         assert 'name="preview_token"' not in late.text
 
 
-STALE = "the values this job would replace changed since it was prepared"
+STALE = "The values this job would replace have changed since it was prepared."
 
 
 def test_a_stale_job_says_why_once_and_can_be_rejected_from_its_preview(
@@ -515,17 +519,27 @@ def test_a_stale_job_says_why_once_and_can_be_rejected_from_its_preview(
         csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
         shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
         assert shown.status_code == 200
-        assert "This cannot be confirmed" in shown.text
+        assert "This apply cannot be confirmed" in shown.text
         assert shown.text.count(STALE) == 1  # once: not again as a note or "moved"
+        assert "changed since it was prepared" not in shown.text.replace(STALE, "")
         assert "Moved since it was prepared" not in shown.text
         assert "Nothing moved" not in shown.text
+        assert "someone else" not in shown.text.lower()  # an outside edit: no guess at who
         assert 'name="preview_token"' not in shown.text
-        assert "Preview again" in shown.text
-        reject = re.search(r'<form method="post" action="(/jobs/[^"]+/reject)"', shown.text)
-        assert reject and reject.group(1) == f"/jobs/{job_id}/reject"
-        done = client.post(reject.group(1), data={"csrf": csrf_of(shown.text)})
+        assert "Preview again" not in shown.text  # the values will not come back by waiting
+        expected = shown.text.split('class="fields stack expected"', 1)[1].split("</table>")[0]
+        assert "&#34;sam&#34;" in expected and "&#34;zed&#34;" in expected
+        ask = re.search(
+            r'<a class="button danger" id="reject" href="(/jobs/[^"]+/reject)"', shown.text
+        )
+        assert ask and ask.group(1) == f"/jobs/{job_id}/reject"
+        confirm = client.get(ask.group(1))  # rejecting asks first, and writes nothing yet
+        assert "Reject job" in confirm.text and "can never be applied" in confirm.text
+        assert world.gateway.get_job(world.ids["alice"], job_id).state.value == "prepared"
+        done = client.post(ask.group(1), data={"csrf": csrf_of(confirm.text), "reason": "stale"})
         assert done.status_code == 200 and done.url.path == f"/jobs/{job_id}"
         assert "Rejected. This job can never be applied." in done.text
+        assert "The reviewer's reason:" in done.text and ">stale</span>" in done.text
         assert world.gateway.get_job(world.ids["alice"], job_id).state.value == "rejected"
         assert world.server.write_count(RECORD) == 0
 
@@ -541,12 +555,14 @@ def test_a_blocked_undo_says_why_once_and_shows_what_it_would_have_written(
         csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
         shown = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "undo"})
         assert shown.status_code == 200
-        assert shown.text.count("undo would overwrite newer work") == 1
-        assert "customer</code>: undo will not be possible" in shown.text
+        assert shown.text.count("Undoing it would overwrite the newer values") == 1
+        assert 'id="irrev-h"' not in shown.text  # the blocker says it once
         assert "Moved since it was prepared" not in shown.text
         table = shown.text.split('id="changes-h"', 1)[1]
         assert f"&#34;{before['owner']}&#34;" in table  # the value undo would have written
         assert "&#34;yan&#34;" in table  # against what is there now
+        expected = shown.text.split('class="fields stack expected"', 1)[1].split("</table>")[0]
+        assert "This job wrote" in expected and "&#34;lee&#34;" in expected
         assert "/reject" not in shown.text  # an applied job is not rejected
         assert world.server.get_record(RECORD)["owner"] == "yan"
 

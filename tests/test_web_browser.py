@@ -105,7 +105,7 @@ def sign_in(page: Any, site: ServedApp, key: str) -> None:
     assert page.url.endswith("/signin")
     page.get_by_label("Operator key").fill(key)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{site.url}/agents")
+    page.wait_for_url(f"{site.url}/inbox")
 
 
 def api(site: ServedApp) -> httpx.Client:
@@ -136,6 +136,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     page.goto(f"{site.url}/signin")
     save_shot(page, "signin")
     sign_in(page, site, world.keys["alice"])
+    page.goto(f"{site.url}/agents")
     save_shot(page, "agents")
     page.get_by_role("link", name="account-assistant").click()
     page.wait_for_url(f"{site.url}/agents/account-assistant")
@@ -145,7 +146,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert "written by the agent" in page.inner_text("#summary-h")
     assert "ticket CRM-4521" in page.inner_text("main")
     assert "caller-supplied" in page.inner_text("main")
-    save_shot(page, "job", docs=True)
+    save_shot(page, "job-clicked")
 
     page.get_by_role("button", name="Preview apply").click()
     page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
@@ -157,11 +158,11 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert page.locator("input[name=preview_token]").get_attribute("type") == "hidden"
     assert "Nothing moved since the job was prepared" in page.inner_text("main")
     assert world.server.write_count(RECORD) == 0
-    save_shot(page, "preview", docs=True)
+    save_shot(page, "preview-clicked")
     narrow = open_page(browser, width=390, height=844)
     narrow.page.context.add_cookies(page.context.cookies())
     narrow.page.goto(page.url)
-    save_shot(narrow.page, "preview-phone", docs=True)
+    save_shot(narrow.page, "preview-clicked-phone")
     narrow.page.goto(f"{site.url}/jobs/{job_id}")
     save_shot(narrow.page, "job-phone")
     narrow.page.context.close()
@@ -170,7 +171,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
     assert "Confirmed" in page.inner_text("[role=status]")
     assert "applied" in page.inner_text("h1")
-    save_shot(page, "receipt", docs=True)
+    save_shot(page, "receipt-clicked")
     after = world.server.get_record(RECORD)
     assert after["status"] == "customer" and after["owner"] == "lee"
     assert after["balance"] == before["balance"]  # untouched, digits and all
@@ -193,7 +194,7 @@ def test_review_apply_and_undo_by_clicking(browser: Any, world: WebWorld, site: 
     assert "undone" in page.inner_text("h1")
     assert world.server.get_record(RECORD) == before
     page.goto(f"{site.url}/jobs/{job_id}")
-    history = page.inner_text("#history-h + .scroll")
+    history = page.inner_text("#history-h + .table-box")
     for step in (
         "Prepared the job",
         "Previewed the apply",

@@ -1,5 +1,5 @@
 """A collection in the review UI, in real headless Chromium (SPEC §12): a create shows
-"(new record)" and is IRREVERSIBLE until its undo is verified and accepted, so confirming
+"Creates a new record" and is not reversible until its undo is verified and accepted, so confirming
 needs the box ticked; the resource's undo page accepts the verified undo; then the undo
 removes exactly the record, on the contract server and on a real Kinto. A deletion shows
 the whole pre-image; an ambiguous upsert never becomes a job."""
@@ -73,11 +73,11 @@ def test_create_acknowledged_then_undo_accepted_and_run(
     page = w.page
     sign_in(page, site, keys["alice"])
     page.goto(f"{site.url}/jobs/{job_id}")
-    assert "(new record)" in page.inner_text("main")
+    assert "Creates a new record ann" in page.inner_text("main")
     page.get_by_role("button", name="Preview apply").click()
     page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
     main = page.inner_text("main")
-    assert "(new record)" in main and "IRREVERSIBLE" in main
+    assert "Creates a new record ann" in main and "Not reversible" in main
     box = page.locator("#acknowledge")
     assert box.get_attribute("required") is not None
     page.locator("#confirm").click()  # the browser refuses the form while unticked
@@ -167,7 +167,7 @@ def test_on_kinto_a_create_and_its_undo_by_clicking(
             page.goto(f"{site.url}/jobs/{job_id}")
             page.get_by_role("button", name="Preview apply").click()
             page.wait_for_url(f"{site.url}/jobs/{job_id}/previews/**")
-            assert "(new record)" in page.inner_text("main")
+            assert "Creates a new record" in page.inner_text("main")
             page.locator("#acknowledge").check()
             page.locator("#confirm").click()
             page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")

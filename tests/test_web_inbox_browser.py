@@ -89,7 +89,7 @@ def _sign_in(page: Any, site: ServedApp, key: str) -> None:
     page.goto(f"{site.url}/signin")
     page.get_by_label("Operator key").fill(key)
     page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(f"{site.url}/agents")
+    page.wait_for_url(f"{site.url}/inbox")
 
 
 def _rows(page: Any) -> list[str]:

@@ -90,7 +90,7 @@ def test_the_preview_shows_exactly_the_requests_the_cli_shows(world: WebWorld) -
         assert headers == request["headers"]
         assert headers["If-Match"].startswith('"')
         lines = [text_of(x) for x in re.findall(r'<div class="body-line">(.*?)</div>', item, re.S)]
-        shown_lines = [ln.replace("\u27e8U+200B\u27e9", "\u200b") for ln in lines]
+        shown_lines = [ln.replace("invisible character U+200B", "\u200b") for ln in lines]
         assert shown_lines == view["body_lines"]
         assert "\n".join(shown_lines) + "\n" == request["body"] or (
             "\n".join(shown_lines) == request["body"]
@@ -100,7 +100,8 @@ def test_the_preview_shows_exactly_the_requests_the_cli_shows(world: WebWorld) -
     assert patch["headers"]["Content-Type"] == "application/json-patch+json"
     assert LONG_TIER in patch["body"]  # the exact body carries the whole value
     assert put["body"] == "# Account notes\n\n- Lee owns it\u200b now.\n"
-    assert "\u27e8U+200B\u27e9" in section and "\u200b" not in section  # invisibles marked
+    marker = '<span class="inv"><span class="sr">invisible character </span>U+200B</span>'
+    assert marker in section and "\u200b" not in section  # invisibles marked
     assert "credential header, added at send time and never shown" in section
     assert "Authorization" not in section
 
@@ -115,11 +116,13 @@ def test_long_values_fold_behind_their_length_and_objects_diff_member_by_member(
     for shown in (page, job_page):
         folded = re.search(r'<details class="long">(.*?)</details>', shown, re.S)
         assert folded is not None
-        summary = text_of(re.search(r"<summary>(.*?)</summary>", folded.group(1), re.S)[1])
+        shown_summary = re.search(r"<summary>(.*?)</summary>", folded.group(1), re.S)
+        assert shown_summary is not None
+        summary = text_of(shown_summary[1])
         assert f"{len(LONG_TIER) + 2} characters: show all" in summary  # + its quotes
         assert LONG_TIER not in summary
         assert f'"{LONG_TIER}"' in text_of(folded.group(1))  # all of it, when opened
-        members = re.search(r'<table class="members">(.*?)</table>', shown, re.S)
+        members = re.search(r'<table class="members stack">(.*?)</table>', shown, re.S)
         assert members is not None
         rows = re.findall(r'<tr class="(changed|same)">(.*?)</tr>', members.group(1), re.S)
         assert [(kind, text_of(row).split()[0]) for kind, row in rows] == [
@@ -139,7 +142,7 @@ def test_the_history_reads_as_sentences_and_tables(world: WebWorld) -> None:
         done = client.post(f"/jobs/{job_id}/confirm", data={"csrf": csrf, "preview_token": token})
         assert done.status_code == 200
         shown = client.get(f"/jobs/{job_id}").text
-    history = re.search(r'<table class="list history">(.*?)</table>\s*</div>', shown, re.S)
+    history = re.search(r'<table class="list history stack">(.*?)</table>\s*</div>', shown, re.S)
     assert history is not None
     words = text_of(history.group(1))
     for sentence in (
@@ -153,7 +156,9 @@ def test_the_history_reads_as_sentences_and_tables(world: WebWorld) -> None:
     for internal in ("finish_apply", "confirm_apply", "apply_done", '{"changes"', '"fields"'):
         assert internal not in words
     assert "HTTP status" in words and "Version after" in words
-    recorded = re.findall(r'<table class="fields recorded">(.*?)</table>', history.group(1), re.S)
+    recorded = re.findall(
+        r'<table class="fields recorded stack">(.*?)</table>', history.group(1), re.S
+    )
     assert recorded, "the recorded values are not shown as tables"
     assert '"lee"' in text_of(recorded[0]) and '"sam"' in text_of(recorded[0])
     assert "the document goes from" in words

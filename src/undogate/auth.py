@@ -17,6 +17,7 @@ key is looked up by its public id and compared by hash in constant time.
 from __future__ import annotations
 
 import hmac
+import logging
 import secrets
 import threading
 import time
@@ -24,6 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from .chain.seals import CREDENTIAL_CREATED, credential_problem, credential_seal
 from .digests import sha256_hex
 from .errors import Conflict, Forbidden, InvalidRequest, NotFound, Unauthorized
 from .jobs import Actor
@@ -41,6 +43,7 @@ MASTER_ENV = "UNDOGATE_MASTER_KEY"
 MIN_MASTER_KEY_CHARS = 32
 _ID_HEX = 12
 _DUMMY_HASH = sha256_hex(b"undogate: no such credential")
+log = logging.getLogger(__name__)
 
 Kind = Literal["operator", "agent", "master"]
 
@@ -240,7 +243,7 @@ class Keyring:
             found = self.ledger.read(lambda tx: tx.credential(cred_id))
         stored_hash = found.key_hash if found is not None else _DUMMY_HASH
         matches = hmac.compare_digest(presented_hash, stored_hash)
-        if found is None or not matches or found.revoked_at is not None:
+        if found is None or not matches or found.revoked_at is not None or _forged(found):
             raise Unauthorized("the credential is missing, unknown or revoked")
         principal = self._principal(_info(found))
         with self._memo_lock:
@@ -258,10 +261,10 @@ class Keyring:
         """
         if principal.kind == "master":
             return principal
-        info = self.get(principal.credential_id)
-        if info.revoked_at is not None:
+        found = self.ledger.read(lambda tx: tx.credential(principal.credential_id))
+        if found is None or found.revoked_at is not None or _forged(found):
             raise Unauthorized("the credential was revoked")
-        return self._principal(info)
+        return self._principal(_info(found))
 
     @staticmethod
     def _principal(info: CredentialInfo) -> Principal:
@@ -351,25 +354,36 @@ class Keyring:
         label: str,
         actor: str,
     ) -> IssuedKey:
-        now = self._clock()
+        row = StoredCredential(
+            cred_id,
+            kind,
+            owner_id,
+            agent_id,
+            scopes,
+            agents,
+            label,
+            self._clock(),
+            None,
+            sha256_hex(key),
+        )
 
         def commit(tx: Transaction) -> None:
             tx.insert_credential(
-                credential_id=cred_id,
-                kind=kind,
-                owner_id=owner_id,
-                agent_id=agent_id,
-                scopes=scopes,
-                agents=agents,
-                label=label,
-                key_hash=sha256_hex(key),
-                created_at=now,
+                credential_id=row.id,
+                kind=row.kind,
+                owner_id=row.owner_id,
+                agent_id=row.agent_id,
+                scopes=row.scopes,
+                agents=row.agents,
+                label=row.label,
+                key_hash=row.key_hash,
+                created_at=row.created_at,
             )
             tx.add_event(
                 job_id=None,
                 actor=actor,
                 access_path="admin",
-                operation=f"credential_create_{kind}",
+                operation=CREDENTIAL_CREATED + kind,
                 target=cred_id,
                 detail={
                     "owner": owner_id,
@@ -377,12 +391,13 @@ class Keyring:
                     "scopes": list(scopes),
                     "agents": list(agents) if agents is not None else None,
                     "label": label,
+                    # The row as issued (seals.py): a key is only ever honoured as issued.
+                    "seal": credential_seal(row),
                 },
             )
 
         self.ledger.write(commit)
-        info = CredentialInfo(cred_id, kind, owner_id, agent_id, scopes, agents, label, now, None)
-        return IssuedKey(key=key, credential=info)
+        return IssuedKey(key=key, credential=_info(row))
 
     # -- list / get ------------------------------------------------------------------
 
@@ -468,6 +483,16 @@ class Keyring:
                 self._generation += 1
                 self._verified.clear()
         return Revocation(self.get(cred_id), cascade, unresolved)
+
+
+def _forged(stored: StoredCredential) -> bool:
+    """Whether the credential is not what the chain issued and revoked (seals.py): a row
+    inserted or edited behind the ledger. Refused like an unknown key; the operator is
+    told which one (``undogate ledger verify`` names it too)."""
+    problem = credential_problem(stored, stored.issued, stored.revoked_in_chain)
+    if problem:
+        log.error("credential %s refused: %s", stored.id, problem)
+    return bool(problem)
 
 
 _MASTER = Principal("master", "master", owner_id="master")

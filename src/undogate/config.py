@@ -219,7 +219,7 @@ def _check_semantics(
             )
         seen_urls.setdefault(norm, i)
         problems.extend(_kind_problems(res, where, limits))
-        if not res.conditional_writes:
+        if not res.conditional_writes and res.test_copy_of is None:  # the check earns it
             warnings.append(
                 f"{where}: conditional_writes is false; writes to {res.id!r} are refused "
                 "until the operator attests the remote contract"

@@ -8,7 +8,6 @@ It exits 0 only when every resource ends byte-for-byte as it started.
 
 from __future__ import annotations
 
-import json
 import socket
 import tempfile
 import threading
@@ -23,7 +22,9 @@ from urllib.parse import urlsplit
 import anyio
 import yaml
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 from . import views
 from .app import build_app
@@ -33,10 +34,11 @@ from .contract_server import ContractServer
 from .diffs import unified_diff
 from .engine import Gateway
 from .jobs import Actor, Job, Operation, Preview
+from .jsonvalue import dumps, loads_object
 from .ledger import Ledger
 from .net import RemoteHTTP
 from .operations.endpoint_check import check_endpoint
-from .terminal_values import render_rows
+from .terminal_values import inert, render_rows
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
 
@@ -100,7 +102,8 @@ async def _agent_prepares(mcp_url: str, token: str, notes: str) -> dict[str, Any
         tools = sorted(t.name for t in (await client.list_tools()).tools)
         listed = await client.call_tool("list_resources", {})
         names = [r["id"] for r in (listed.structured_content or {}).get("resources", [])]
-        print(f"agent sees tools {tools} and resources {names}")
+        print(f"the agent sees tools: {', '.join(tools)}")
+        print(f"the agent sees resources: {', '.join(names)}")
         result = await client.call_tool(
             "prepare_changes",
             {
@@ -148,8 +151,11 @@ def _show_preview(console: Console, preview: Preview) -> None:
             change.get("current_text"),
             change.get("planned_text"),
         )
-        if change.get("operation") == "create":
-            console.print(f"[bold]{resource}[/]: creates a new record {change.get('record_id')}")
+        record = change.get("record_id") or "(the id the server gives it)"
+        if change.get("operation") == "create" and change.get("planned_absent"):
+            console.print(f"[bold]{resource}[/]: deletes record {record}, which this job created")
+        elif change.get("operation") == "create":
+            console.print(f"[bold]{resource}[/]: creates a new record {record}")
         if isinstance(planned, str):
             diff = unified_diff(current if isinstance(current, str) else "", planned, resource)
             console.print(f"[bold]{resource}[/] (line diff, current → planned):")
@@ -162,13 +168,14 @@ def _show_preview(console: Console, preview: Preview) -> None:
 
 
 def _show_receipt(console: Console, job: Job) -> None:
+    """The job's writes, numbered within the job; changes counted from 1, as everywhere."""
     table = Table(title=f"Receipt {job.id}: {job.state.value}")
-    for col in ("action", "change", "operation", "status", "HTTP", "new ETag"):
-        table.add_column(col, overflow="fold")
-    for action in job.actions:
+    for col in ("write", "change", "operation", "status", "HTTP", "new ETag"):
+        table.add_column(col, no_wrap=True)
+    for number, action in enumerate(job.actions, start=1):
         table.add_row(
-            str(action.id),
-            str(action.change_index),
+            str(number),
+            str(action.change_index + 1),
             action.operation.value,
             action.status.value,
             str(action.response_status or ""),
@@ -184,11 +191,42 @@ def _verify_create_undo(console: Console, gateway: Gateway, reviewer: Actor) -> 
         gateway.config, gateway.ledger, gateway.http, "contacts-copy", gateway.environ
     )
     console.print(
-        f"[bold]check-endpoint contacts-copy[/]: passed={result.passed}, "
-        f"verified undos {list(result.undos)}"
+        f"[bold]check-endpoint contacts-copy[/]: {'passed' if result.passed else 'FAILED'}; "
+        f"verified undos: {', '.join(result.undos) or 'none'}"
     )
     offer = gateway.accept_verified_undo(reviewer, "contacts")
-    console.print(f"[bold]accepted[/] the verified undos {sorted(offer.accepted)} of contacts")
+    console.print(
+        f"[bold]accepted[/] the verified undos of contacts: {', '.join(sorted(offer.accepted))}"
+    )
+
+
+def _show_record(console: Console, label: str, raw: bytes) -> None:
+    """A record's exact JSON, one top-level field a line (a whole record on one line is
+    wider than a terminal)."""
+    console.print(f"[bold]{label}[/]")
+    for name, value in loads_object(raw.decode()).items():
+        console.print(Text(f"  {name}: ").append_text(inert(dumps(value))), soft_wrap=True)
+
+
+def _show_text(console: Console, label: str, raw: bytes) -> None:
+    """A document's text, line by line, each line as it is."""
+    console.print(f"[bold]{label}[/]")
+    for line in raw.decode().split("\n")[:-1] if raw.endswith(b"\n") else raw.decode().split("\n"):
+        console.print(Text("  | ", style="dim").append_text(inert(line)), soft_wrap=True)
+
+
+def _show_agent_receipt(console: Console, receipt: dict[str, Any]) -> None:
+    """What an agent got back, field by field (no values, no URLs, by design)."""
+    console.print("[bold]the agent's receipt (all an agent ever sees):[/]")
+    console.print(f"  job {receipt['job_id']}, {receipt['state']}")
+    for number, change in enumerate(receipt.get("changes", []), start=1):
+        fields = ", ".join(change.get("fields") or []) or "the whole document"
+        console.print(
+            f"  change {number}: {change['resource']} ({change['kind']}): {fields}", markup=False
+        )
+        if change.get("record_id"):
+            console.print(f"    record {change['record_id']}", markup=False)
+    console.print(Padding(Text(str(receipt["review"])), (0, 0, 0, 2)))
 
 
 def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
@@ -206,7 +244,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         notes_start = server.raw_bytes(notes_path)
         contacts_start = server.collection_records(contacts_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
-        console.print(f"start:  {start.decode()}", soft_wrap=True)
+        _show_record(console, "the record at the start:", start)
         ledger = Ledger.open(config.server.data_dir)
         http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
         try:
@@ -231,8 +269,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
                 receipt = anyio.run(
                     _agent_prepares, f"{gateway_url}/mcp", agent_token, notes_start.decode()
                 )
-            console.print("[bold]the agent's receipt (all an agent ever sees):[/]")
-            console.print_json(json.dumps(receipt))
+            _show_agent_receipt(console, receipt)
             job_id = str(receipt["job_id"])
             console.print(f"[bold]prepared[/] {job_id} (nothing written yet)")
             _verify_create_undo(console, gateway, reviewer)
@@ -241,10 +278,10 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             assert preview.token is not None, preview.blockers
             applied = gateway.confirm(reviewer, job_id, preview.token).job
             _show_receipt(console, applied)
-            console.print(f"after:  {server.raw_bytes(record_path).decode()}", soft_wrap=True)
-            console.print(f"notes:  {server.raw_bytes(notes_path).decode()!r}")
+            _show_record(console, "the record after the apply:", server.raw_bytes(record_path))
+            _show_text(console, "the notes after the apply:", server.raw_bytes(notes_path))
             created = server.collection_records(contacts_path)
-            console.print(f"contacts: {sorted(created)} (one new record)")
+            console.print(f"contacts: {len(created)} new record, id {', '.join(sorted(created))}")
             undo = gateway.preview(reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
@@ -254,13 +291,16 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             http.close()
             ledger.close()
         end = server.raw_bytes(record_path)
-        console.print(f"end:    {end.decode()}", soft_wrap=True)
+        _show_record(console, "the record at the end:", end)
         restored = (
             end == start
             and server.raw_bytes(notes_path) == notes_start
             and server.collection_records(contacts_path) == contacts_start
         )
-        console.print(f"contacts: {sorted(server.collection_records(contacts_path))}")
+        left = server.collection_records(contacts_path)
+        console.print(
+            f"contacts: {len(left)} records" + (f" ({', '.join(sorted(left))})" if left else "")
+        )
         if restored:
             console.print(
                 "[green bold]record and notes restored byte-for-byte; the created contact "

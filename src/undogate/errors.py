@@ -56,6 +56,9 @@ its own vocabulary in one place.
     ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
         ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
+        ├── LedgerTampered          ledger_tampered    (a row the gateway acts on disagrees
+        │                                               with the chain: refused, nothing
+        │                                               written)
         ├── LedgerMissing           ledger_missing     (deleted or emptied; the data dir
         │                                               remembers it existed)
         └── LedgerForeign           ledger_foreign     (not the ledger the data dir holds)
@@ -323,6 +326,15 @@ class LedgerDamaged(LedgerError):
     """SQLite found the ledger damaged (quick_check, a malformed page, a WAL it cannot
     replay): the code stays ``ledger_error``; the class lets ``--new-ledger`` tell it
     from a refusal for other reasons (permissions, settings)."""
+
+
+class LedgerTampered(LedgerError):
+    """A row the gateway was about to act on (a change's sides, a job's state, an
+    endpoint check) disagrees with what the hash chain recorded of it: someone edited
+    the ledger behind the gateway's back. Nothing is written; ``undogate ledger verify``
+    names the row (docs/proof.md)."""
+
+    code = "ledger_tampered"
 
 
 class LedgerMissing(LedgerError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 
 # Default_Ignorable_Code_Point, exactly as DerivedCoreProperties.txt of Unicode 16.0.0
 # lists it (27 ranges, 4174 code points; https://www.unicode.org/Public/16.0.0/ucd/
@@ -80,20 +81,42 @@ def is_marked(ch: str) -> bool:
     return i >= 0 and cp <= _RANGES[i][1]
 
 
-def _mark(ch: str) -> str:
+def mark(ch: str) -> str:
+    """The marker of one marked character as text: ``⟨U+XXXX⟩``."""
     return f"⟨U+{ord(ch):04X}⟩"
 
 
-def visible(text: str, *, keep_newlines: bool = True) -> str:
-    """``text`` with every marked character shown as ``⟨U+XXXX⟩``.
+def visible(text: str, *, keep_newlines: bool = True, marker: Callable[[str], str] = mark) -> str:
+    """``text`` with every marked character shown as ``marker`` makes it (``⟨U+XXXX⟩``).
 
     Tabs stay; newlines stay where the surface lays out lines (``keep_newlines``), and
-    are marked where one line must stay one line (a terminal table cell).
+    are marked where one line must stay one line (a terminal table cell). A surface that
+    can style its markers passes its own ``marker``, so that text an agent typed (the
+    characters ``⟨U+200B⟩``) never looks like a marker (docs/security.md).
     """
     if not _NOT_PLAIN_ASCII.search(text) and (keep_newlines or "\n" not in text):
         return text
     layout = "\t\n" if keep_newlines else "\t"
-    return "".join(ch if ch in layout or not is_marked(ch) else _mark(ch) for ch in text)
+    return "".join(ch if ch in layout or not is_marked(ch) else marker(ch) for ch in text)
 
 
-__all__ = ["BLANK_LOOKING", "DEFAULT_IGNORABLE", "is_marked", "visible"]
+def runs(text: str, *, keep_newlines: bool = True) -> list[tuple[str, bool]]:
+    """``visible(text)`` as runs of ``(text, is_marker)``: a surface that styles its
+    markers (the terminal's reverse video) styles exactly the runs that are markers."""
+    out: list[tuple[str, bool]] = []
+    plain: list[str] = []
+    layout = "\t\n" if keep_newlines else "\t"
+    for ch in text:
+        if ch in layout or not is_marked(ch):
+            plain.append(ch)
+            continue
+        if plain:
+            out.append(("".join(plain), False))
+            plain = []
+        out.append((mark(ch), True))
+    if plain:
+        out.append(("".join(plain), False))
+    return out
+
+
+__all__ = ["BLANK_LOOKING", "DEFAULT_IGNORABLE", "is_marked", "mark", "runs", "visible"]

@@ -110,6 +110,24 @@ class Transition(StrEnum):
     INVALIDATE = "invalidate"
 
 
+#: The events that move a job: each records the job's new state as its ``to_state``
+#: (every other event with a state names one change's). The job's state is the last of
+#: these in the chain: the gateway and ``undogate ledger verify`` hold its row to it.
+JOB_MOVES = frozenset(
+    {
+        "prepare",
+        "confirm_apply",
+        "confirm_undo",
+        "finish_apply",
+        "finish_undo",
+        "reconciled",
+        "crash_recovered",
+        "invalidate",
+        "reject",
+    }
+)
+
+
 # event -> {from state: allowed to-states}
 _S = JobState
 _T = Transition

@@ -30,7 +30,8 @@ from .digests import sha256_label
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-_MAX_SHARE = 1_000_000_000
+_MAX_COUNT = 1_000_000_000
+_MAX_BYTES = 2**53
 # However many records of whatever size the limits allow, one listing is read into memory
 # whole: never more than this.
 MAX_LISTING_BYTES = 32 * 1024 * 1024
@@ -47,29 +48,31 @@ class StrictModel(BaseModel):
 
 
 class Limits(StrictModel):
-    max_resources: int = Field(64, ge=1)
-    max_changes_per_job: int = Field(8, ge=1)
-    max_fields_per_resource: int = Field(32, ge=1)
-    max_document_bytes: int = Field(64 * 1024, ge=1)
-    max_job_bytes: int = Field(2 * 1024 * 1024, ge=1)
-    max_jobs: int = Field(2000, ge=1)
-    max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1)
-    max_confirm_attempts: int = Field(16, ge=1)
-    idempotency_days: int = Field(30, ge=1)
+    # Every limit is strict: `true` or `"5"` must never quietly become a limit. The
+    # ceilings keep every count far inside a SQLite integer and every size exact in a
+    # JSON number.
+    max_resources: int = Field(64, ge=1, le=_MAX_COUNT, strict=True)
+    max_changes_per_job: int = Field(8, ge=1, le=_MAX_COUNT, strict=True)
+    max_fields_per_resource: int = Field(32, ge=1, le=_MAX_COUNT, strict=True)
+    max_document_bytes: int = Field(64 * 1024, ge=1, le=_MAX_BYTES, strict=True)
+    max_job_bytes: int = Field(2 * 1024 * 1024, ge=1, le=_MAX_BYTES, strict=True)
+    max_jobs: int = Field(2000, ge=1, le=_MAX_COUNT, strict=True)
+    max_receipt_bytes: int = Field(128 * 1024 * 1024, ge=1, le=_MAX_BYTES, strict=True)
+    max_confirm_attempts: int = Field(16, ge=1, le=_MAX_COUNT, strict=True)
+    idempotency_days: int = Field(30, ge=1, le=_MAX_COUNT, strict=True)
     # Open streams on /mcp (GET, subscriptions/listen): the gateway never sends on them.
-    max_mcp_streams: int = Field(64, ge=1)
-    max_mcp_streams_per_agent: int = Field(4, ge=1)
-    mcp_stream_idle_s: float = Field(60.0, gt=0)
+    max_mcp_streams: int = Field(64, ge=1, le=_MAX_COUNT, strict=True)
+    max_mcp_streams_per_agent: int = Field(4, ge=1, le=_MAX_COUNT, strict=True)
+    mcp_stream_idle_s: float = Field(60.0, gt=0, strict=True)
     # Fair shares (docs/limits.md): an agent here is one agent id as one owner's tokens
-    # speak for it. Strict integers: `true` or `"5"` must not quietly become a quota; the
-    # ceiling keeps every value a SQLite integer.
-    max_unresolved_jobs_per_agent: int = Field(100, ge=1, le=_MAX_SHARE, strict=True)
-    max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_SHARE, strict=True)
-    max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_SHARE, strict=True)
-    prepare_burst: int = Field(30, ge=1, le=_MAX_SHARE, strict=True)
+    # speak for it.
+    max_unresolved_jobs_per_agent: int = Field(100, ge=1, le=_MAX_COUNT, strict=True)
+    max_unresolved_jobs_per_owner: int = Field(500, ge=1, le=_MAX_COUNT, strict=True)
+    max_prepares_per_minute: int = Field(60, ge=1, le=_MAX_COUNT, strict=True)
+    prepare_burst: int = Field(30, ge=1, le=_MAX_COUNT, strict=True)
     # A collection listing (an upsert's lookup, the endpoint check's snapshot) holds at
     # most this many records; a longer one is refused, never truncated.
-    max_collection_records: int = Field(1000, ge=1)
+    max_collection_records: int = Field(1000, ge=1, le=_MAX_COUNT, strict=True)
 
     @property
     def max_listing_bytes(self) -> int:

@@ -11,14 +11,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .invisibles import visible
+from .invisibles import runs
 from .jsonvalue import JsonValue, dumps
+
+#: How a marker looks in a terminal: text cannot carry a style, so an agent's literal
+#: ``⟨U+200B⟩`` prints plain and the real character's marker in reverse video.
+MARKER_STYLE = "reverse"
 
 
 def inert(text: str) -> Text:
     """One line of text as the reviewer must see it: every invisible, blank-looking or
-    control character (newline too; tab aside) shown as ``⟨U+XXXX⟩``, never obeyed."""
-    return Text(visible(text, keep_newlines=False))
+    control character (newline too; tab aside) shown as ``⟨U+XXXX⟩`` in reverse video,
+    never obeyed."""
+    shown = Text()
+    for run, is_marker in runs(text, keep_newlines=False):
+        shown.append(run, style=MARKER_STYLE if is_marker else None)
+    return shown
 
 
 def value_text(value: JsonValue, present: bool = True) -> Text:
@@ -55,4 +63,4 @@ def render_rows(console: Console, rows: list[Any], left: str, right: str) -> Non
             console.print(Text(f"  {name}: ").append_text(value), soft_wrap=True)
 
 
-__all__ = ["inert", "render_rows", "value_text"]
+__all__ = ["MARKER_STYLE", "inert", "render_rows", "value_text"]

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from undogate.chain.seals import CREDENTIAL_CREATED, change_seal, credential_seal
 from undogate.jobs import Change, Job, JobState, Operation, SideValue
-from undogate.jsonvalue import JsonNumber
+from undogate.jsonvalue import JsonNumber, JsonObject
 from undogate.ledger import Ledger, Store, Transaction
 from undogate.ledger.postgres import PostgresStore
 
@@ -108,8 +109,29 @@ def insert(store: Store, *jobs: Job, payload: int = 10) -> None:
     store.write(write)
 
 
-def event(tx: Transaction, job_id: str | None, operation: str, **extra: str) -> None:
-    tx.add_event(job_id=job_id, actor="test:me", access_path="test", operation=operation, **extra)
+def event(
+    tx: Transaction,
+    job_id: str | None,
+    operation: str,
+    *,
+    target: str | None = None,
+    to_state: str | None = None,
+    detail: JsonObject | None = None,
+) -> None:
+    tx.add_event(
+        job_id=job_id,
+        actor="test:me",
+        access_path="test",
+        operation=operation,
+        target=target,
+        to_state=to_state,
+        detail=detail,
+    )
+
+
+def seals_of(j: Job) -> JsonObject:
+    """A prepare event's detail: the seal of each of the job's changes (seals.py)."""
+    return {"seals": [change_seal(c) for c in j.changes]}
 
 
 def preview(tx: Transaction, token_hash: str, job_id: str = "job_1") -> None:
@@ -134,6 +156,8 @@ def begin(tx: Transaction, job_id: str = "job_1", index: int = 0) -> int:
 
 
 def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str = "") -> None:
+    """A credential and the event that issues it, sealed, as the keyring records them
+    (a credential no event issued is never honoured, and ``ledger verify`` names it)."""
     tx.insert_credential(
         credential_id=cred_id,
         kind="operator" if kind == "operator" else "agent",
@@ -144,4 +168,13 @@ def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str
         label=f"label of {cred_id}",
         key_hash=f"hash-{cred_id}",
         created_at=time.time(),
+    )
+    row = tx.credential(cred_id)
+    assert row is not None
+    event(
+        tx,
+        None,
+        CREDENTIAL_CREATED + row.kind,
+        target=cred_id,
+        detail={"seal": credential_seal(row)},
     )

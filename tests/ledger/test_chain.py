@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+from functools import partial
 
 import psycopg
 import pytest
@@ -30,7 +31,7 @@ def _event(tx: Transaction, n: int) -> None:
 
 def test_every_appended_event_is_chained(store: Store) -> None:
     for n in range(5):
-        store.write(lambda tx, n=n: _event(tx, n))
+        store.write(partial(_event, n=n))
     with open_chain(store.location) as source:
         verdict = verify_ledger(source)
         links = list(source.links())
@@ -62,7 +63,7 @@ def test_concurrent_writers_never_fork_the_chain(postgres_cluster: PostgresClust
     def writer(store: PostgresStore, base: int) -> None:
         try:
             for n in range(25):
-                store.write(lambda tx, n=n: _event(tx, base + n))
+                store.write(partial(_event, n=base + n))
         except BaseException as exc:  # reported below
             errors.append(exc)
 
@@ -112,7 +113,7 @@ def test_an_edit_behind_postgres_back_is_named(postgres_cluster: PostgresCluster
     store = PostgresStore.open(url)
     try:
         for n in range(4):
-            store.write(lambda tx, n=n: _event(tx, n))
+            store.write(partial(_event, n=n))
     finally:
         store.close()
     with psycopg.connect(url, autocommit=True) as attacker:

@@ -5,6 +5,7 @@ server still owns."""
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 import psycopg
@@ -23,13 +24,25 @@ from undogate.ledger.postgres_schema import TABLES
 from undogate.proof.ledger_check import verify_ledger
 
 from ..postgres import PostgresCluster
-from .conftest import begin, change, credential, event, insert, job, preview
+from .conftest import begin, change, credential, event, insert, job, preview, seals_of
 from .test_store_passkeys import enrolment, passkey
 
 
 def fill(store: Store) -> None:
-    """One of everything a ledger holds, with values a lossy copy would change."""
-    insert(store, job("job_1", change(0), change(1, "ticket"), key="k1"), job("job_2"))
+    """One of everything a ledger holds, with values a lossy copy would change, and the
+    events that vouch for them (``ledger verify`` holds every row to its event)."""
+    jobs = (job("job_1", change(0), change(1, "ticket"), key="k1"), job("job_2"))
+    insert(store, *jobs)
+    for prepared in jobs:
+        store.write(
+            partial(
+                event,
+                job_id=prepared.id,
+                operation="prepare",
+                to_state="prepared",
+                detail=seals_of(prepared),
+            )
+        )
     store.write(lambda tx: preview(tx, "hash-1"))
     store.write(lambda tx: preview(tx, "hash-2", "job_2"))
 
@@ -42,7 +55,7 @@ def fill(store: Store) -> None:
             action, ActionStatus.DONE, response_status=200, observation=Observation.LOOKS_APPLIED
         )
         tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', applied_seq=1)
-        event(tx, "job_1", "confirm_apply")
+        event(tx, "job_1", "finish_apply", to_state="applied")
         tx.add_event(
             job_id="job_1",
             actor="operator:op",
@@ -53,6 +66,7 @@ def fill(store: Store) -> None:
         credential(tx, "op_1")
         credential(tx, "at_1", "agent", owner="op_1")
         tx.revoke_credential("at_1", at=time.time() + 0.123456789, reason="lost")
+        event(tx, None, "credential_revoke", target="at_1")
         tx.replace_resource_identities({"customer": "fp-1", "ticket": "fp-t"})
         tx.record_endpoint_check(
             resource_id="customer",
@@ -61,6 +75,8 @@ def fill(store: Store) -> None:
             test_copy_fingerprint="fp-c",
             passed=True,
             evidence='{"b": 2, "a": 1.50}',
+            actor="operator:tester",
+            access_path="test",
         )
         tx.insert_passkey(passkey("pk_1"))
         tx.record_passkey_use(challenge="c1", passkey_id="pk_1", job_id="job_1", sign_count=4)
@@ -118,7 +134,7 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
         assert copied.read(lambda tx: tx.latest_check_passed("customer", "fp-1"))
         # The copy goes on: new rows take ids after the copied ones.
         insert(copied, job("job_3"))
-        copied.write(lambda tx: event(tx, "job_3", "prepare"))
+        copied.write(lambda tx: event(tx, "job_3", "prepare", to_state="prepared"))
         assert copied.events("job_3")[0].id > expected[1][-1].id
         assert copied.write(lambda tx: tx.next_seq()) == expected[6] + 1
         assert [p.id for p in copied.read(lambda tx: tx.passkeys("op_1"))] == ["pk_1", "pk_2"]

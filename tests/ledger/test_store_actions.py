@@ -94,7 +94,12 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
 
 def test_a_write_that_locks_its_resources_sees_every_earlier_intent(store: Store) -> None:
     insert(store, job("job_1"), job("job_2"))
-    store.write(lambda tx: (tx.lock_resources(["customer"]), begin(tx, "job_1")))
+
+    def intent(tx: Transaction) -> None:
+        tx.lock_resources(["customer"])
+        begin(tx, "job_1")
+
+    store.write(intent)
 
     def check(tx: Transaction) -> list[str]:
         tx.lock_resources(["ticket", "customer", "customer"])  # any order, repeats allowed

@@ -37,6 +37,27 @@ def test_counting_a_job_returns_the_counters_as_they_now_stand(store: Store) -> 
     assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=2, payload_bytes=125)
 
 
+def test_the_counters_count_past_two_to_the_31(store: Store) -> None:
+    """Payload bytes pass 2^31 at 2 GiB; the operation sequence and the job count may
+    too, on a ledger that lives long enough. 64 bits on both engines."""
+    big = 3 * 2**30
+
+    def count(tx: Transaction, job_id: str) -> LedgerUsage:
+        tx.insert_job(job(job_id), "digest", big)
+        return tx.count_job(big)
+
+    assert store.write(lambda tx: count(tx, "job_1")) == LedgerUsage(1, big)
+    assert store.write(lambda tx: count(tx, "job_2")) == LedgerUsage(2, 2 * big)
+
+    def admit(tx: Transaction) -> LedgerUsage:
+        tx.insert_job(job("job_3"), "digest", big)
+        return tx.admit_job(OWNER, AGENT, big, stop_at=(10, 10)).usage
+
+    assert store.write(admit) == LedgerUsage(3, 3 * big)
+    assert store.read(lambda tx: tx.usage()) == LedgerUsage(3, 3 * big)
+    assert 3 * big > 2**33
+
+
 def test_jobs_are_listed_newest_first_per_owner_and_agent(store: Store) -> None:
     insert(store, job("job_1"), job("job_2", change(0), change(1, "ticket")))
     insert(store, job("job_3", agent="agent-b"), job("job_4", owner="op_other"))

@@ -100,7 +100,12 @@ def claim(store: Store, message_id: str, hold_s: float = 60.0) -> float:
 
 def test_attempts_are_counted_and_settled_messages_stay_visible(store: Store) -> None:
     insert(store, job("job_1"), job("job_2"), job("job_other", owner="op_other"))
-    store.write(lambda tx: [add(tx, m, j) for m, j in (("msg_1", "job_1"), ("msg_2", "job_2"))])
+
+    def two(tx: Transaction) -> None:
+        add(tx, "msg_1", "job_1")
+        add(tx, "msg_2", "job_2")
+
+    store.write(two)
     store.write(lambda tx: add(tx, "msg_other", "job_other"))
     later = time.time() + 3600
     first_claim, second_claim = claim(store, "msg_1"), claim(store, "msg_2")

@@ -10,7 +10,7 @@ import pytest
 
 from undogate.errors import ChangedSincePreview, PreviewUsed
 from undogate.jobs import Operation
-from undogate.ledger import Store
+from undogate.ledger import Store, Transaction
 
 from .conftest import insert, job, preview
 
@@ -42,7 +42,12 @@ def test_a_preview_is_kept_and_claimed_once(store: Store) -> None:
 
 def test_a_preview_made_before_another_operation_can_never_be_claimed(store: Store) -> None:
     insert(store, job("job_1"))
-    store.write(lambda tx: (preview(tx, "old"), preview(tx, "new")))
+
+    def two(tx: Transaction) -> None:
+        preview(tx, "old")
+        preview(tx, "new")
+
+    store.write(two)
     store.write(lambda tx: tx.claim_preview("new", "job_1", "prepared"))
     with pytest.raises(PreviewUsed, match="another operation ran"):
         store.write(lambda tx: tx.claim_preview("old", "job_1", "prepared"))

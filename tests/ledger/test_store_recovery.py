@@ -5,7 +5,7 @@ identity), resource identities, and the endpoint checks made under them.
 from __future__ import annotations
 
 from undogate.jobs import JobState
-from undogate.ledger import Store
+from undogate.ledger import Store, Transaction
 
 from .conftest import change, insert, job
 
@@ -51,6 +51,8 @@ def test_the_latest_endpoint_check_under_the_current_identity_counts(store: Stor
                 test_copy_fingerprint="fp-copy",
                 passed=passed,
                 evidence='{"steps": []}',
+                actor="operator:tester",
+                access_path="test",
             )
         )
 
@@ -75,6 +77,8 @@ def test_the_latest_check_and_undo_acceptance_of_a_resource(store: Store) -> Non
             test_copy_fingerprint="fp-copy",
             passed=True,
             evidence='{"steps": [], "undos": ["undo_of_create"]}',
+            actor="operator:tester",
+            access_path="test",
         )
     )
     check = store.read(lambda tx: tx.latest_check("contacts", "fp-1"))
@@ -82,8 +86,9 @@ def test_the_latest_check_and_undo_acceptance_of_a_resource(store: Store) -> Non
     assert check.evidence["undos"] == ["undo_of_create"]
     assert store.read(lambda tx: tx.latest_check("contacts", "fp-2")) is None
     for n in (1, 2):
-        store.write(
-            lambda tx, n=n: tx.add_event(
+
+        def accept(tx: Transaction, n: int = n) -> None:
+            tx.add_event(
                 job_id=None,
                 actor="operator:op_a",
                 access_path="cli",
@@ -91,7 +96,8 @@ def test_the_latest_check_and_undo_acceptance_of_a_resource(store: Store) -> Non
                 target="contacts",
                 detail={"check": str(n)},
             )
-        )
+
+        store.write(accept)
     accepted = store.read(lambda tx: tx.latest_undo_acceptance("contacts"))
     assert accepted is not None and accepted.detail == {"check": "2"}
     assert accepted.actor == "operator:op_a"

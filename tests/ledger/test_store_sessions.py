@@ -3,7 +3,9 @@ touched, ended alone, by credential or by age, and the previews they hold."""
 
 from __future__ import annotations
 
-from undogate.ledger import Store, StoredWebPreview, StoredWebSession, Transaction
+from functools import partial
+
+from undogate.ledger import Reader, Store, StoredWebPreview, StoredWebSession, Transaction
 
 
 def _session(id_hash: str, credential: str = "op_1", at: float = 100.0) -> StoredWebSession:
@@ -48,8 +50,12 @@ def test_a_session_keeps_its_newest_previews_only(store: Store) -> None:
     store.write(lambda tx: tx.save_web_session(_session("s1")))
     for n in range(5):
         held = _preview("s1", f"h{n}", 100.0 + n)
-        store.write(lambda tx, held=held: tx.hold_web_preview(held, keep=3))
-    kept = [store.read(lambda tx, n=n: tx.web_preview("s1", f"h{n}")) for n in range(5)]
+
+        def hold(tx: Transaction, held: StoredWebPreview = held) -> None:
+            tx.hold_web_preview(held, keep=3)
+
+        store.write(hold)
+    kept = [store.read(partial(_held, handle=f"h{n}")) for n in range(5)]
     assert [k is not None for k in kept] == [False, False, True, True, True]
     assert kept[4] == _preview("s1", "h4", 104.0)
     assert store.read(lambda tx: tx.web_preview("s2", "h4")) is None
@@ -58,3 +64,7 @@ def test_a_session_keeps_its_newest_previews_only(store: Store) -> None:
 def test_the_web_secret_is_made_once_and_kept(store: Store) -> None:
     first = store.write(lambda tx: tx.web_secret())
     assert len(first) == 64 and store.write(lambda tx: tx.web_secret()) == first
+
+
+def _held(tx: Reader, handle: str) -> StoredWebPreview | None:
+    return tx.web_preview("s1", handle)

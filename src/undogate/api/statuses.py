@@ -36,6 +36,7 @@ from ..errors import (
     LedgerForeign,
     LedgerInUse,
     LedgerMissing,
+    LedgerTampered,
     LimitReached,
     MissingToken,
     NotFound,
@@ -118,6 +119,8 @@ STATUS_BY_ERROR: Mapping[type[UndogateError], int] = MappingProxyType(
         LedgerError: 503,
         LedgerDamaged: 503,
         LedgerMissing: 503,
+        # Not a pause: the ledger disagrees with its own chain until a person looks.
+        LedgerTampered: 500,
         LedgerForeign: 503,
         ConfigError: 500,
     }

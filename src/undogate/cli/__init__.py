@@ -12,7 +12,7 @@ import click
 from .. import __version__
 from ..errors import UndogateError
 from . import proof
-from .common import _KEY, _URL, _ask, _review
+from .common import _KEY, _URL, FullHelpGroup, _ask, _review
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
@@ -29,7 +29,18 @@ def _sqlite_only(ledger_url: str | None, doing: str) -> None:
         )
 
 
-@click.group()
+_CONFIG = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("undogate.yaml"),
+    show_default=True,
+    envvar="UNDOGATE_CONFIG",
+    help="The YAML config.",
+)
+
+
+@click.group(cls=FullHelpGroup)
 @click.version_option(__version__, prog_name="undogate")
 def main() -> None:
     """undogate: agents prepare changes, people confirm them, every write has a receipt."""
@@ -54,13 +65,7 @@ def demo(data_dir: Path | None) -> None:
 
 
 @main.command("check-config")
-@click.option(
-    "--config",
-    "config_path",
-    required=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The YAML config to validate.",
-)
+@_CONFIG
 def check_config(config_path: Path) -> None:
     """Validate a config file and report every problem with its path."""
     from ..config import load_config
@@ -109,16 +114,6 @@ def _announce_contract_server(srv: Any) -> None:
 
 
 # -- running the gateway -----------------------------------------------------------
-
-_CONFIG = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=Path("undogate.yaml"),
-    show_default=True,
-    envvar="UNDOGATE_CONFIG",
-    help="The YAML config.",
-)
 
 
 def _echo_err(line: str) -> None:
@@ -174,15 +169,22 @@ def serve(
 @click.option(
     "--example",
     is_flag=True,
-    help="Write a config for `undogate contract-server` on its default port, which works "
-    "as is (default: a template to edit).",
+    help="Write a config for `undogate contract-server`, which works as is (default: a "
+    "template to edit).",
 )
-def init(config_path: Path, new_ledger: bool, example: bool) -> None:
+@click.option(
+    "--port",
+    type=int,
+    default=8765,
+    show_default=True,
+    help="With --example: the port `undogate contract-server --port` listens on.",
+)
+def init(config_path: Path, new_ledger: bool, example: bool, port: int) -> None:
     """Write a config (if none), create the ledger, print a first operator key and its id."""
     from .serve import init as run
 
     try:
-        issued = run(config_path, _echo_err, new_ledger=new_ledger, example=example)
+        issued = run(config_path, _echo_err, new_ledger=new_ledger, example=example, port=port)
     except UndogateError as exc:
         _fail(exc)
     if issued is not None:
@@ -315,23 +317,18 @@ def keys() -> None:
 
 
 def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
-    from ..jsonvalue import dumps
-    from .keys import credentials_table, run_key_command
+    from .keys import print_result, run_key_command
 
     try:
         result, path = run_key_command(config_path, cmd)
     except UndogateError as exc:
         _fail(exc)
-    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
-    if isinstance(result, dict) and "key" in result:
-        click.echo("the key (shown once; undogate keeps only its hash):", err=True)
-        click.echo(str(result["key"]))
-        result = {k: v for k, v in result.items() if k != "key"}
-    if cmd.action == "list" and not as_json:
-        for line in credentials_table(result):
-            click.echo(line)
-        return
-    click.echo(dumps(result, sort_keys=False))
+    print_result(result, path, cmd, as_json=as_json)
+
+
+_AS_JSON = click.option(
+    "--json", "as_json", is_flag=True, help="After the key, the credential as JSON (epoch seconds)."
+)
 
 
 @keys.command("create-operator")
@@ -344,8 +341,14 @@ def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
     help="Also keys:admin (administer keys over the API); not with --read-only or --agent.",
 )
 @click.option("--agent", "agents", multiple=True, help="Limit the key to these agents.")
+@_AS_JSON
 def keys_create_operator(
-    config_path: Path, label: str, read_only: bool, admin: bool, agents: tuple[str, ...]
+    config_path: Path,
+    label: str,
+    read_only: bool,
+    admin: bool,
+    agents: tuple[str, ...],
+    as_json: bool,
 ) -> None:
     """Create an operator key: a new owner."""
     from .keys import KeyCommand
@@ -353,7 +356,7 @@ def keys_create_operator(
     cmd = KeyCommand(
         "create_operator", label=label, read_only=read_only, admin=admin, agents=agents or None
     )
-    _run_keys(config_path, cmd)
+    _run_keys(config_path, cmd, as_json=as_json)
 
 
 @keys.command("create-agent")
@@ -366,11 +369,15 @@ def keys_create_operator(
     "through the API, the operator key asking].",
 )
 @click.option("--label", default=None)
-def keys_create_agent(config_path: Path, agent: str, owner: str | None, label: str | None) -> None:
+@_AS_JSON
+def keys_create_agent(
+    config_path: Path, agent: str, owner: str | None, label: str | None, as_json: bool
+) -> None:
     """Create an agent token for one agent, owned by one operator."""
     from .keys import KeyCommand
 
-    _run_keys(config_path, KeyCommand("create_agent", label=label, agent=agent, owner=owner))
+    cmd = KeyCommand("create_agent", label=label, agent=agent, owner=owner)
+    _run_keys(config_path, cmd, as_json=as_json)
 
 
 @keys.command("list")
@@ -536,7 +543,11 @@ def webhooks_list(url: str, key: str, status: str | None) -> None:
 
 @main.command("mcp")
 @click.option(
-    "--url", envvar="UNDOGATE_URL", default=None, help="The running gateway [env UNDOGATE_URL]."
+    "--url",
+    envvar="UNDOGATE_URL",
+    default=None,
+    help="The running gateway, e.g. http://127.0.0.1:8080 [env UNDOGATE_URL]. The agent "
+    "token comes from UNDOGATE_AGENT_TOKEN only, never an argument.",
 )
 def mcp_command(url: str | None) -> None:
     """Serve the agent tools over stdio (MCP), forwarding to a running gateway.

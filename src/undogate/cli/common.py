@@ -15,7 +15,41 @@ import click
 from ..errors import UndogateError
 from .failing import fail as _fail
 
-_URL = click.option("--url", envvar="UNDOGATE_URL", required=True, help="[env UNDOGATE_URL]")
+
+def _need_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+    if not value:
+        raise click.UsageError(
+            "no gateway address: set UNDOGATE_URL (or pass --url) to the running gateway, "
+            "e.g. http://127.0.0.1:8080; the operator key comes from UNDOGATE_KEY",
+            ctx,
+        )
+    return value
+
+
+_URL = click.option(
+    "--url",
+    envvar="UNDOGATE_URL",
+    callback=_need_url,
+    help="The running gateway, e.g. http://127.0.0.1:8080 [env UNDOGATE_URL]. The operator "
+    "key comes from UNDOGATE_KEY only, never an argument.",
+)
+
+
+class FullHelpGroup(click.Group):
+    """A command group whose ``--help`` lists each command's whole first sentence, wrapped,
+    never cut at the terminal's width with "..." (its subgroups too)."""
+
+    group_class = type
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            cmd = self.get_command(ctx, name)
+            if cmd is not None and not cmd.hidden:
+                rows.append((name, cmd.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
@@ -55,4 +89,4 @@ def _ask(prompt: str) -> str:
     return str(click.prompt(prompt, default="", show_default=False))
 
 
-__all__ = ["_KEY", "_URL", "_ask", "_review"]
+__all__ = ["_KEY", "_URL", "FullHelpGroup", "_ask", "_review"]

@@ -153,4 +153,27 @@ def credentials_table(listing: JsonValue) -> list[str]:
     return ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
 
 
-__all__ = ["KeyCommand", "credentials_table", "run_key_command"]
+def print_result(result: JsonValue, path: str, cmd: KeyCommand, *, as_json: bool) -> None:
+    """A key command's result: a new key alone on stdout's first line (shown once), then
+    the credential as ``keys list`` shows it (``as_json``: as JSON); a listing as a table."""
+    import click
+
+    from ..jsonvalue import dumps
+
+    click.echo(f"({'through the API' if path == 'api' else 'directly on the ledger'})", err=True)
+    if isinstance(result, dict) and "key" in result:
+        click.echo("the key (shown once; undogate keeps only its hash):", err=True)
+        click.echo(str(result["key"]))
+        result = {k: v for k, v in result.items() if k != "key"}
+        if not as_json:  # the new credential as the listing shows it: no JSON, no epoch time
+            for line in credentials_table({"credentials": [result.get("credential")]}):
+                click.echo(line)
+            return
+    if cmd.action == "list" and not as_json:
+        for line in credentials_table(result):
+            click.echo(line)
+        return
+    click.echo(dumps(result, sort_keys=False))
+
+
+__all__ = ["KeyCommand", "credentials_table", "print_result", "run_key_command"]

@@ -43,10 +43,11 @@ _CONFIG = click.option(
 @_LEDGER
 @_CONFIG
 def ledger_verify(ledger: str | None, config_path: Path) -> None:
-    """Recompute the ledger's hash chain offline and re-check every stored passkey
-    assertion. LEDGER: a data dir, its ledger.sqlite3, or a postgresql:// URL (default:
-    the config's). Exit 0 with the head hash, or 1 naming the first row that does not
-    match. Works while serving (the SQLite file is opened read-only)."""
+    """Recompute the ledger's hash chain offline, re-check every stored passkey
+    assertion, and hold every job, change, credential and endpoint check to what the
+    chain recorded of it. LEDGER: a data dir, its ledger.sqlite3, or a postgresql://
+    URL (default: the config's). Exit 0 with the head hash, or 1 naming the first row
+    that does not match. Works while serving (the SQLite file is opened read-only)."""
     from ..ledger.chain_source import open_chain
     from ..proof.ledger_check import verify_ledger
 
@@ -58,7 +59,7 @@ def ledger_verify(ledger: str | None, config_path: Path) -> None:
     if verdict.ok:
         click.echo(f"ledger verified: {verdict.rows} events; head {verdict.head}")
         return
-    click.echo(f"ledger does NOT verify: event {verdict.bad_row}: {verdict.reason}")
+    click.echo(f"ledger does NOT verify: {verdict.where}: {verdict.reason}")
     sys.exit(1)
 
 

@@ -2,7 +2,8 @@
 
 Every value is rendered as inert text: JSON values as their exact JSON text, documents
 line by line, each with every invisible, blank-looking or control character shown as
-``⟨U+XXXX⟩`` (the rule of ``invisibles``, as in the web UI), and nothing goes through
+``⟨U+XXXX⟩`` in reverse video (the rule of ``invisibles``, as in the web UI; text an agent
+typed cannot carry the style), and nothing goes through
 Rich markup. Confirming verbs preview first, show exactly
 what will be sent and what is not reversible, and need an interactive terminal and a
 typed answer.
@@ -22,6 +23,8 @@ from ..jsonvalue import JsonNumber, JsonValue
 from ..terminal_values import inert, render_rows
 
 Ask = Callable[[str], str]
+#: The agent's ``assertion_kind``, in the words the review pages use.
+SOURCE = "source of the values (the agent's claim)"
 SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
 _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 
@@ -29,6 +32,12 @@ _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 def s(value: Any) -> str:
     """A scalar from a lossless JSON answer as plain text (numbers as their exact text)."""
     return value.text if isinstance(value, JsonNumber) else str(value)
+
+
+def number(index: Any) -> str:
+    """A change's index as people count changes, from 1 (the web pages count so too)."""
+    text = s(index)
+    return str(int(text) + 1) if text.isdigit() else text
 
 
 def _obj(value: JsonValue) -> dict[str, Any]:
@@ -72,10 +81,10 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
     if job.get("invalidated_reason"):
         console.print(inert(f"invalidated: {job['invalidated_reason']}"), style="red")
     for change in _list(job.get("changes")):
-        head = Text(f"\nchange {s(change['index'])}: {change['resource']} ({change['kind']}) ")
+        head = Text(f"\nchange {number(change['index'])}: {change['resource']} ({change['kind']}) ")
         head.append(str(change["state"]), style="cyan")
         console.print(head)
-        kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
+        kind = _caller_supplied(SOURCE, change.get("assertion_kind"))
         if kind:
             console.print(kind)
         _render_record_operation(console, change)
@@ -85,17 +94,18 @@ def render_job(console: Console, job: dict[str, Any]) -> None:
             render_rows(console, _list(change.get("rows")), "before", "after")
     actions = _list(job.get("actions"))
     if actions:
-        table = Table(title="actions", show_header=True, header_style="bold")
-        for col in ("#", "change", "operation", "status", "HTTP", "detail"):
+        table = Table(title="writes", show_header=True, header_style="bold")
+        for col in ("write", "change", "operation", "status", "HTTP", "detail", "ledger id"):
             table.add_column(col)
-        for a in actions:
+        for n, a in enumerate(actions, start=1):
             table.add_row(
-                s(a["id"]),
-                s(a["change"]),
+                str(n),
+                number(a["change"]),
                 str(a["operation"]),
                 str(a["status"]),
                 s(a.get("response_status") or ""),
                 inert(str(a.get("detail") or "")),
+                s(a["id"]),
             )
         console.print(table)
 
@@ -118,7 +128,7 @@ def show_job(client: ApiClient, console: Console, job_id: str) -> int:
 def _render_preview(console: Console, preview: dict[str, Any]) -> None:
     operation = str(preview["operation"])
     for change in _list(preview.get("changes")):
-        head = Text(f"\nchange {s(change['index'])}: {change['resource']} ({change['kind']})")
+        head = Text(f"\nchange {number(change['index'])}: {change['resource']} ({change['kind']})")
         console.print(head, style="bold")
         if operation == "accept_observed":
             console.print(inert(f"observed: {change.get('observation')}"), style="cyan")
@@ -126,7 +136,7 @@ def _render_preview(console: Console, preview: dict[str, Any]) -> None:
             render_diff(console, _list(change["diff"]))
         elif "rows" in change:
             render_rows(console, _list(change["rows"]), "current", "planned")
-        kind = _caller_supplied("assertion kind", change.get("assertion_kind"))
+        kind = _caller_supplied(SOURCE, change.get("assertion_kind"))
         if kind:
             console.print(kind)
         _render_record_operation(console, change)
@@ -149,15 +159,27 @@ def _render_preview(console: Console, preview: dict[str, Any]) -> None:
 
 
 def _render_record_operation(console: Console, change: dict[str, Any]) -> None:
-    """What a collection change does to its record as a whole (SPEC §12)."""
+    """What a collection change does to its record as a whole (docs/collections.md), read
+    off its sides: a preview of the undo of a create deletes the record it created."""
     operation, record = change.get("operation"), change.get("record_id")
+    if operation not in ("create", "delete"):
+        return
     named = inert(str(record)) if record is not None else Text("(the id the server gives it)")
-    if operation == "create":
-        console.print(Text("creates a new record ").append_text(named), style="bold")
-    elif operation == "delete":
+    if "planned_absent" in change:  # a preview: what this step does now
+        deletes = bool(change.get("planned_absent"))
+    else:  # a receipt: what the job did
+        deletes = operation == "delete"
+    if deletes and operation == "create":
+        line = Text("deletes record ").append_text(named)
+        line.append(", which this job created: it exists now, and the fields above are removed")
+    elif deletes:
         line = Text("deletes record ").append_text(named)
         line.append(" whole (every field above is its kept pre-image)")
-        console.print(line, style="bold")
+    elif operation == "delete":
+        line = Text("re-creates record ").append_text(named).append(" from its kept pre-image")
+    else:
+        line = Text("creates a new record ").append_text(named)
+    console.print(line, style="bold")
 
 
 def render_body(console: Console, request: dict[str, Any]) -> None:
@@ -275,7 +297,7 @@ def confirm_operation(
         status = str(action["status"])
         style = {"done": "green", "refused": "red", "uncertain": "bold red"}.get(status, "")
         line = Text(
-            f"step: change {s(action['change'])} {action['method']} -> {status}", style=style
+            f"step: change {number(action['change'])} {action['method']} -> {status}", style=style
         )
         if action.get("detail"):
             line.append_text(inert(f" ({action['detail']})"))

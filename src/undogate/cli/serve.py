@@ -50,9 +50,10 @@ agents:
 
 # `undogate init --example`: the seed of `undogate contract-server` (its default port,
 # no --data) as it serves it, so the README's walkthrough runs with nothing to edit.
+CONTRACT_PORT = 8765
 CONTRACT_EXAMPLE_CONFIG = """\
-# undogate config for `undogate contract-server` (the reference endpoint) on its default
-# port, 8765: it works as is. The contract server needs no token; a real service would
+# undogate config for `undogate contract-server` (the reference endpoint) on port 8765:
+# it works as is. The contract server needs no token; a real service would
 # (token_env: NAME_OF_AN_ENVIRONMENT_VARIABLE). See docs/config.md.
 server:
   data_dir: ./.undogate          # the ledger (dir 0700, db 0600)
@@ -76,6 +77,13 @@ agents:
   - id: account-assistant
     tools: [list_resources, prepare_changes]
 """
+
+
+def contract_example_config(port: int) -> str:
+    """The example config for a contract server on ``port`` (``contract-server --port``)."""
+    return CONTRACT_EXAMPLE_CONFIG.replace(f":{CONTRACT_PORT}", f":{port}").replace(
+        f"port {CONTRACT_PORT}:", f"port {port}:"
+    )
 
 
 @dataclass
@@ -272,10 +280,15 @@ def _webhook_delivery(svc: Opened) -> Iterator[None]:
 
 
 def init(
-    config_path: Path, echo: Echo, *, new_ledger: bool = False, example: bool = False
+    config_path: Path,
+    echo: Echo,
+    *,
+    new_ledger: bool = False,
+    example: bool = False,
+    port: int = CONTRACT_PORT,
 ) -> IssuedKey | None:
-    """Write a config if none (``example``: one for the contract server on its default
-    port, which works as is), create the ledger, and issue the first operator key, with
+    """Write a config if none (``example``: one for the contract server on ``port``,
+    which works as is), create the ledger, and issue the first operator key, with
     every scope, ``keys:admin`` included (returned, and printed once). Returns None when
     an operator key already exists.
 
@@ -285,7 +298,7 @@ def init(
     """
     if not config_path.exists():
         config_path.write_text(
-            CONTRACT_EXAMPLE_CONFIG if example else EXAMPLE_CONFIG, encoding="utf-8"
+            contract_example_config(port) if example else EXAMPLE_CONFIG, encoding="utf-8"
         )
         what = "a config for `undogate contract-server`" if example else "an example config"
         echo(f"wrote {what} to {config_path}")

@@ -8,6 +8,10 @@ SIGTERM and SIGINT, replaces a child that dies (its writes in flight become unce
 when its lease expires, settled by the others), and stops everything when a child
 refuses to start (a config or ledger problem every child would hit).
 
+Each child's lines reach the parent's stderr labelled ``worker N (pid P):``, so an
+operator can tell whose they are; the parent says "serving" once every worker has said
+it is (not when it has merely started them).
+
 A SQLite ledger has one owner process: ``--workers`` is refused there
 (``shared_ledger_required``).
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import FrameType
@@ -74,12 +79,31 @@ class _Supervisor:
         self.address = f"{host}:{port}"
         self.workers = workers
         self.echo = echo
-        self.children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
+        self.children: dict[int, tuple[subprocess.Popen[str], float]] = {}
         self.stopping = False
+        self.serving: set[int] = set()  # the slots whose worker said it is serving
+        self.lock = threading.Lock()
 
     def _start_one(self, slot: int) -> None:
-        child = subprocess.Popen(self.command, pass_fds=(self.fd,))  # noqa: S603
+        child = subprocess.Popen(  # noqa: S603
+            self.command,
+            pass_fds=(self.fd,),
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
         self.children[slot] = (child, time.monotonic())
+        threading.Thread(target=self._relay, args=(slot, child), daemon=True).start()
+
+    def _relay(self, slot: int, child: subprocess.Popen[str]) -> None:
+        """The worker's stderr, line by line, labelled with its slot and pid."""
+        assert child.stderr is not None
+        for line in child.stderr:
+            self.echo(f"worker {slot + 1} (pid {child.pid}): {line.rstrip()}")
+            if line.startswith("undogate serving "):
+                with self.lock:
+                    self.serving.add(slot)
+        child.stderr.close()
 
     def _stop(self, signum: int, frame: FrameType | None) -> None:
         self.stopping = True
@@ -90,12 +114,16 @@ class _Supervisor:
         try:
             for slot in range(self.workers):
                 self._start_one(slot)
-            self.echo(
-                f"undogate serving http://{self.address} with "
-                f"{self.workers} worker processes "
-                f"(pids {', '.join(str(c.pid) for c, _ in self.children.values())})"
-            )
+            announced = False
             while not self.stopping:
+                with self.lock:
+                    if not announced and len(self.serving) == self.workers:
+                        announced = True
+                        self.echo(
+                            f"undogate serving http://{self.address} with "
+                            f"{self.workers} worker processes (pids "
+                            f"{', '.join(str(c.pid) for c, _ in self.children.values())})"
+                        )
                 status = self._watch()
                 if status:
                     break

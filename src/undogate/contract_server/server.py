@@ -179,6 +179,16 @@ class ContractServer:
                 else:
                     methods, what = "GET, PUT (If-Match)", "text document"
                 lines.append(f"  {methods:<34} {self.url(path)}  {what}, {res.media_type}")
+        # Collections are made by their first create, so every name is served: the pattern
+        # (records a collection holds already are listed above, as records).
+        lines.append(
+            f"  {'GET, POST (create)':<34} {self.url('/collections/NAME')}  a collection of "
+            "JSON records, any NAME; GET filters by ?field=value (docs/collections.md)"
+        )
+        lines.append(
+            f"  {'PUT (If-None-Match: *), DELETE':<34} {self.url('/collections/NAME/ID')}  "
+            "one record of it: create, delete (If-Match), GET, PATCH like a record"
+        )
         if self.faults_enabled:
             for method, path in (("POST", "/_faults"), ("POST", "/_reset"), ("GET", "/_counts")):
                 lines.append(f"  {method:<34} {self.url(path)}  test-only control route")

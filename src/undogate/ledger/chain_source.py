@@ -9,12 +9,18 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidRequest, LedgerError
+from ..jobs import Change
+from ..jsonvalue import JsonObject, loads_object
+from .records import StoredCredential
+from .sql_admin import CREDENTIAL_COLUMNS, credential_from_row
 from .sql_base import Cursor
 from .sql_chain import Execute, StoredLink, first_event, job_event_span, stored_links
+from .sql_jobs import CHANGE_COLUMNS, change_from_row
 from .sqlite import DB_NAME
 
 
@@ -30,8 +36,10 @@ class ChainSource:
     #: also moves for inserts that rolled back.
     issued: int | None = None
 
-    def links(self, *, from_id: int = 0, to_id: int | None = None) -> Iterator[StoredLink]:
-        """The event rows in id order, as stored."""
+    def links(
+        self, *, from_id: int | None = None, to_id: int | None = None
+    ) -> Iterator[StoredLink]:
+        """The event rows in id order, as stored (every one, unless bounded)."""
         return stored_links(self.execute, from_id=from_id, to_id=to_id)
 
     def first_event(self, operation: str, target: str) -> StoredLink | None:
@@ -41,6 +49,34 @@ class ChainSource:
     def job_span(self, job_id: str) -> tuple[int, int] | None:
         """The ids of the job's first and last events, or None."""
         return job_event_span(self.execute, job_id)
+
+    # -- the rows outside the chain that it vouches for (seals.py) -----------------------
+
+    def job_states(self) -> Iterator[tuple[str, str]]:
+        """Every job's (id, state)."""
+        for r in self.execute("SELECT id, state FROM jobs ORDER BY seq", ()):
+            yield str(r[0]), str(r[1])
+
+    def changes(self) -> Iterator[tuple[str, list[Change]]]:
+        """Every job's changes, in index order, one job at a time: (job id, changes)."""
+        rows = self.execute(
+            f"SELECT job_id, {CHANGE_COLUMNS} FROM changes ORDER BY job_id, idx",  # noqa: S608
+            (),
+        )
+        for job_id, group in groupby(rows, key=lambda r: str(r[0])):
+            yield job_id, [change_from_row(r[1:]) for r in group]
+
+    def credentials(self) -> Iterator[StoredCredential]:
+        """Every credential, with what the chain holds of it."""
+        for r in self.execute(f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c ORDER BY c.id", ()):  # noqa: S608
+            yield credential_from_row(r)
+
+    def endpoint_checks(self) -> Iterator[tuple[int, str, bool, JsonObject]]:
+        """Every endpoint check: (id, resource, passed, evidence)."""
+        for r in self.execute(
+            "SELECT id, resource_id, passed, evidence FROM endpoint_checks ORDER BY id", ()
+        ):
+            yield int(r[0]), str(r[1]), bool(r[2]), loads_object(str(r[3]))
 
 
 @contextmanager

@@ -372,6 +372,33 @@ _MIGRATIONS: list[Migration] = [
         ON passkey_enrolments WHEN OLD.used_at IS NOT NULL
         BEGIN SELECT RAISE(ABORT, 'an enrolment code is spent once'); END;
     """,
+    # 16: what the gateway acts on, held (docs/proof.md, "Rows the chain vouches for").
+    # An event id is only ever the next one: never zero or below, never between the ids
+    # the ledger issued (an inserted row would show in a job's history). A change's
+    # prepared columns never change, and its target, once known, neither; nor do a job's
+    # owner and request, and a finished job stays finished. The events outside any job
+    # (credentials, endpoint checks) are found by their target, for the checks that hold
+    # those rows to the chain.
+    """
+    CREATE TRIGGER events_ids_issued AFTER INSERT ON events
+        WHEN NEW.id <= 0 OR NEW.id < (SELECT MAX(id) FROM events)
+        BEGIN SELECT RAISE(ABORT, 'an event id is the ledger''s next one, never another'); END;
+    CREATE TRIGGER changes_immutable BEFORE UPDATE OF
+        job_id, idx, resource_id, kind, fingerprint, fields, before_side, after_side,
+        media_type, prepared_etag, assertion_kind ON changes
+        BEGIN SELECT RAISE(ABORT, 'a change is immutable as prepared'); END;
+    CREATE TRIGGER changes_target_final BEFORE UPDATE OF target ON changes
+        WHEN OLD.target IS NOT NULL AND NEW.target IS NOT OLD.target
+        BEGIN SELECT RAISE(ABORT, 'a change''s target, once known, is final'); END;
+    CREATE TRIGGER jobs_immutable BEFORE UPDATE OF
+        seq, id, owner_id, agent_id, summary, attribution_label, idempotency_key,
+        request_digest, payload_bytes, created_at ON jobs
+        BEGIN SELECT RAISE(ABORT, 'a job is immutable as prepared'); END;
+    CREATE TRIGGER jobs_finished_final BEFORE UPDATE OF state ON jobs
+        WHEN OLD.state IN ('undone', 'rejected', 'invalidated') AND NEW.state IS NOT OLD.state
+        BEGIN SELECT RAISE(ABORT, 'a finished job stays finished'); END;
+    CREATE INDEX events_outside_jobs ON events(target, id) WHERE job_id IS NULL;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -19,6 +19,10 @@ psycopg 3 connections.
   to while it sat idle begins alone, and found dead there is replaced
   (``_checked_out``): before anything of the transaction was sent, the only point
   where a retry cannot apply anything twice.
+- While the database is away the pool tries to connect again about every second
+  (``RECONNECT_S``, never psycopg_pool's growing backoff, which left a gateway
+  answering 503 for half a minute after its database was back): the first request
+  after the database returns is served.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
   renewed by a heartbeat; the writes it starts name it, and recovery settles only the
@@ -62,6 +66,8 @@ CONNECT_TIMEOUT_S = 10
 POOL_SIZE = 10
 #: How long a request waits for a pooled connection (the database down: then it fails)
 WAIT_S = 10.0
+#: How long the pool tries to make a connection before it starts over (``_keep_trying``)
+RECONNECT_S = 1.0
 _translated: dict[str, str] = {}
 
 
@@ -188,6 +194,10 @@ class PostgresStore(ReadShortcuts):
             if isinstance(exc, psycopg.Error):
                 raise failure("open", exc) from None
             raise
+        # Its warning for every attempt (one a second while the database is away) would
+        # bury the log; the lease heartbeat says once that the ledger is out of reach
+        # and once that it is back, and every refused request says so itself.
+        logging.getLogger("psycopg.pool").setLevel(logging.ERROR)
         pool: ConnectionPool[Any] = ConnectionPool(
             url,
             min_size=1,
@@ -197,6 +207,8 @@ class PostgresStore(ReadShortcuts):
             # No check on checkout (a round trip before every transaction):
             # _checked_out replaces a connection found dead at its BEGIN instead.
             timeout=wait_s,
+            reconnect_timeout=RECONNECT_S,
+            reconnect_failed=_keep_trying,
             open=False,
             name="undogate-ledger",
         )
@@ -343,6 +355,15 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     # role default that turned it off). application_name shows who holds a lock.
     conn.execute("SET synchronous_commit = on")
     conn.execute("SET application_name = 'undogate'")
+
+
+def _keep_trying(pool: ConnectionPool[Any]) -> None:
+    """The pool gave up connecting for ``RECONNECT_S``: start again at once. Its own
+    backoff doubles the wait after each failure (1, 2, 4 ... 32 s), so a database back
+    after a minute could wait half a minute more for a gateway to notice; this keeps
+    one attempt about every second for as long as the database is away."""
+    if not pool.closed:
+        pool.check()
 
 
 def _spoke_while_idle(raw: psycopg.Connection[Any]) -> bool:

@@ -162,7 +162,9 @@ def _columns(src: sqlite3.Connection, dst: psycopg.Connection[Any], table: str) 
 def _copy_table(src: sqlite3.Connection, dst: psycopg.Connection[Any], table: str) -> None:
     columns = _columns(src, dst, table)
     names = ", ".join(columns)
-    rows = src.execute(f"SELECT {names} FROM {table}")  # noqa: S608
+    # In key order: an event is refused below an id already issued (migration 9).
+    order = ", ".join(_KEYS[table])
+    rows = src.execute(f"SELECT {names} FROM {table} ORDER BY {order}")  # noqa: S608
     if table == "meta":
         kept = [r for r in rows if r[0] not in _OWN_META]
         dst.execute(b"DELETE FROM meta WHERE key IN ('job_count', 'payload_bytes')")

@@ -35,6 +35,8 @@ LEASE_S = 30.0
 #: The key an undogate without leases held exclusively to own a ledger ("ownr").
 LEGACY_OWNER_LOCK = 0x6F776E72
 CONNECT_TIMEOUT_S = 10
+#: How long opening waits for an older owner's key (its backend may still be exiting).
+OWNER_EXIT_S = 3
 _NOW = "EXTRACT(EPOCH FROM clock_timestamp())::double precision"
 
 
@@ -96,11 +98,17 @@ class Lease:
             "SELECT set_config('application_name', %s, false)",
             (f"undogate lease {self.holder}"[:63],),
         )
-        row = conn.execute(
-            "SELECT pg_try_advisory_lock_shared(%s)", (LEGACY_OWNER_LOCK,)
-        ).fetchone()
-        if row is not None and row[0]:
+        # Waited for, briefly: an older owner that just stopped holds its key until its
+        # backend process has exited, a moment after its connection closed (a start
+        # right after the stop was refused about one time in twenty).
+        try:
+            conn.execute(f"SET lock_timeout = '{OWNER_EXIT_S}s'")
+            conn.execute("SELECT pg_advisory_lock_shared(%s)", (LEGACY_OWNER_LOCK,))
             return
+        except psycopg.errors.LockNotAvailable:
+            pass
+        finally:
+            conn.execute("RESET lock_timeout")
         found = conn.execute(
             "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a "
             "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "

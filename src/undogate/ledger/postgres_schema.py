@@ -355,6 +355,40 @@ _MIGRATIONS: list[Migration] = [
         FOR EACH STATEMENT EXECUTE FUNCTION undogate_refuse('enrolment codes are never deleted');
     """
     + _refuse("passkey_enrolments", "DELETE", "enrolment codes are never deleted"),
+    # 10: what the gateway acts on, held (migrations.py 16). An event id comes only from
+    # the identity column (GENERATED ALWAYS: an explicit one is refused), is never zero
+    # or below (NOT VALID: a ledger that already holds such a row still opens, and
+    # ``ledger verify`` names it), and never falls below or between the ids issued.
+    """
+    ALTER TABLE events ALTER COLUMN id SET GENERATED ALWAYS;
+    ALTER TABLE events ADD CONSTRAINT events_id_issued CHECK (id > 0) NOT VALID;
+    CREATE FUNCTION undogate_events_ids_issued() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.id <= (SELECT max(id) FROM events) THEN
+            RAISE EXCEPTION 'an event id is the ledger''s next one, never another'
+                USING ERRCODE = 'restrict_violation';
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER events_ids_issued BEFORE INSERT ON events FOR EACH ROW
+        EXECUTE FUNCTION undogate_events_ids_issued();
+    CREATE TRIGGER changes_immutable BEFORE UPDATE OF
+        job_id, idx, resource_id, kind, fingerprint, fields, before_side, after_side,
+        media_type, prepared_etag, assertion_kind ON changes FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('a change is immutable as prepared');
+    CREATE TRIGGER changes_target_final BEFORE UPDATE OF target ON changes FOR EACH ROW
+        WHEN (OLD.target IS NOT NULL AND NEW.target IS DISTINCT FROM OLD.target)
+        EXECUTE FUNCTION undogate_refuse('a change''s target, once known, is final');
+    CREATE TRIGGER jobs_immutable BEFORE UPDATE OF
+        seq, id, owner_id, agent_id, summary, attribution_label, idempotency_key,
+        request_digest, payload_bytes, created_at ON jobs FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('a job is immutable as prepared');
+    CREATE TRIGGER jobs_finished_final BEFORE UPDATE OF state ON jobs FOR EACH ROW
+        WHEN (OLD.state IN ('undone', 'rejected', 'invalidated')
+              AND NEW.state IS DISTINCT FROM OLD.state)
+        EXECUTE FUNCTION undogate_refuse('a finished job stays finished');
+    CREATE INDEX events_outside_jobs ON events(target, id) WHERE job_id IS NULL;
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).

@@ -140,6 +140,10 @@ class StoredCredential:
     created_at: float
     revoked_at: float | None
     key_hash: str
+    #: What the hash chain holds of it: the operation and detail of the event that
+    #: issued it (None: no such event), and whether an event revoked it (``seals``).
+    issued: tuple[str, JsonObject] | None = None
+    revoked_in_chain: bool = False
 
 
 @dataclass(frozen=True)

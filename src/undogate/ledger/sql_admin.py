@@ -1,14 +1,14 @@
 """The ledger's verbs off the confirm path, in the SQL both engines speak: credentials,
-endpoint-check evidence, and what start-up recovery reads and remembers."""
+and what start-up recovery reads and remembers."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from ..chain.seals import CREDENTIAL_CREATED, CREDENTIAL_REVOKED
 from ..jobs import JobState, Operation
-from ..jsonvalue import dumps, loads
+from ..jsonvalue import dumps, loads, loads_object
 from .records import InFlightAction, StoredCredential, UnfinishedJob
 from .sql_base import EngineHooks
 
@@ -19,13 +19,23 @@ IN_FLIGHT_ACTIONS = (
 )
 RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
 
-_CREDENTIAL_COLUMNS = (
-    "id, kind, owner_id, agent_id, scopes, agents, label, created_at, revoked_at, key_hash"
+# With what the chain holds of each credential (seals.py): the event that issued it and
+# whether one revoked it, found through events_outside_jobs in the same statement.
+# Built from constants only, never from input.
+_ISSUED = "('" + "', '".join(CREDENTIAL_CREATED + kind for kind in ("operator", "agent")) + "')"
+_REVOKED = "('" + "', '".join(CREDENTIAL_REVOKED) + "')"
+_OF_CREDENTIAL = "FROM events e WHERE e.job_id IS NULL AND e.target = c.id AND e.operation IN "
+CREDENTIAL_COLUMNS = (
+    "c.id, c.kind, c.owner_id, c.agent_id, c.scopes, c.agents, c.label, c.created_at, "
+    "c.revoked_at, c.key_hash, "
+    f"(SELECT e.operation {_OF_CREDENTIAL}{_ISSUED} ORDER BY e.id LIMIT 1), "
+    f"(SELECT e.detail {_OF_CREDENTIAL}{_ISSUED} ORDER BY e.id LIMIT 1), "
+    f"(SELECT COUNT(*) {_OF_CREDENTIAL}{_REVOKED})"
 )
 
 
 class AdminVerbs(EngineHooks):
-    """Credentials, endpoint checks and recovery, on one connection inside the
+    """Credentials and recovery, on one connection inside the
     transaction the store opened (see ``store.Transaction``)."""
 
     # -- start-up recovery ------------------------------------------------------------
@@ -69,17 +79,17 @@ class AdminVerbs(EngineHooks):
 
     def credential(self, credential_id: str) -> StoredCredential | None:
         row = self.connection.execute(
-            f"SELECT {_CREDENTIAL_COLUMNS} FROM credentials WHERE id = ?",  # noqa: S608
+            f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c WHERE c.id = ?",  # noqa: S608
             (credential_id,),
         ).fetchone()
-        return _credential(row) if row is not None else None
+        return credential_from_row(row) if row is not None else None
 
     def credentials(self) -> list[StoredCredential]:
         return [
-            _credential(r)
+            credential_from_row(r)
             for r in self.connection.execute(
-                f"SELECT {_CREDENTIAL_COLUMNS} FROM credentials "  # noqa: S608
-                "ORDER BY created_at, id"
+                f"SELECT {CREDENTIAL_COLUMNS} FROM credentials c "  # noqa: S608
+                "ORDER BY c.created_at, c.id"
             ).fetchall()
         ]
 
@@ -135,44 +145,8 @@ class AdminVerbs(EngineHooks):
             (at, reason, credential_id),
         )
 
-    # -- endpoint checks ----------------------------------------------------------------
 
-    def record_endpoint_check(
-        self,
-        *,
-        resource_id: str,
-        test_copy_id: str,
-        production_fingerprint: str,
-        test_copy_fingerprint: str,
-        passed: bool,
-        evidence: str,
-    ) -> int:
-        row = self.connection.execute(
-            "INSERT INTO endpoint_checks(resource_id, test_copy_id, production_fingerprint, "
-            "test_copy_fingerprint, at, passed, evidence) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "RETURNING id",
-            (
-                resource_id,
-                test_copy_id,
-                production_fingerprint,
-                test_copy_fingerprint,
-                time.time(),
-                int(passed),
-                evidence,
-            ),
-        ).fetchone()
-        return int(row[0])
-
-    def latest_check_passed(self, resource_id: str, fingerprint: str) -> bool:
-        row = self.connection.execute(
-            "SELECT passed FROM endpoint_checks WHERE resource_id = ? "
-            "AND production_fingerprint = ? ORDER BY id DESC LIMIT 1",
-            (resource_id, fingerprint),
-        ).fetchone()
-        return bool(row and row[0])
-
-
-def _credential(row: tuple[Any, ...]) -> StoredCredential:
+def credential_from_row(row: Sequence[Any]) -> StoredCredential:
     scopes = loads(str(row[4]))
     agents = loads(str(row[5])) if row[5] is not None else None
     assert isinstance(scopes, list)
@@ -187,4 +161,6 @@ def _credential(row: tuple[Any, ...]) -> StoredCredential:
         created_at=float(row[7]),
         revoked_at=float(row[8]) if row[8] is not None else None,
         key_hash=str(row[9]),
+        issued=(str(row[10]), loads_object(str(row[11] or "{}"))) if row[10] is not None else None,
+        revoked_in_chain=bool(row[12]),
     )

@@ -144,13 +144,17 @@ Execute = Callable[[str, Sequence[Any]], Cursor]
 
 
 def stored_links(
-    execute: Execute, *, from_id: int = 0, to_id: int | None = None
+    execute: Execute, *, from_id: int | None = None, to_id: int | None = None
 ) -> Iterator[StoredLink]:
-    """Every event row in id order (``from_id`` ≤ id ≤ ``to_id``), as stored."""
-    if to_id is None:
-        cursor = execute(_SELECT_ROWS + " WHERE id >= ? ORDER BY id", (from_id,))
-    else:
-        cursor = execute(_SELECT_ROWS + " WHERE id >= ? AND id <= ? ORDER BY id", (from_id, to_id))
+    """The event rows in id order, as stored: every one, whatever its id (a row someone
+    inserted with an id the ledger never issues is a row like any other), or those with
+    ``from_id`` ≤ id ≤ ``to_id`` (either bound left out: open on that side)."""
+    bounds = [("id >= ?", from_id), ("id <= ?", to_id)]
+    where = " AND ".join(term for term, value in bounds if value is not None)
+    cursor = execute(
+        _SELECT_ROWS + (f" WHERE {where}" if where else "") + " ORDER BY id",
+        tuple(value for _, value in bounds if value is not None),
+    )
     for r in cursor:
         yield _link_from(r)
 

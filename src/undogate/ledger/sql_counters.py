@@ -1,7 +1,10 @@
 """The ledger-wide counters (``meta`` rows), in the SQL both engines speak: the jobs
 and payload bytes the limits bound, and the operation sequence. Each update is one
 statement that returns the new value; on PostgreSQL it holds the row to the commit, so
-a write that updates one does it last (``count_job``)."""
+a write that updates one does it last (``count_job``).
+
+A counter is kept as text and added as a ``BIGINT``: 64 bits on both engines (SQLite's
+``INTEGER`` is too, PostgreSQL's is 32, and payload bytes pass 2^31 at 2 GiB)."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ class CounterVerbs(EngineHooks):
         """Add ``by`` to a counter; its new value (one statement: one round trip)."""
         row = self.connection.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS INTEGER) + ? AS TEXT) "
+            "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + ? AS TEXT) "
             "RETURNING value",
             (key, str(by), by),
         ).fetchone()
@@ -46,7 +49,7 @@ class CounterVerbs(EngineHooks):
         return self.connection.execute(
             "INSERT INTO meta(key, value) VALUES ('job_count', '1'), ('payload_bytes', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = "
-            "CAST(CAST(meta.value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT) "
+            "CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT) "
             "RETURNING key, value",
             (str(payload),),
         )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ChangedSincePreview, PreviewUsed
@@ -180,7 +181,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         ).fetchone()
         if row is None:
             return None
-        changes = tuple(_change_from_row(r) for r in c.execute(_SELECT_CHANGES, (job_id,)))
+        changes = tuple(change_from_row(r) for r in c.execute(_SELECT_CHANGES, (job_id,)))
         actions: tuple[Action, ...] = ()
         if with_actions:
             actions = tuple(
@@ -493,11 +494,11 @@ _FINISH_ACTION += " RETURNING id"
 # -- a change as a row: its encoding, in one place ----------------------------------------
 
 # Written by a prepare (applied_etag and applied_seq start empty) and read back.
-_SELECT_CHANGES = (
-    "SELECT idx, resource_id, kind, fingerprint, fields, before_side, after_side, media_type, "
-    "prepared_etag, assertion_kind, state, applied_etag, applied_seq, target "
-    "FROM changes WHERE job_id = ? ORDER BY idx"
+CHANGE_COLUMNS = (
+    "idx, resource_id, kind, fingerprint, fields, before_side, after_side, media_type, "
+    "prepared_etag, assertion_kind, state, applied_etag, applied_seq, target"
 )
+_SELECT_CHANGES = f"SELECT {CHANGE_COLUMNS} FROM changes WHERE job_id = ? ORDER BY idx"  # noqa: S608
 _INSERT_CHANGE = (
     "INSERT INTO changes(job_id, idx, resource_id, kind, fingerprint, fields, before_side, "
     "after_side, media_type, prepared_etag, assertion_kind, state, target) "
@@ -532,8 +533,8 @@ def _change_row(ch: Change) -> tuple[Any, ...]:
     )
 
 
-def _change_from_row(r: tuple[Any, ...]) -> Change:
-    """A row of ``_SELECT_CHANGES``."""
+def change_from_row(r: Sequence[Any]) -> Change:
+    """A row of ``CHANGE_COLUMNS``."""
     return Change(
         index=r[0],
         resource_id=r[1],

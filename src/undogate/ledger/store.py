@@ -230,11 +230,20 @@ class Reader(OutboxReader, Protocol):
 
     def latest_check_passed(self, resource_id: str, fingerprint: str) -> bool:
         """Whether the latest endpoint check of ``resource_id`` under ``fingerprint``
-        passed (False when there is none)."""
+        passed (False when there is none).
+
+        Raises:
+            LedgerTampered: as ``latest_check``.
+        """
         ...
 
     def latest_check(self, resource_id: str, fingerprint: str) -> StoredCheck | None:
-        """The latest endpoint check of ``resource_id`` under ``fingerprint``, if any."""
+        """The latest endpoint check of ``resource_id`` under ``fingerprint``, if any.
+
+        Raises:
+            LedgerTampered: it is not what its chained ``endpoint_check`` event recorded
+                (a row inserted or edited behind the ledger).
+        """
         ...
 
     def latest_undo_acceptance(self, resource_id: str) -> UndoAcceptance | None:
@@ -494,9 +503,13 @@ class Transaction(Reader, OutboxWriter, Protocol):
         test_copy_fingerprint: str,
         passed: bool,
         evidence: str,
+        actor: str,
+        access_path: str,
     ) -> int:
         """Append one endpoint check's evidence (JSON text: digests, counts, statuses,
-        never values); returns its id. Checks are never changed or deleted."""
+        never values) and its chained ``endpoint_check`` event (its id, outcome and the
+        undos the evidence verified, by ``actor``); returns its id. Checks are never
+        changed or deleted, and a check without its event is never trusted."""
         ...
 
 

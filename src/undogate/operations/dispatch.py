@@ -15,9 +15,11 @@ from dataclasses import dataclass, replace
 from functools import partial
 
 from ..adapters import Adapter, ConditionalWrite, Remote, Side, Verdict, adapter_for
+from ..chain.seals import changes_problem, state_problem
 from ..config import Resource
-from ..errors import BlockedAddress, LedgerError, MissingToken, UndogateError
+from ..errors import BlockedAddress, LedgerError, LedgerTampered, MissingToken, UndogateError
 from ..jobs import (
+    JOB_MOVES,
     ActionStatus,
     Change,
     ChangeState,
@@ -30,7 +32,7 @@ from ..jobs import (
     state_after_undo,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Store, Transaction
+from ..ledger import Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
 from .overlaps import check_overlaps
@@ -184,6 +186,9 @@ class Dispatch:
         check_overlaps(tx, self.job, [planned.change], self.operation)
         if not self.started:
             tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)
+            # After the claim, which holds the job and finds it as loaded (a race lost
+            # is a spent preview, not a disagreement with the chain).
+            refuse_tampered(self.job, tx.events(self.job.id))
             tx.count_confirm_attempt(self.job.id)
             tx.set_job_state(
                 self.job.id,
@@ -324,6 +329,28 @@ class Dispatch:
             result_etag=snap.etag.header if snap.exists else None,
             address=response.address or snap.address,
             target=snap.target or landed,
+        )
+
+
+def refuse_tampered(job: Job, events: list[Event]) -> None:
+    """Hold what a confirm is about to write from (the job's changes, loaded before its
+    requests were built) and the state it starts from to what the chain recorded of them:
+    the prepare event's seals and the last event that moved the job (``seals``).
+
+    Raises:
+        LedgerTampered: they differ; nothing is recorded or sent.
+    """
+    moves = [e.to_state for e in events if e.job_id == job.id and e.operation in JOB_MOVES]
+    problem = state_problem(job.state.value, moves[-1] if moves else None)
+    prepared = next((e for e in events if e.operation == "prepare"), None)
+    if not problem and prepared is not None and prepared.detail is not None:
+        problem = changes_problem(job.changes, prepared.detail.get("seals"))
+    if problem:
+        raise LedgerTampered(
+            f"job {job.id} in the ledger is not what its hash chain recorded: {problem}. "
+            "Nothing was written. Run `undogate ledger verify` and restore the ledger from "
+            "a backup you trust",
+            job=job.id,
         )
 
 

@@ -23,7 +23,7 @@ from ..adapters import MARKER_PREFIX, CheckRun, Remote, Step, adapter_for
 from ..config import Config, Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from ..ledger import Store, Transaction
+from ..ledger import Store
 from ..net import RemoteHTTP
 from ..urls import normalised_url
 
@@ -160,31 +160,18 @@ def _record(
         record["undos"] = [*undos]
     evidence = dumps(record, sort_keys=False)
 
-    def write(tx: Transaction) -> int:
-        check_id = tx.record_endpoint_check(
+    check_id = ledger.write(
+        lambda tx: tx.record_endpoint_check(
             resource_id=production.id,
             test_copy_id=copy.id,
             production_fingerprint=production.fingerprint,
             test_copy_fingerprint=copy.fingerprint,
             passed=passed,
             evidence=evidence,
-        )
-        tx.add_event(
-            job_id=None,
             actor=actor,
             access_path=access_path,
-            operation="endpoint_check",
-            target=production.id,
-            detail={
-                "test_copy": copy.id,
-                "check": str(check_id),
-                "passed": passed,
-                "undos": [*undos],
-            },
         )
-        return check_id
-
-    check_id = ledger.write(write)
+    )
     return CheckResult(
         check_id, production.id, copy.id, passed, steps, undos, run.required, run.titles
     )

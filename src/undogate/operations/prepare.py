@@ -7,6 +7,7 @@ import logging
 import secrets
 
 from ..adapters import Snapshot, adapter_for, change_member, digest_defaults
+from ..chain.seals import change_seal
 from ..config import Resource
 from ..digests import sha256_hex
 from ..errors import (
@@ -132,7 +133,12 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             operation="prepare",
             target=",".join(ch.resource_id for ch in changes),
             to_state=JobState.PREPARED.value,
-            detail={"changes": [change_diff(ch) for ch in changes]},
+            # The seals hold the rows an apply and an undo write from to this event
+            # (seals.py): a change edited behind the ledger is refused before a write.
+            detail={
+                "changes": [change_diff(ch) for ch in changes],
+                "seals": [change_seal(ch) for ch in changes],
+            },
         )
         # Counted with the job (its own row included, so one more than each quota),
         # and refused by what was there before it; a refusal rolls it all back.

@@ -240,9 +240,19 @@ class LiveDispatches:
         self._ledger = ledger
         #: Announces the jobs this process's settling moves (the lease sweep's too).
         self.notifier = notifier
+        #: Called when a confirm leaves work unsettled: the process's own loop
+        #: (``lease_sweep``) then settles it as soon as the ledger answers, whether or
+        #: not a request comes.
+        self.on_unsettled: Callable[[], None] | None = None
         self._lock = threading.Lock()
         self._jobs: set[str] = set()
         self._unsettled = False
+
+    @property
+    def unsettled(self) -> bool:
+        """Whether a confirm of this process ended with a write whose outcome the
+        ledger could not record, not settled yet."""
+        return self._unsettled
 
     @contextmanager
     def running(self, job_id: str) -> Iterator[None]:
@@ -260,6 +270,8 @@ class LiveDispatches:
         finally:
             with self._lock:
                 self._jobs.discard(job_id)
+            if self._unsettled and self.on_unsettled is not None:
+                self.on_unsettled()
             if self._unsettled:
                 try:
                     self.settle()

@@ -71,7 +71,7 @@ class KindCase:
     other_change: Mapping[str, Any]  # another change of the same parts, other values
     # Changes those parts as another client would, to values neither change has; each
     # call makes a new version.
-    outside_edit: Callable[[], None]
+    outside_edit: Callable[[], object]
     # The resource's content as the endpoint holds it (its version aside: an undo puts
     # the content back under a new version), compared, never parsed.
     state: Callable[[], bytes]

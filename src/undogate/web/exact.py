@@ -6,6 +6,14 @@ Pure. Wrapping never breaks a word or a number: the only break opportunities are
 ``?`` ``&``), which add no character to the text (what is copied is what is sent).
 Every piece passes through ``invisibles.visible`` and is escaped, so a value stays inert
 text with each invisible character marked.
+
+A marker on a page is an element (``<span class="inv">``, drawn as a dark badge with
+an accessible name), so an agent's literal text ``⟨U+200B⟩`` can never look like one.
+Rendering leaves each marker as a placeholder made of two private-use characters
+(``MARK_OPEN``/``MARK_CLOSE``); a value's own private-use characters are themselves
+marked, so a placeholder can only come from the marker rule. ``markers_as_html`` turns
+the finished page's placeholders into elements where the page has text, and into the
+plain ``⟨U+XXXX⟩`` inside a tag or a title (never markup inside an attribute).
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from ..invisibles import visible
+from ..invisibles import mark, visible
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
 
 #: A value longer than this (in characters of its JSON text) is folded behind its length.
@@ -34,10 +42,56 @@ _HYPHENATED = re.compile(r"[^\s]*-[^\s]*")
 _WHOLE = Markup('<span class="whole">{}</span>')
 
 
+MARK_OPEN = "\ue000"
+MARK_CLOSE = "\ue001"
+_PLACEHOLDER = re.compile("\ue000([0-9A-F]{4,6})\ue001")
+_STRAY = re.compile("[\ue000\ue001]")
+# A page's tags, and the elements whose content is text only (no element inside).
+_TAG = re.compile(r"(<[^>]*>)")
+_TEXT_ONLY = re.compile(r"<(/?)(title|option|textarea)\b", re.IGNORECASE)
+_MARKER_HTML = '<span class="inv"><span class="sr">invisible character </span>U+{}</span>'
+
+
+def placeholder(ch: str) -> str:
+    """A marked character as the placeholder ``markers_as_html`` turns into a marker."""
+    return f"{MARK_OPEN}{ord(ch):04X}{MARK_CLOSE}"
+
+
+def shown_text(text: str, *, keep_newlines: bool = True) -> str:
+    """``text`` with each marked character as a placeholder (not yet markup)."""
+    return visible(text, keep_newlines=keep_newlines, marker=placeholder)
+
+
+def markers_as_html(page: str) -> str:
+    """A rendered page with each placeholder as a marker element in text, and as plain
+    ``⟨U+XXXX⟩`` inside a tag or a text-only element (a title, an option)."""
+    if MARK_OPEN not in page:
+        return page
+    out: list[str] = []
+    text_only = False
+    for piece in _TAG.split(page):
+        if piece.startswith("<"):
+            found = _TEXT_ONLY.match(piece)
+            if found:
+                text_only = not found.group(1)
+            out.append(_as_text(piece))
+        elif text_only:
+            out.append(_as_text(piece))
+        else:
+            shown = _PLACEHOLDER.sub(lambda m: _MARKER_HTML.format(m.group(1)), piece)
+            out.append(_STRAY.sub(lambda m: mark(m.group(0)), shown))
+    return "".join(out)
+
+
+def _as_text(piece: str) -> str:
+    shown = _PLACEHOLDER.sub(lambda m: mark(chr(int(m.group(1), 16))), piece)
+    return _STRAY.sub(lambda m: mark(m.group(0)), shown)
+
+
 def breakable(text: Any) -> Markup:
     """``text`` as inert markup that may wrap after punctuation or at a space, never
     inside a word (a hyphenated one included)."""
-    shown = visible(str(text), keep_newlines=False)
+    shown = shown_text(str(text), keep_newlines=False)
     return Markup("<wbr>").join(_whole_words(piece) for piece in _BREAK_AFTER.split(shown))
 
 
@@ -114,11 +168,16 @@ def request_blocks(requests: Sequence[JsonObject]) -> list[dict[str, Any]]:
 
 
 __all__ = [
+    "MARK_CLOSE",
+    "MARK_OPEN",
     "breakable",
     "glimpse",
     "is_long",
     "json_text",
+    "markers_as_html",
     "nested_rows",
+    "placeholder",
     "request_blocks",
+    "shown_text",
     "with_nested",
 ]

@@ -1,4 +1,4 @@
-"""The passkeys page (SPEC §14): an operator enrols, adds and revokes the passkeys that
+"""The passkeys page (docs/proof.md): an operator enrols, adds and revokes the passkeys that
 approve previews, and the preview page's passkey step (the request options the Confirm
 button signs with).
 
@@ -28,6 +28,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
@@ -61,6 +62,41 @@ class ConfirmStep:
     rendered into a data attribute), or why it cannot (no live passkey)."""
 
     options: str | None
+    # Why no passkey can work at this address (an IP address), and the one that does.
+    site_problem: str | None = None
+    working_url: str | None = None
+
+
+@dataclass(frozen=True)
+class PasskeySite:
+    """Whether the page's address can be a passkey's site: an IP address cannot
+    (WebAuthn needs a domain name; ``localhost`` counts, over plain http too)."""
+
+    problem: str | None
+    working_url: str | None
+
+
+def passkey_site(request: Request, public_url: str | None) -> PasskeySite:
+    """For the page ``request`` asked for: what is wrong with its address for a passkey,
+    and the same page at an address that works (``localhost`` on the same port for a
+    loopback address; for another address, a name set as ``server.public_url``)."""
+    origin, rp_id = web_origin(request, public_url)
+    try:
+        address = ipaddress.ip_address(rp_id.strip("[]"))
+    except ValueError:
+        return PasskeySite(None, None)
+    problem = (
+        f"{rp_id} is an IP address, and an IP address cannot be a passkey's site "
+        "(browsers accept only a domain name, such as localhost)."
+    )
+    if not address.is_loopback:
+        return PasskeySite(
+            problem + " Give undogate a domain name in server.public_url and open it there.",
+            None,
+        )
+    port = urlsplit(origin).port
+    netloc = f"localhost:{port}" if port else "localhost"
+    return PasskeySite(problem, f"{urlsplit(origin).scheme}://{netloc}{request.url.path}")
 
 
 @dataclass(frozen=True)
@@ -129,6 +165,7 @@ class PasskeyPages:
             options=options,
             rp_id=rp_id,
             issued=issued,
+            site=passkey_site(request, self.service.config.server.public_url),
         )
 
     def _approving(
@@ -210,6 +247,9 @@ class PasskeyPages:
             return None
         _, rp_id = self._origin(request)
         live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
+        site = passkey_site(request, self.service.config.server.public_url)
+        if site.problem is not None:
+            return ConfirmStep(None, site.problem, site.working_url)
         if not live:
             return ConfirmStep(options=None)
         challenge = _unb64(passkey_challenge)

@@ -6,7 +6,7 @@ templates as JSON text or plain strings; Jinja2 autoescaping makes them inert th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -16,10 +16,20 @@ from markupsafe import Markup
 from .. import views
 from ..adapters import adapter_for
 from ..invisibles import visible
-from ..jobs import ChangeState, Job, JobState, Operation, Preview, Transition, can_start
+from ..jobs import (
+    AssertionKind,
+    Change,
+    ChangeState,
+    Job,
+    JobState,
+    Operation,
+    Preview,
+    Transition,
+    can_start,
+)
 from ..jsonvalue import JsonValue
-from ..ledger import JobSummary, OutboxMessage
-from .exact import with_nested
+from ..ledger import Event, JobSummary, OutboxMessage
+from .exact import MARK_CLOSE, MARK_OPEN, placeholder, shown_text, with_nested
 
 STATE_WORDS: dict[str, str] = {
     JobState.PREPARED: "prepared, waiting for review",
@@ -64,22 +74,38 @@ CHANGE_STATE_WORDS: dict[str, str] = {
 }
 
 
-def when(ts: Any) -> str:
-    """A ledger timestamp as UTC text."""
+_WHEN = Markup(
+    '<time datetime="{iso}"><span class="whole">{day}</span> '
+    '<span class="whole">{clock} UTC</span></time>'
+)
+
+
+def when(ts: Any) -> Markup | str:
+    """A ledger timestamp as UTC text, its date and its time each kept whole (a line may
+    break between them, never inside ``2026-12-03``)."""
     if ts is None:
         return ""
-    value = float(ts.text if hasattr(ts, "text") else ts)
-    return datetime.fromtimestamp(value, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    moment = datetime.fromtimestamp(float(ts.text if hasattr(ts, "text") else ts), UTC)
+    return _WHEN.format(
+        iso=moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        day=moment.strftime("%Y-%m-%d"),
+        clock=moment.strftime("%H:%M:%S"),
+    )
+
+
+def _keep_placeholder(ch: str) -> str:
+    return ch if ch in (MARK_OPEN, MARK_CLOSE) else placeholder(ch)
 
 
 def shown(value: Any) -> Any:
     """Jinja's ``finalize``: every ``{{ ... }}`` on every page passes through the one rule
-    of ``invisibles``, so each invisible or blank-looking character is shown as
-    ``⟨U+XXXX⟩`` wherever a template puts text. Markup (a macro's output, already shown)
-    stays markup; the markers hold no character that needs escaping."""
+    of ``invisibles``, so each invisible or blank-looking character becomes a marker
+    wherever a template puts text (``exact.markers_as_html`` draws it once the page is
+    whole). Markup (a macro's output, already shown) keeps the placeholders it holds."""
     if hasattr(value, "__html__"):
-        return Markup(visible(value.__html__()))  # noqa: S704 - markup already; see above
-    return visible(str(value))
+        held = visible(value.__html__(), marker=_keep_placeholder)
+        return Markup(held)  # noqa: S704 - markup already; see above
+    return shown_text(str(value))
 
 
 def state_words(state: str) -> str:
@@ -134,9 +160,18 @@ NOT_REVERSIBLE = (
 
 
 def job_notes(job: Job) -> list[str]:
-    """Job-level limits on what can still happen."""
+    """Job-level limits on what can still happen, true for the job's state now."""
     notes: list[str] = []
-    if job.undo_started:
+    if job.state is JobState.UNDONE:
+        notes.append("This job was undone: its undo finished, and it can never be applied again.")
+    elif job.state is JobState.UNDOING:
+        notes.append("An undo of this job is under way: it can never be applied again.")
+    elif job.state is JobState.PARTIALLY_UNDONE:
+        notes.append(
+            "An undo of this job stopped part-way: each change below says whether it is "
+            "undone. The job can never be applied again."
+        )
+    elif job.undo_started:
         notes.append("An undo of this job has started: it can never be applied again.")
     if job.state is JobState.REJECTED:
         notes.append("This job was rejected: it can never be applied.")
@@ -153,25 +188,92 @@ def job_notes(job: Job) -> list[str]:
     return notes
 
 
+def rejection_reason(events: Sequence[Event]) -> str | None:
+    """The reason the reviewer gave when rejecting the job (its ``reject`` event)."""
+    for event in reversed(events):
+        if event.operation == "reject":
+            reason = (event.detail or {}).get("reason")
+            return reason if isinstance(reason, str) and reason else None
+    return None
+
+
+def change_reversibility(job: Job, change: Change) -> str:
+    """Whether undogate can undo this change, true for where the job and the change stand
+    now (a change never applied has nothing to undo; an undone one is undone)."""
+    if change.state is ChangeState.UNDONE:
+        return "Undone: the undo of this change landed and read back as before the job."
+    if change.state is ChangeState.PENDING:
+        if job.state is JobState.REJECTED:
+            return "Never applied: the job was rejected, so there is nothing to undo."
+        if job.state is JobState.INVALIDATED:
+            return "Never applied: the job was invalidated, so there is nothing to undo."
+        if job.undo_started:
+            return "Never applied, and it never will be: an undo of this job has started."
+    return adapter_for(change.kind).reversibility(change)
+
+
+#: What the agent says about where a change's values come from (``assertion_kind``).
+ASSERTION_WORDS: dict[str, str] = {
+    AssertionKind.OBSERVED: "observed: the agent says it saw these values",
+    AssertionKind.INFERRED: "inferred: the agent says it worked these values out",
+    AssertionKind.IMPORTED: "imported: the agent says it copied these values from another system",
+    AssertionKind.SUPPLIED: "supplied: the agent says it was given these values",
+}
+NO_ASSERTION = "The agent did not say where these values come from."
+
+
+def assertion_words(assertion: Any) -> str:
+    """The agent's claim about a change's values, in words (it is never checked)."""
+    if not isinstance(assertion, Mapping):
+        return NO_ASSERTION
+    kind = str(assertion.get("value"))
+    return f"Source of the values: {ASSERTION_WORDS.get(kind, kind)} (not checked by undogate)."
+
+
+def record_effect(old: Any, new: Any, *, removes: bool, operation: Any) -> str | None:
+    """What a collection change does to its record as a whole, read off its two sides
+    (before/after on a receipt, current/planned on a preview): the undo of a create
+    deletes, the undo of a delete creates. ``removes``: the new side is the record's
+    absence. None for a change that neither creates nor deletes a record."""
+    if operation not in ("create", "delete"):
+        return None
+    if removes:
+        return "delete"
+    if old is None and new is not None:
+        return "create"
+    return None
+
+
 VERIFIED = "verified on a test copy"
 ATTESTED = "attested only"
 
 
 def trust_words(resource_id: Any, verified: Mapping[str, bool]) -> str:
-    """How far the endpoint is trusted: a passing check on a test copy (SPEC §11) under
-    the resource's current identity, or only the operator's ``conditional_writes``."""
+    """How far the endpoint is trusted: a passing check on a test copy (docs/collections.md)
+    under the resource's current identity, or only the operator's ``conditional_writes``."""
     return VERIFIED if verified.get(str(resource_id)) else ATTESTED
 
 
-def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, Any]:
+def job_page(
+    job: Job, verified: Mapping[str, bool] | None = None, events: Sequence[Event] = ()
+) -> dict[str, Any]:
     """The job receipt with the words the job page adds (``verified``: resource id →
-    the latest endpoint check under its current identity passed)."""
+    the latest endpoint check under its current identity passed; ``events``: the job's
+    history, for the reason it was rejected)."""
     receipt = views.job_receipt(job)
     changes: list[dict[str, Any]] = []
     for change, recorded in zip(objects(receipt["changes"]), job.changes, strict=True):
         adapter = adapter_for(recorded.kind)
         change["noun"] = adapter.noun
-        change["reversibility"] = adapter.reversibility(recorded)
+        change["number"] = recorded.index + 1
+        change["effect"] = record_effect(
+            change.get("before"),
+            change.get("after"),
+            removes=change.get("after") is None,
+            operation=change.get("operation"),
+        )
+        change["assertion_words"] = assertion_words(change.get("assertion_kind"))
+        change["reversibility"] = change_reversibility(job, recorded)
         change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
         change["trust_words"] = trust_words(change["resource"], verified or {})
         change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
@@ -182,7 +284,15 @@ def job_page(job: Job, verified: Mapping[str, bool] | None = None) -> dict[str, 
     for action in objects(receipt["actions"]):
         action["status_words"] = ACTION_WORDS.get(str(action["status"]), action["status"])
         actions.append(action)
-    return {"receipt": receipt, "changes": changes, "actions": actions, "notes": job_notes(job)}
+    return {
+        "receipt": receipt,
+        "changes": changes,
+        "actions": actions,
+        "notes": job_notes(job),
+        "rejected_reason": rejection_reason(events),
+        # Something was sent for it: only then is there a receipt of what ran.
+        "has_run": bool(job.actions),
+    }
 
 
 def preview_page(
@@ -194,6 +304,14 @@ def preview_page(
     for change, shown_change in zip(objects(view["changes"]), preview.changes, strict=True):
         adapter = adapter_for(shown_change.kind)
         change["noun"] = adapter.noun
+        change["number"] = shown_change.index + 1
+        change["effect"] = record_effect(
+            change.get("current"),
+            change.get("planned"),
+            removes=bool(change.get("planned_absent")),
+            operation=change.get("operation"),
+        )
+        change["assertion_words"] = assertion_words(change.get("assertion_kind"))
         change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
         change["trust_words"] = trust_words(change["resource"], verified or {})
         if "rows" in change:
@@ -204,14 +322,18 @@ def preview_page(
         )
         changes.append(change)
     # A blocked change's reason is said once, in the blockers box: not again as its note,
-    # under "moved since it was prepared", nor under "not reversible".
+    # under "moved since it was prepared", nor as a "not reversible" warning.
     blocked = {_index(b.get("change")) for b in preview.blockers}
     for change in changes:
         if _index(change["index"]) in blocked:
             change["note"] = None
+    # Said once, in the one warning of the page: as a sentence, with a link to the
+    # resource's undo page where accepting a verified undo would make it reversible.
+    undo_pages = {_index(c["index"]) for c in changes if c.get("irreversible")}
     irreversible = [
-        {**i, "note": None} if _index(i["index"]) in blocked else i
+        {**i, "note": _sentence(i.get("note")), "undo_page": _index(i["index"]) in undo_pages}
         for i in objects(view["irreversible"])
+        if _index(i["index"]) not in blocked
     ]
     remaining_ms = max(0, int((preview.expires_at - now) * 1000) + 1) if preview.expires_at else 0
     title, confirm_label = OPERATION_WORDS[preview.operation]
@@ -225,9 +347,17 @@ def preview_page(
         "moved": [
             c for c in changes if c.get("moved_since_prepare") and _index(c["index"]) not in blocked
         ],
-        "blocked": bool(preview.blockers),
         "irreversible": irreversible,
     }
+
+
+def _sentence(note: Any) -> str | None:
+    """An engine note as the start of a sentence: "irreversible: undoing…" under the
+    heading "Not reversible" reads "Undoing…"."""
+    if not isinstance(note, str) or not note:
+        return None
+    text: str = note.removeprefix("irreversible: ")
+    return text[:1].upper() + text[1:]
 
 
 def _index(value: Any) -> str:

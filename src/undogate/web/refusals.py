@@ -39,8 +39,8 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
     ),
     "conflict": (
         "The resource no longer holds the values this step expects, so nothing was written.",
-        "Someone else changed it. Prepare a new reviewed change from the current values "
-        "instead of overwriting theirs.",
+        "Open the job to see what it expected and what the resource holds now; prepare a "
+        "new reviewed change from the current values instead of overwriting them.",
         False,
     ),
     "irreversible_not_acknowledged": (
@@ -210,6 +210,50 @@ _FALLBACK = (
 )
 
 
+# (code, operation) -> (what stands in the way, what to do), as a preview that cannot be
+# confirmed says it: nothing was tried yet, so these never say "nothing was written".
+_BLOCKED: dict[tuple[str, str], tuple[str, str]] = {
+    ("conflict", "apply"): (
+        "The values this job would replace have changed since it was prepared.",
+        "Applying it would overwrite them, so it cannot be applied as prepared. Reject it, "
+        "and have the agent prepare a new job from the current values.",
+    ),
+    ("conflict", "undo"): (
+        "The resource changed after this job applied it.",
+        "Undoing it would overwrite the newer values, so the undo is refused. Prepare a "
+        "new reviewed change from the current values instead.",
+    ),
+    ("later_job_overlaps", "undo"): (
+        "A later job changed the same values after this one.",
+        "Undo that later job first, then preview this undo again.",
+    ),
+    ("undo_not_verified", "undo"): (
+        "Undoing this is offered only once it was verified on a test copy and accepted.",
+        "Run check-endpoint on a test copy of the resource and accept the verified undo on "
+        "its undo page; then preview the undo again.",
+    ),
+    ("reconciliation_blocked", "accept_observed"): (
+        "The resource shows neither the values before the job nor the ones it wrote.",
+        "Investigate the resource by hand; accept the observed state once it matches one side.",
+    ),
+}
+_QUARANTINED = (
+    "Another job's outcome on the same resource is uncertain, so this waits.",
+    "Open that job and accept its observed state; then preview this again.",
+)
+
+
+def blocked_words(code: str, operation: str) -> tuple[str, str]:
+    """Why a preview cannot be confirmed, and what to do, in two sentences."""
+    if code == "quarantined":
+        return _QUARANTINED
+    found = _BLOCKED.get((code, operation))
+    if found is not None:
+        return found
+    refusal = refusal_for_code(code)
+    return refusal.sentence, refusal.next_step
+
+
 def refusal_for_code(code: str, detail: str | None = None) -> Refusal:
     sentence, next_step, again = _WORDS.get(code, _FALLBACK)
     return Refusal(code, sentence, next_step, detail, again)
@@ -224,4 +268,4 @@ def known_codes() -> frozenset[str]:
     return frozenset(_WORDS)
 
 
-__all__ = ["Refusal", "known_codes", "refusal_for", "refusal_for_code"]
+__all__ = ["Refusal", "blocked_words", "known_codes", "refusal_for", "refusal_for_code"]

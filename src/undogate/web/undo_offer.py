@@ -67,6 +67,8 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
             ),
             passkey_signs="exactly this acceptance (this resource, its check and the undos "
             "it verified)",
+            passkey_retry="Try again.",
+            passkey_retry_after="reload this page",
         )
 
     async def accept(request: Request, session: Session, form: Form) -> Response:

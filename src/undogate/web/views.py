@@ -1,4 +1,4 @@
-"""The review pages (SPEC §9): sign-in, agents, jobs, a job, its preview and receipt.
+"""The review pages (docs/operating.md): sign-in, agents, jobs, a job, its preview and receipt.
 
 Views are thin: they establish the session, check the form came from this site with
 this session's CSRF token, call the ``Service`` (which authorizes and calls the
@@ -16,6 +16,7 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -38,16 +39,20 @@ from ..jsonvalue import JsonObject
 from ..ledger import Store
 from ..service import MAX_KEY_CHARS, Principal, Service
 from . import exact, present
+from .blocked import blocked_changes
 from .forms import cross_site, read_form
 from .history import history
 from .inbox import NAV_COUNTS, InboxPages, nav_counts
 from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
+from .reject import reject_routes
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: The label of the key signed in, for the page being rendered (one request, one task).
+SIGNED_IN_AS: ContextVar[str | None] = ContextVar("signed_in_as", default=None)
 
 HERE = Path(__file__).parent
 SESSION_COOKIE = "undogate_session"
@@ -139,7 +144,7 @@ class WebUI:
             ),
             Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
             Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
-            Route("/jobs/{job_id}/reject", self._post(self.reject), methods=["POST"]),
+            *reject_routes(self),
             *undo_offer_routes(self),
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
@@ -167,9 +172,10 @@ class WebUI:
             principal=session.principal if session else None,
             notice=session.take_notice() if session else context.pop("notice", None),
             nav_counts=NAV_COUNTS.get() if session else None,
+            signed_in_as=SIGNED_IN_AS.get() if session else None,
             **context,
         )
-        return HTMLResponse(page, status_code=status, headers=PAGE_HEADERS)
+        return HTMLResponse(exact.markers_as_html(page), status_code=status, headers=PAGE_HEADERS)
 
     def _refused(
         self,
@@ -290,6 +296,8 @@ class WebUI:
     async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
         try:
             await nav_counts(self.service, session.principal)
+            label = await _off_loop(self.service.keyring.get, session.principal.credential_id)
+            SIGNED_IN_AS.set(label.label)
             return await view(request, session, form)
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
@@ -326,11 +334,11 @@ class WebUI:
 
     async def home(self, request: Request) -> Response:
         session = await self._session(request)
-        return self._redirect("/agents" if session else "/signin")
+        return self._redirect("/inbox" if session else "/signin")
 
     async def signin_form(self, request: Request) -> Response:
         if await self._session(request) is not None:
-            return self._redirect("/agents")
+            return self._redirect("/inbox")
         notice = "You are signed out." if "signed_out" in request.query_params else None
         return self._signin_page(request, notice=notice)
 
@@ -383,7 +391,7 @@ class WebUI:
             return self._signin_page(request, error="That key is unknown or has been revoked.")
         await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
         sid, _session = await _off_loop(self.sessions.create, principal)
-        response = self._redirect("/agents")
+        response = self._redirect("/inbox")
         response.set_cookie(
             SESSION_COOKIE,
             sid,
@@ -445,7 +453,7 @@ class WebUI:
     async def open_job(self, request: Request, session: Session, form: Form) -> Response:
         job_id = request.query_params.get("id", "").strip()
         if not job_id:
-            return self._redirect("/agents")
+            return self._redirect("/inbox")
         principal = session.principal
         job = await self.service.job(principal, self._job_id(principal, job_id))
         return self._redirect(_job_path(job.id))
@@ -459,7 +467,7 @@ class WebUI:
             "job.html",
             session,
             job=job,
-            page=present.job_page(job, self.service.verified(job)),
+            page=present.job_page(job, self.service.verified(job), events),
             events=history(job.id, events),
             buttons=present.buttons(job, WRITE in principal.scopes),
         )
@@ -524,6 +532,7 @@ class WebUI:
             job=job,
             handle=handle,
             page=page,
+            blocked=await blocked_changes(self.service, principal, job, page),
             operation=held.preview.operation.value,
             can_write=WRITE in principal.scopes,
             passkey=await self.passkey_pages.confirm_step(
@@ -563,18 +572,6 @@ class WebUI:
         return self.render(
             "receipt.html", session, job=job, page=present.job_page(job, self.service.verified(job))
         )
-
-    async def reject(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_writer(principal)
-        job = await self.service.reject(
-            principal,
-            "web",
-            self._job_id(principal, str(request.path_params["job_id"])),
-            form.get("reason") or None,
-        )
-        await _off_loop(self.sessions.notify, session, "Rejected. This job can never be applied.")
-        return self._redirect(_job_path(job.id))
 
 
 async def _off_loop(fn: Callable[..., T], *args: Any) -> T:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import ClassVar
 
 from ...errors import InvalidRequest
 from ...etag import ETag
@@ -31,7 +32,7 @@ from ..records.fields import (
 from ..records.members import REMOVE, SET, remove_of, set_of
 from ..records.settings import RecordSettings, copy_shape_problem, record_settings
 from ..registry import register
-from ..shapes import ChangeShape
+from ..shapes import ChangeMember, ChangeShape
 from ..views import field_rows
 
 
@@ -49,7 +50,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
         "top-level `fields`."
     )
     settings_model = RecordSettings
-    change_members = (SET, REMOVE)
+    change_members: ClassVar[tuple[ChangeMember, ...]] = (SET, REMOVE)
     change_shapes = (
         ChangeShape(
             ("set",),

@@ -1,4 +1,4 @@
-// The passkey step (SPEC §14, docs/proof.md): register a passkey on the passkeys page,
+// The passkey step (docs/proof.md): register a passkey on the passkeys page,
 // and sign what a form asks a passkey to approve (the exact preview before its Confirm,
 // an acceptance, adding or revoking a passkey) before it is sent. The options
 // (challenge, relying party, credentials) come rendered into the page, one set per
@@ -44,9 +44,16 @@
     }
   }
 
+  // What to do after a refusal is the page's to say (data-retry): the passkeys page
+  // has no preview to make again.
   function refused(err) {
-    say("The passkey did not answer (" + (err && err.name ? err.name : "error") +
-      "): nothing was sent. Try again, or preview again.");
+    var el = document.getElementById("passkey-status");
+    var retry = (el && el.getAttribute("data-retry")) || "Try again.";
+    var name = err && err.name ? err.name : "error";
+    var why = name === "SecurityError"
+      ? "The browser refused to use a passkey at this address (SecurityError)"
+      : "The passkey did not answer (" + name + ")";
+    say(why + ": nothing was sent. " + retry);
   }
 
   var register = document.getElementById("passkey-register");

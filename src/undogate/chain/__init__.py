@@ -11,7 +11,9 @@ in the link keeps a receipt from passing off one of its own job's rows as anothe
 
 Pure: the ledger (``ledger/sql_chain.py``) computes a link inside the write that
 inserts the row, ``undogate ledger verify`` recomputes every link, and a receipt's
-verifier recomputes its own segment, all with these functions.
+verifier recomputes its own segment, all with these functions. ``seals`` holds what the
+chain records of the rows outside it (a change's sides, a credential) and the checks
+that hold those rows to it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,67 @@
+"""Rejecting one job: ``GET /jobs/{id}/reject`` asks for the reason and the confirmation
+(a rejected job can never be applied, so it is never one click), ``POST`` rejects it."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..service import Service
+from .sessions import Session
+
+Form = Mapping[str, str]
+View = Callable[[Request, Session, Form], Awaitable[Response]]
+
+
+class Pages(Protocol):
+    """What these views use of the review UI (``views.WebUI``)."""
+
+    service: Service
+
+    def render(
+        self, template: str, session: Session | None, *, status: int = ..., **context: Any
+    ) -> HTMLResponse: ...
+
+    async def notify(self, session: Session, notice: str) -> None: ...
+
+    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+
+    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+
+    @staticmethod
+    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
+
+
+def reject_routes(ui: Pages) -> list[BaseRoute]:
+    """The confirmation page and the rejection, through the UI's session and cross-site
+    checks (its ``_get``/``_post``)."""
+
+    async def ask(request: Request, session: Session, form: Form) -> Response:
+        Service.require_writer(session.principal)
+        job = await ui.service.job(session.principal, str(request.path_params["job_id"]))
+        return ui.render("job_reject.html", session, job=job)
+
+    async def reject(request: Request, session: Session, form: Form) -> Response:
+        Service.require_writer(session.principal)
+        job = await ui.service.reject(
+            session.principal,
+            "web",
+            str(request.path_params["job_id"]),
+            form.get("reason") or None,
+        )
+        await ui.notify(session, "Rejected. This job can never be applied.")
+        return ui._redirect(f"/jobs/{quote(job.id, safe='')}")
+
+    path = "/jobs/{job_id}/reject"
+    return [
+        Route(path, ui._get(ask), methods=["GET"]),
+        Route(path, ui._post(reject), methods=["POST"]),
+    ]
+
+
+__all__ = ["reject_routes"]
