@@ -168,7 +168,7 @@ def test_two_contacts_whose_emails_differ_only_in_case_are_ambiguous(world: Book
         prepare(gw, ChangeRequest("book", upsert={"EMAIL": "ADA@example.com", "NOTE": "x"}))
     candidates = refused.value.details["candidates"]
     assert isinstance(candidates, list) and len(candidates) == 2
-    assert all(c["evidence"] == {"EMAIL": "ada@example.com"} for c in candidates)  # type: ignore[index]
+    assert all(c["evidence"] == {"EMAIL": "ada@example.com"} for c in candidates)
     assert world.members(world.book) == start  # nothing written
     assert gw.list_jobs(OWNER.owner_id, "account-assistant") == []  # nothing prepared
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,8 @@ def test_times_are_shown_with_their_zone(event: tuple[Gateway, DavCollections, s
             },
         ),
     )
-    rows = {r["field"]: r for r in job_receipt(job)["changes"][0]["rows"]}  # type: ignore[index, union-attr]
+    receipt: Any = job_receipt(job)
+    rows = {r["field"]: r for r in receipt["changes"][0]["rows"]}
     assert rows["DTSTART"]["before"] == "2026-12-04 15:00 Europe/Paris"
     assert rows["DTSTART"]["after"] == "2026-12-05 15:00 Europe/Paris"
     assert rows["DTEND"]["after"] == "2026-12-05 15:30 UTC"

@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from undogate.adapters.dav.content import Instance
-from undogate.config import ConfigError, parse_config
+from undogate.config import parse_config
 from undogate.engine import Gateway
-from undogate.errors import InvalidRequest
+from undogate.errors import ConfigError, InvalidRequest
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation
-from undogate.jsonvalue import dumps
+from undogate.jsonvalue import JsonObject, dumps
 from undogate.views import agent_receipt, job_receipt
 
 from .caldav_servers import DavCollections
@@ -174,7 +175,7 @@ def test_a_stale_card_refuses_the_apply_and_the_server_keeps_the_outside_edit(
 
 def test_what_a_change_may_name(contact: tuple[Gateway, DavCollections, str]) -> None:
     gw, _, _ = contact
-    refusals = [
+    refusals: list[tuple[JsonObject, str]] = [
         ({"set": {"UID": "x"}}, "not a property"),
         ({"set": {"X-SECRET": "x"}}, "not a property"),
         ({"set": {"TITLE": "Countess"}}, "no-op"),
@@ -220,8 +221,9 @@ def test_every_surface_shows_a_property_table_and_the_agent_only_names(
 ) -> None:
     gw, _, _ = contact
     job = prepare(gw, ChangeRequest("ada", set={"EMAIL": "ada@new.example"}, remove=["NOTE"]))
-    (change,) = job_receipt(job)["changes"]  # type: ignore[misc]
-    rows = {r["field"]: r for r in change["rows"]}  # type: ignore[index]
+    receipt: Any = job_receipt(job)
+    (change,) = receipt["changes"]
+    rows = {r["field"]: r for r in change["rows"]}
     assert rows["EMAIL"]["before"] == [
         "ada@old.example (TYPE=work)",
         "ada@home.example (TYPE=home)",
