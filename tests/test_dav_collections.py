@@ -22,8 +22,13 @@ import pytest
 
 from undogate.adapters.dav.content import Instance
 from undogate.engine import Gateway
-from undogate.errors import Ambiguous, IrreversibleNotAcknowledged, UndoNotVerified
-from undogate.jobs import ABSENT, ChangeRequest, JobState, Operation
+from undogate.errors import (
+    Ambiguous,
+    IrreversibleNotAcknowledged,
+    TransitionNotAllowed,
+    UndoNotVerified,
+)
+from undogate.jobs import ABSENT, ChangeRequest, ChangeState, JobState, Observation, Operation
 from undogate.operations.endpoint_check import check_endpoint
 
 from .caldav_servers import DavCollections
@@ -32,6 +37,8 @@ from .dav_world import (
     CONTACT,
     CREDENTIALS_ENV,
     EVENT,
+    ICAL_TYPE,
+    VCARD_TYPE,
     dav_gateway,
     dav_resource,
     event_properties,
@@ -42,6 +49,7 @@ from .dav_world import (
     server_of,
 )
 from .davservers import run
+from .relay import relay
 
 CONTACT_FIELDS = ["FN", "N", "EMAIL", "TEL", "NOTE", "TITLE"]
 EVENT_FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
@@ -254,6 +262,81 @@ def test_the_endpoint_check_verifies_both_undos_on_each_collection(world: Book) 
         assert "restore_test_copy" not in steps
         offer = world.gw.undo_offer(production)
         assert set(offer.awaiting_acceptance) == {"undo_of_create", "recreate"}
+
+
+# Someone else's object where a lost create would be found: the job's own text, and more
+# (a property; an alarm inside the event, which the event's own properties never show).
+THEIRS = {
+    "vcard_collection": ("END:VCARD", "ORG:Third Party Ltd\r\n", "ORG"),
+    "icalendar_collection": (
+        "END:VEVENT",
+        "BEGIN:VALARM\r\nACTION:DISPLAY\r\nDESCRIPTION:Their own reminder\r\n"
+        "TRIGGER:-PT1H\r\nEND:VALARM\r\n",
+        "VALARM",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(THEIRS))
+def test_a_lost_create_never_adopts_someone_elses_object_nor_lets_undo_delete_it(
+    dav: DavCollections, data_dir: Path, kind: str
+) -> None:
+    """The create never reaches the server (a relay reads it and closes without an
+    answer); another client then puts, at the member the create named, the job's own
+    document with more in it. It is never the job's: reconciliation is blocked naming
+    what differs (never its values), no undo can delete it, and nothing is written."""
+    contact = kind == "vcard_collection"
+    fields = CONTACT_FIELDS if contact else EVENT_FIELDS
+    make = dav.new_addressbook if contact else dav.new_calendar
+    collection, copy = make(), make()
+    end, extra, named = THEIRS[kind]
+    asked = (
+        {"FN": "Ann Example", "EMAIL": "ann@example.com"}
+        if contact
+        else {"SUMMARY": "Planning", "DTSTART": "20261204T150000Z"}
+    )
+    with relay(dav.base_url) as held_at:
+        production = dav_resource(dav, "production", kind, collection, fields)
+        production["url"] = held_at.url(collection)
+        with dav_gateway(
+            data_dir,
+            production,
+            dav_resource(dav, "copy", kind, copy, fields, test_copy_of="production"),
+        ) as gw:
+            result = check_endpoint(gw.config, gw.ledger, gw.http, "copy", {**CREDENTIALS})
+            assert result.passed, [(s.name, s.message) for s in result.steps]
+            gw.accept_verified_undo(OWNER, "production")
+            job = prepare(gw, ChangeRequest("production", create=asked))
+            change = job.changes[0]
+            held_at.withhold_next_write()
+            assert run(gw, job.id, Operation.APPLY).state is JobState.NEEDS_REVIEW
+            assert [line.split(b" ")[0] for line in held_at.withheld] == [b"PUT"]
+            path = f"{collection}{change.target}"
+            assert dav.request("GET", path).status_code == 404  # the server never saw it
+            sent = str(change.after["document"])  # type: ignore[index]
+            theirs = sent.replace(end, extra + end, 1)
+            content_type = VCARD_TYPE if contact else ICAL_TYPE
+            made = dav.put(path, theirs.encode(), content_type, If_None_Match="*")
+            assert made.status_code == 201, made.text
+            kept = held(dav, path)
+
+            preview = gw.preview(OWNER, job.id, Operation.ACCEPT_OBSERVED)
+            assert preview.changes[0].observation is Observation.NEITHER
+            assert preview.token is None
+            (blocker,) = preview.blockers
+            assert blocker["code"] == "reconciliation_blocked"
+            assert f"'{named}'" in blocker["message"]
+            assert "Third Party" not in blocker["message"] and "Their own" not in blocker["message"]
+            with pytest.raises(TransitionNotAllowed):
+                gw.preview(OWNER, job.id, Operation.UNDO)
+            stored = gw.ledger.load_job(job.id)
+            assert stored is not None and stored.changes[0].state is ChangeState.UNCERTAIN
+            assert stored.changes[0].applied_etag is None
+            assert held(dav, path) == kept  # nothing written, nothing deleted
+
+            # Once their object is gone, the create plainly never happened.
+            assert dav.request("DELETE", path).status_code in (200, 204)
+            assert run(gw, job.id, Operation.ACCEPT_OBSERVED).state is JobState.PREPARED
 
 
 def run_acknowledged(gw: Gateway, job_id: str) -> Any:

@@ -60,7 +60,7 @@ from .changes import (
     touched_show,
     wanted_properties,
 )
-from .content import Properties, new_document, parse_document, rewrite, same
+from .content import Properties, new_document, object_differences, parse_document, rewrite
 from .document import put_document
 from .formats import Format
 from .listing import (
@@ -327,28 +327,31 @@ class PropertyCollectionAdapter(Adapter):
             return not snapshot.exists and snapshot.content is None
         if not snapshot.exists:
             return False
-        now = snapshot_properties(snapshot, self.format)
-        wanted = side_properties(value)
         if operation_of(change) == "update":
-            return touched_show(change.fields, wanted, now)
+            now = snapshot_properties(snapshot, self.format)
+            return touched_show(change.fields, side_properties(value), now)
         # The whole object: a delete deletes nothing that changed, and an object that
-        # holds a create's properties and more (someone else's) is never the create's.
-        return set(now) == set(wanted) and all(same(now[n], wanted[n]) for n in now)
+        # holds a create's properties and more (someone else's: another property, an
+        # alarm) is never the create's.
+        return not self._whole_differs(change, snapshot)
 
     def differing(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
         if not snapshot.exists:
             return ()
-        now = snapshot_properties(snapshot, self.format)
-        before, after = side_properties(change.before), side_properties(change.after)
         if operation_of(change) == "update":
+            now = snapshot_properties(snapshot, self.format)
+            before, after = side_properties(change.before), side_properties(change.after)
             return tuple(
                 n
                 for n in change.fields
                 if not touched_show([n], before, now) and not touched_show([n], after, now)
             )
-        whole = after if change.before is ABSENT else before
-        names = sorted({*whole, *now})
-        return tuple(n for n in names if not same(whole.get(n, ()), now.get(n, ())))
+        return self._whole_differs(change, snapshot)
+
+    def _whole_differs(self, change: Change, snapshot: Snapshot) -> tuple[str, ...]:
+        """What the member differs in from the object a create sent or a delete kept."""
+        kept = document(member_sides.side_document(change), self.format)
+        return object_differences(kept, document(text_of(snapshot), self.format), self.format)
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
         if operation_of(change) == "create":

@@ -103,13 +103,6 @@ def same(a: Sequence[Instance], b: Sequence[Instance]) -> bool:
     return sorted(i.key() for i in a) == sorted(i.key() for i in b)
 
 
-def same_properties(
-    a: Mapping[str, Sequence[Instance]], b: Mapping[str, Sequence[Instance]]
-) -> bool:
-    names = {n for n, v in a.items() if v} | {n for n, v in b.items() if v}
-    return all(same(a.get(n, ()), b.get(n, ())) for n in names)
-
-
 @dataclass(frozen=True)
 class Line:
     """One logical content line. ``raw`` is exactly as in the document (its folds and
@@ -359,6 +352,40 @@ def new_document(fmt: Format, uid: str, props: Mapping[str, Sequence[Instance]],
     return text
 
 
+LineKey = tuple[tuple[str, ...], str, tuple[str, ParamItems]]
+
+
+def _within(doc: Document, fmt: Format) -> dict[str, list[LineKey]]:
+    """The components inside the object (an event's VALARMs), by name: each one's lines
+    as comparison sees them, in one order."""
+    depth = len(doc.where)
+    found: dict[str, list[LineKey]] = {}
+    for line in doc.lines:
+        if not line.name or line.path[:depth] != doc.where:
+            continue
+        if len(line.path) > depth:
+            component = line.path[depth]
+        elif line.name in ("BEGIN", "END"):
+            component = line.value.upper()
+        else:
+            continue
+        found.setdefault(component, []).append((line.path, line.name, instance_of(fmt, line).key()))
+    return {name: sorted(keys) for name, keys in found.items()}
+
+
+def object_differences(a: Document, b: Document, fmt: Format) -> tuple[str, ...]:
+    """What makes two objects differ, by name: their own properties, then the components
+    inside them (``VALARM``). None: the same object, whatever its order, line endings or
+    folding, and whatever surrounds it (a calendar's VTIMEZONEs)."""
+    props_a, props_b = a.properties(fmt), b.properties(fmt)
+    names = sorted({*props_a, *props_b})
+    differ = [n for n in names if not same(props_a.get(n, ()), props_b.get(n, ()))]
+    within_a, within_b = _within(a, fmt), _within(b, fmt)
+    components = sorted({*within_a, *within_b})
+    differ += [c for c in components if within_a.get(c) != within_b.get(c)]
+    return tuple(differ)
+
+
 def every_property(
     doc: Document, fmt: Format
 ) -> list[tuple[tuple[str, ...], str, tuple[str, ParamItems]]]:
@@ -383,12 +410,12 @@ __all__ = [
     "instance_of",
     "is_verbatim",
     "new_document",
+    "object_differences",
     "parse_document",
     "properties_from_json",
     "properties_to_json",
     "rewrite",
     "same",
-    "same_properties",
     "serialize",
     "values_of",
 ]

@@ -7,8 +7,9 @@ A change acts on one member, its ``target`` (its name in the collection). Its si
 - an update (both sides): the touched properties, as a single contact or event has them;
 - a create (before absent): every property of the object's component as the gateway
   writes it (its minted UID and, for an event, its DTSTAMP included), and the whole
-  ``document`` it sends; a member shows the create only when it holds exactly those
-  properties, so a contact someone else made with the same values is never the job's.
+  ``document`` it sends; a member shows the create only when it is that object whole
+  (those properties, and no component inside it that the document lacks), so a contact
+  or event someone else made with the same values and more is never the job's.
   A create an upsert became also holds ``preexisting``: the members that matched its
   evidence when it was prepared, so that one appearing since refuses the create;
 - a delete (after absent): every property and the whole ``document`` as read (its
