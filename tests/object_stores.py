@@ -80,6 +80,12 @@ def shared_key_authorization(request: httpx.Request, account: str, key: str) -> 
     return str(azure.headers["Authorization"])
 
 
+# The variables a gateway's resource on these stores reads its credential from.
+S3_ACCESS_ENV, S3_SECRET_ENV = "UNDOGATE_TEST_S3_ACCESS_KEY", "UNDOGATE_TEST_S3_SECRET_KEY"
+AZURE_KEY_ENV = "UNDOGATE_TEST_AZURE_KEY"
+BLOCK_BLOB = {"x-ms-blob-type": "BlockBlob"}  # Azure's Put Blob needs it (400 without)
+
+
 @dataclass
 class S3Server:
     """moto's S3 with signatures enforced, one bucket, and the key allowed to use it."""
@@ -92,6 +98,30 @@ class S3Server:
     def url(self, key: str) -> str:
         """The object ``key``'s URL (path style); the bucket's own for ``""``."""
         return f"{self.base_url}/{self.bucket}" + (f"/{key}" if key else "")
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """A gateway resource's ``auth`` for this bucket (the environ: ``environ``)."""
+        return {
+            "scheme": "aws_sigv4",
+            "region": REGION,
+            "service": "s3",
+            "access_key_env": S3_ACCESS_ENV,
+            "secret_key_env": S3_SECRET_ENV,
+        }
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {S3_ACCESS_ENV: self.access_key, S3_SECRET_ENV: self.secret_key}
+
+    def put(self, key: str, content: bytes, media_type: str) -> str:
+        """Store ``content`` as another client would; its new ETag."""
+        made = self.request("PUT", key, content, {"Content-Type": media_type})
+        assert made.status_code == 200, made.text
+        return str(made.headers["etag"])
+
+    def get(self, key: str) -> httpx.Response:
+        return self.request("GET", key)
 
     def request(
         self,
@@ -122,6 +152,25 @@ class BlobServer:
 
     def url(self, blob: str) -> str:
         return f"{self.base_url}/{self.container}/{blob}"
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """A gateway resource's ``auth`` for this account (the environ: ``environ``)."""
+        return {"scheme": "azure_shared_key", "account": self.account, "key_env": AZURE_KEY_ENV}
+
+    @property
+    def environ(self) -> dict[str, str]:
+        return {AZURE_KEY_ENV: self.key}
+
+    def put(self, blob: str, content: bytes, media_type: str) -> str:
+        """Store ``content`` as another client would; its new ETag."""
+        headers = {**BLOCK_BLOB, "Content-Type": media_type}
+        made = self.request("PUT", f"/{self.container}/{blob}", content, headers)
+        assert made.status_code == 201, made.text
+        return str(made.headers["etag"])
+
+    def get(self, blob: str) -> httpx.Response:
+        return self.request("GET", f"/{self.container}/{blob}")
 
     def request(
         self,

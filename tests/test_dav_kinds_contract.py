@@ -27,6 +27,10 @@ _UNFOLD = re.compile(r"\r?\n[ \t]")
 _edits = itertools.count()
 CONTACT_FIELDS = ["FN", "EMAIL", "NOTE", "TITLE"]
 EVENT_FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
+# Radicale's basic auth, as a resource's ``auth`` names it and the gateway's environment
+# holds it.
+BASIC = {"scheme": "basic", "token_env": "KIT_DAV_LOGIN"}
+LOGIN = {"KIT_DAV_LOGIN": f"{USER}:{PASSWORD}"}
 
 
 def canonical(text: str) -> bytes:
@@ -77,8 +81,8 @@ class TestVCardContract(KindContract):
             outside_edit=edit_line(radicale, path, "NOTE"),
             state=member_state(radicale, path),
             settings={"fields": CONTACT_FIELDS},
-            token=f"{USER}:{PASSWORD}",
-            token_scheme="basic",
+            auth=BASIC,
+            environ=LOGIN,
         )
 
 
@@ -119,8 +123,8 @@ class TestVCardCollectionContract(KindContract):
                 "fields": CONTACT_FIELDS,
                 "identity": [{"field": "EMAIL", "evidence": "email"}],
             },
-            token=f"{USER}:{PASSWORD}",
-            token_scheme="basic",
+            auth=BASIC,
+            environ=LOGIN,
             create={
                 "create": {"FN": "Kit Created", "EMAIL": f"kit-{uuid.uuid4().hex[:6]}@example.com"}
             },

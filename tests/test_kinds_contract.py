@@ -1,17 +1,22 @@
 """The three built-in kinds pass the contract of the kit (``undogate.testing``), exactly
 as a kind from outside does (tests/test_kind_from_outside.py): each against the
-reference endpoint, through a real served gateway and the kit's fault proxy."""
+reference endpoint, through a real served gateway and the kit's fault proxy; and
+``webdav_text`` against the object stores, with their signing schemes (moto's S3 with
+AWS SigV4, Azurite with Azure Shared Key and a static header)."""
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+import uuid
+from collections.abc import Iterator, Mapping
 
 import pytest
 
 from undogate.contract_server import ContractServer
 from undogate.testing import KindCase, KindContract
+
+from .object_stores import BLOCK_BLOB, BlobServer, S3Server
 
 TOKEN = "contract-token"
 _edits = itertools.count()
@@ -86,3 +91,49 @@ class TestJsonCollectionContract(KindContract):
             token=TOKEN,
             create={"create": {"email": "kit-new@example.com", "status": "lead"}},
         )
+
+
+# -- webdav_text on object stores: a signed endpoint through the same kit ------------------
+
+
+def _store_case(store: S3Server | BlobServer, headers: Mapping[str, str]) -> KindCase:
+    """A text document and its test copy on ``store``, the gateway signing as it must."""
+    name, copy = (f"kit/{uuid.uuid4().hex[:10]}{suffix}" for suffix in (".md", "-copy.md"))
+    for where in (name, copy):
+        store.put(where, b"# Notes\n\nCall Ann.\n", "text/markdown")
+
+    def state() -> bytes:
+        read = store.get(name)
+        return json.dumps([read.content.decode(), read.headers["content-type"]]).encode()
+
+    def outside_edit() -> None:
+        store.put(name, f"# Notes\n\nEdited elsewhere {next(_edits)}.\n".encode(), "text/markdown")
+
+    return KindCase(
+        kind="webdav_text",
+        url=store.url(name),
+        test_copy_url=store.url(copy),
+        change={"text": "# Notes\n\nCall Ann on Monday.\n"},
+        other_change={"text": "# Notes\n\nAnn called back.\n"},
+        outside_edit=outside_edit,
+        state=state,
+        auth=store.auth,
+        environ=store.environ,
+        headers=headers,
+    )
+
+
+class TestWebDavTextOnS3Contract(KindContract):
+    """moto's S3, every request signed with AWS SigV4 and checked."""
+
+    @pytest.fixture
+    def kind_case(self, moto_s3: S3Server) -> KindCase:
+        return _store_case(moto_s3, {})
+
+
+class TestWebDavTextOnAzureBlobContract(KindContract):
+    """Azurite's blob service, Shared Key, the blob type as a static header."""
+
+    @pytest.fixture
+    def kind_case(self, azurite: BlobServer) -> KindCase:
+        return _store_case(azurite, BLOCK_BLOB)

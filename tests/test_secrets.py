@@ -1,18 +1,30 @@
-"""Tokens: read at each dispatch, sent only as the configured scheme, never seen anywhere else."""
+"""Credentials: read at each dispatch, sent only as the configured scheme, never seen
+anywhere else, for every scheme (bearer, basic, a named header, AWS SigV4 on moto's S3,
+Azure Shared Key on Azurite)."""
 
 from __future__ import annotations
 
 import base64
+import contextlib
+import html
 import json
 import logging
+import re
 import secrets
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
+from starlette.testclient import TestClient
 
+from undogate.api import create_app
+from undogate.auth import Keyring
+from undogate.cli.review import _render_requests
+from undogate.config import parse_config
 from undogate.contract_server import ContractServer
 from undogate.engine import Gateway
 from undogate.errors import MissingToken, UndogateError
@@ -24,9 +36,14 @@ from undogate.redact import (
     secret_forms,
     uninstall_redaction,
 )
+from undogate.testing import FaultProxy
 from undogate.views import agent_receipt, job_receipt
+from undogate.web import web_routes
 
+from .browser import prepare_via_api
 from .conftest import AGENT, OWNER, make_config, resource
+from .object_stores import AZURE_KEY_ENV, S3_SECRET_ENV, BlobServer, S3Server
+from .test_web import csrf_of, sign_in
 
 VAR = "CUSTOMER_SERVICE_TOKEN"
 PATH = "/records/customer-123"
@@ -242,3 +259,230 @@ def test_install_redaction_covers_every_logger_and_follows_rotation(
     logging.getLogger("some.library").info("after %s", "uninstall")
     assert caplog.records[0].getMessage() == "after uninstall"
     assert logging.getLogRecordFactory() is logging.LogRecord
+
+
+# -- every scheme, through every surface ------------------------------------------------
+# A real endpoint that refuses anything but the right credential, behind a proxy that
+# records what reached it; the gateway's API, review pages and CLI rendering, its logs
+# at DEBUG and its ledger files: no credential value, in any spelling, and no credential
+# that went on the wire (a token, a signature), anywhere.
+
+# The signature inside an Authorization value: SigV4's, or Shared Key's.
+WIRE_SIGNATURE = re.compile(r"Signature=([0-9a-f]+)|SharedKey [^:]+:(\S+)")
+TARGET = "target"
+
+
+@dataclass
+class SchemeWorld:
+    resource: dict[str, Any]  # the gateway's resource ``target``, reached through ``proxy``
+    environ: dict[str, str]
+    variable: str  # the variable the test breaks and unsets
+    wrong: str  # a value of it the endpoint refuses
+    change: dict[str, Any]
+    state: Callable[[], bytes]
+    summary: str  # how the preview says requests are authenticated
+    proxy: FaultProxy
+
+
+def _contract_world(scheme: str, stack: contextlib.ExitStack) -> SchemeWorld:
+    token = new_token(scheme)
+    header = "X-Api-Key" if scheme == "header" else None
+    server = stack.enter_context(ContractServer(None, token=token, token_header=header))
+    server.set_record(PATH, {"status": "lead", "owner": "sam"})
+    proxy = stack.enter_context(_proxied(server.url("")))
+    auth: dict[str, Any] = {"scheme": scheme, "token_env": VAR}
+    if header:
+        auth["name"] = header
+    summaries = {
+        "bearer": "a bearer token from the gateway's environment",
+        "basic": "HTTP Basic credentials from the gateway's environment",
+        "header": "a token from the gateway's environment in X-Api-Key",
+    }
+    return SchemeWorld(
+        resource={
+            **resource(server, TARGET, PATH, fields=["status", "owner"], auth=auth),
+            "url": proxy.url(server.url(PATH)),
+        },
+        environ={VAR: token},
+        variable=VAR,
+        wrong=new_token(scheme),
+        change={"set": {"status": "customer"}},
+        state=lambda: server.raw_bytes(PATH),
+        summary=summaries[scheme],
+        proxy=proxy,
+    )
+
+
+def _store_world(store: S3Server | BlobServer, stack: contextlib.ExitStack) -> SchemeWorld:
+    name = f"secrets/{secrets.token_hex(5)}.md"
+    store.put(name, b"# Notes\n\nCall Ann.\n", "text/markdown")
+    proxy = stack.enter_context(_proxied(store.url(name)))  # its origin
+    entry: dict[str, Any] = {
+        "id": TARGET,
+        "agent_id": "account-assistant",
+        "name": "Notes",
+        "kind": "webdav_text",
+        "url": proxy.url(store.url(name)),
+        "conditional_writes": True,
+        "allow_loopback_http": True,
+        "auth": store.auth,
+    }
+    if isinstance(store, S3Server):
+        variable, wrong = S3_SECRET_ENV, "wrong-" + secrets.token_hex(18)
+        summary = "signed with AWS SigV4 (us-east-1, s3) at send time"
+    else:
+        entry["headers"] = {"x-ms-blob-type": "BlockBlob"}
+        variable, wrong = AZURE_KEY_ENV, base64.b64encode(secrets.token_bytes(32)).decode()
+        summary = f"signed with Azure Shared Key (account {store.account}) at send time"
+    return SchemeWorld(
+        resource=entry,
+        environ=dict(store.environ),
+        variable=variable,
+        wrong=wrong,
+        change={"text": "# Notes\n\nAnn called back.\n"},
+        state=lambda: store.get(name).content,
+        summary=summary,
+        proxy=proxy,
+    )
+
+
+@contextlib.contextmanager
+def _proxied(origin: str) -> Iterator[FaultProxy]:
+    proxy = FaultProxy(origin).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture(params=["bearer", "basic", "header", "aws_sigv4", "azure_shared_key"])
+def scheme_world(request: pytest.FixtureRequest) -> Iterator[SchemeWorld]:
+    with contextlib.ExitStack() as stack:
+        if request.param == "aws_sigv4":
+            yield _store_world(request.getfixturevalue("moto_s3"), stack)
+        elif request.param == "azure_shared_key":
+            yield _store_world(request.getfixturevalue("azurite"), stack)
+        else:
+            yield _contract_world(request.param, stack)
+
+
+def test_every_scheme_leaks_its_credential_nowhere(
+    scheme_world: SchemeWorld,
+    data_dir: Path,
+    open_gateway: Callable[..., Gateway],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    world, seen = scheme_world, Evidence()
+    environ = dict(world.environ)
+    config = parse_config(
+        {
+            "server": {"data_dir": str(data_dir)},
+            "resources": [world.resource],
+            "agents": [{"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}],
+        }
+    )
+    gw = open_gateway(config, environ=environ)
+    keyring = Keyring(gw.ledger, known_agents=lambda: {"account-assistant"})
+    operator = keyring.create_operator(label="alice")
+    agent = keyring.create_agent_token(
+        owner_id=operator.credential.id, agent_id="account-assistant", label="assistant"
+    )
+    as_operator = {"Authorization": f"Bearer {operator.key}"}
+    as_agent = {"Authorization": f"Bearer {agent.key}"}
+    start = world.state()
+    body = {"summary": "Update it", "changes": [{"resource": TARGET, **world.change}]}
+
+    def operate(client: TestClient, job_id: str, operation: str) -> Any:
+        shown = client.post(
+            f"/api/v1/jobs/{job_id}/previews", json={"operation": operation}, headers=as_operator
+        )
+        assert shown.status_code == 200, shown.text
+        token = shown.json()["preview_token"]
+        dry = client.post(
+            f"/api/v1/jobs/{job_id}/confirm",
+            json={"preview_token": token, "dry_run": True},
+            headers=as_operator,
+        )
+        done = client.post(
+            f"/api/v1/jobs/{job_id}/confirm", json={"preview_token": token}, headers=as_operator
+        )
+        assert done.status_code == 200, done.text
+        seen.add(shown.text, dry.text, done.text)
+        return dry.json(), done.json()
+
+    app = create_app(gw, keyring, routes=web_routes(gw, keyring))
+    with TestClient(app) as client:
+        job_id = prepare_via_api(client, agent.key, body)
+        assert sign_in(client, operator.key).status_code == 200
+        csrf = csrf_of(client.get(f"/jobs/{job_id}").text)
+        page = client.post(f"/jobs/{job_id}/previews", data={"csrf": csrf, "operation": "apply"})
+        assert page.status_code == 200, page.text
+        seen.add(page.text)
+        assert world.summary in html.unescape(page.text)  # how it is signed, never with what
+
+        dry, done = operate(client, job_id, "apply")
+        assert done["job"]["state"] == "applied"  # so the credential did reach the endpoint
+        assert world.state() != start
+        (request,) = dry["requests"]
+        assert request["authentication"]["summary"].startswith(world.summary)
+        console = Console(record=True, width=200)
+        _render_requests(console, dry["requests"])
+        seen.add(console.export_text())
+        assert operate(client, job_id, "undo")[1]["job"]["state"] == "undone"
+        assert world.state() == start
+
+        for page_path, headers in (
+            (f"/api/v1/jobs/{job_id}", as_operator),
+            (f"/api/v1/jobs/{job_id}/events", as_operator),
+            ("/api/v1/resources", as_agent),
+            (f"/jobs/{job_id}", {}),
+        ):
+            shown = client.get(page_path, headers=headers)
+            assert shown.status_code == 200, (page_path, shown.text)
+            seen.add(shown.text)
+        seen.add(json.dumps(agent_receipt(gw.get_job(operator.credential.id, job_id))))
+
+        # The endpoint refuses a wrong value: the refusals name no credential.
+        second = prepare_via_api(client, agent.key, body)
+        preview = f"/api/v1/jobs/{second}/previews"
+        environ[world.variable] = world.wrong
+        for refused in (
+            client.post("/api/v1/jobs", json=body, headers=as_agent),
+            client.post(preview, json={"operation": "apply"}, headers=as_operator),
+        ):
+            assert refused.status_code >= 400
+            assert refused.json()["error"]["code"] == "remote_unavailable", refused.text
+            seen.add(refused.text)
+        # A missing variable: the operator is told its name, the agent not even that.
+        del environ[world.variable]
+        for missing in (
+            client.post("/api/v1/jobs", json=body, headers=as_agent),
+            client.post(preview, json={"operation": "apply"}, headers=as_operator),
+        ):
+            assert missing.json()["error"]["code"] == "missing_token", missing.text
+            seen.add(missing.text)
+        assert world.variable in missing.json()["error"]["message"]
+    assert world.state() == start
+
+    for record in caplog.records:
+        seen.add(record.getMessage(), repr(record.__dict__))
+        if record.exc_info:
+            seen.add(logging.Formatter().formatException(record.exc_info))
+    files = {p: p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file()}
+    on_the_wire = {
+        part
+        for sent in world.proxy.seen
+        for name, value in sent.headers.items()
+        if name.lower() in {"authorization", "x-api-key", "x-amz-security-token"}
+        for part in (value, *(p for m in WIRE_SIGNATURE.findall(value) for p in m if p))
+    }
+    assert on_the_wire, "the credential should have been seen on the wire"
+    forbidden = {
+        form for value in (*world.environ.values(), world.wrong) for form in secret_forms(value)
+    }
+    for form in forbidden | on_the_wire:
+        for text in seen.texts:
+            assert form not in text
+        for path, data in files.items():
+            assert form.encode() not in data, path

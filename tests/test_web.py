@@ -83,6 +83,14 @@ def test_sign_in_sets_an_opaque_strict_http_only_session_cookie(world: WebWorld)
         assert client.get("/agents").status_code == 200
 
 
+def test_pages_say_who_is_signed_in_by_the_keys_label(world: WebWorld) -> None:
+    """The label comes with the re-checked credential on each request, not a second read."""
+    with signed_in(world, "reader") as client:
+        who = re.search(r'<span class="who">(.*?)</span></span>', client.get("/agents").text)
+        assert who, "no 'Signed in as' on the page"
+        assert "Signed in as <strong>carol (read only)</strong>" in who.group(1)
+
+
 def test_cookies_are_secure_over_https(world: WebWorld) -> None:
     with TestClient(world.app, base_url="https://review.example") as client:
         form = client.get("/signin")

@@ -8,11 +8,14 @@ reviewer accepted it.
 - Apache with its default ETags: a tag is weak for a second after a write, so the §11
   check fails before the create probes run: nothing is verified, creates stay
   irreversible.
-- WsgiDAV 4.x: see the last test.
+- WsgiDAV 4.x: see the last but one test.
+- Apache behind a proxy that drops ``If-None-Match``: a create replaces the document
+  that exists, and the check fails (the gateway's creates rely on it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +25,8 @@ import pytest
 from undogate.errors import IrreversibleNotAcknowledged
 from undogate.jobs import JobState, Operation
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.testing import FaultProxy
+from undogate.testing.proxy import Seen
 
 from .conftest import OWNER
 from .davservers import (
@@ -125,3 +130,33 @@ def test_wsgidav_check_of_a_document_create(tmp_path: Path, data_dir: Path) -> N
         assert not result.passed and result.undos == ()
         assert "probe_document_created" not in {s.name for s in result.steps}
         assert sorted(p.name for p in root.iterdir()) == ["copy.md"]
+
+
+class DropsIfNoneMatch(FaultProxy):
+    """In front of Apache, forwards every request without its ``If-None-Match``: an
+    endpoint whose creates replace whatever exists."""
+
+    def _forward(self, seen: Seen) -> Any:
+        kept = {k: v for k, v in seen.headers.items() if k.lower() != "if-none-match"}
+        return super()._forward(dataclasses.replace(seen, headers=kept))
+
+
+@needs_apache
+def test_an_endpoint_whose_create_replaces_what_exists_fails_the_check(
+    apache_digest: DavServer, data_dir: Path
+) -> None:
+    dav = apache_digest
+    proxy = DropsIfNoneMatch(dav.url("")).start()
+    try:
+        resources = [{**r, "url": proxy.url(r["url"])} for r in _resources(dav)]
+        with dav_gateway(data_dir, *resources) as (gw, _):
+            result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {})
+    finally:
+        proxy.stop()
+    steps = {s.name: s for s in result.steps}
+    assert not result.passed and result.undos == ()
+    overwritten = steps["existing_not_overwritten"]
+    assert not overwritten.passed and "REPLACED" in overwritten.summary
+    assert overwritten.evidence == {"status": 204, "unchanged": False}
+    assert steps["remove_probe_document"].passed  # the check's own probe, deleted again
+    assert sorted(p.name for p in dav.root.iterdir()) == ["copy.md"]

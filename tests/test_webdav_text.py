@@ -305,7 +305,8 @@ def test_undo_guard_rechecked_at_confirm(
     [
         ("ok_without_apply", "old version"),
         ("apply_then_500", "HTTP 500"),
-        ("status:201", "HTTP 201"),
+        ("status:201", "old version"),  # a success for a PUT: the read-back decides
+        ("status:202", "HTTP 202"),  # not a PUT's
     ],
 )
 def test_uncertain_write_outcomes(
@@ -390,6 +391,7 @@ def test_dry_run_shows_the_exact_put(
             "url": server.url(PLAIN),
             "headers": {"Content-Type": "text/plain", "If-Match": server.etag(PLAIN)},
             "body": "dry\n",
+            "authentication": None,  # the resource has no credential
         },
     )
     assert server.write_count(PLAIN) == 0

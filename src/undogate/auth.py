@@ -58,6 +58,8 @@ class Principal:
     agent_id: str | None = None
     scopes: frozenset[str] = frozenset()
     agents: frozenset[str] | None = None  # operators: None means every agent
+    # The label its issuer gave the key ("Signed in as ..."): a name, never a secret.
+    label: str = ""
 
     def actor(self, access_path: str) -> Actor:
         if self.kind == "agent":
@@ -275,6 +277,7 @@ class Keyring:
             agent_id=info.agent_id,
             scopes=frozenset(info.scopes),
             agents=frozenset(info.agents) if info.agents is not None else None,
+            label=info.label,
         )
 
     # -- create ----------------------------------------------------------------------

@@ -18,7 +18,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from .adapters import adapter_for, kind_problem
+from .adapters import adapter_for, copy_authentication_problem, header_problems, kind_problem
 from .errors import ConfigError
 from .net import NetworkFlags, configured_url_problems
 from .resources import COMMON_KEYS, ID_PATTERN, KINDS_CONTEXT, KindSettings, StrictModel
@@ -122,6 +122,11 @@ class Config:
         """What an agent may change: its resources, never a disposable test copy."""
         return [r for r in self.resources if r.agent_id == agent_id and r.test_copy_of is None]
 
+    @property
+    def credential_variables(self) -> list[str]:
+        """Every variable a resource's credential is read from, by name."""
+        return [name for r in self.resources for name in r.credential_variables]
+
     def agent_tools(self, agent_id: str) -> tuple[str, ...]:
         agent = self.agent(agent_id)
         if agent is None:
@@ -138,7 +143,7 @@ def url_problems(resource: Resource) -> list[str]:
         allow_private_host=resource.allow_private_host,
         allow_loopback_http=resource.allow_loopback_http,
     )
-    problems = configured_url_problems(url, flags, userinfo="put credentials in token_env")
+    problems = configured_url_problems(url, flags, userinfo="put credentials in auth or token_env")
     if problems[:1] in (["must not contain spaces or control characters"], ["is not a valid URL"]):
         return problems
     path = urlsplit(url).path
@@ -218,6 +223,7 @@ def _check_semantics(
                 )
             )
         seen_urls.setdefault(norm, i)
+        problems.extend((f"{where}.{setting}", why) for setting, why in header_problems(res))
         problems.extend(_kind_problems(res, where, limits))
         if not res.conditional_writes and res.test_copy_of is None:  # the check earns it
             warnings.append(
@@ -246,6 +252,8 @@ def _test_copy_problems(resources: list[tuple[int, Resource]]) -> list[tuple[str
             problems.append((where, f"{target.id!r} is itself a test copy"))
         elif target.kind != res.kind:
             problems.append((where, f"{target.id!r} is a {target.kind}, not a {res.kind}"))
+        elif problem := copy_authentication_problem(res, target):
+            problems.append((where, problem))
         elif _unread(res) or _unread(target):
             continue  # its settings are refused already
         elif problem := adapter_for(res.kind).test_copy_problem(res, target):

@@ -11,18 +11,21 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     ValidationInfo,
     field_validator,
     model_serializer,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -30,6 +33,10 @@ from .digests import sha256_label
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ENV_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+# An HTTP field name (RFC 9110's token), and a value of visible ASCII with inner spaces:
+# what HTTP/1.1 carries as written, with nothing for a server to trim.
+_HEADER_NAME_RE = r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$"
+_HEADER_VALUE_RE = r"^[!-~]([ -~]{0,1022}[!-~])?$"
 _MAX_COUNT = 1_000_000_000
 _MAX_BYTES = 2**53
 # However many records of whatever size the limits allow, one listing is read into memory
@@ -81,6 +88,90 @@ class Limits(StrictModel):
         return min(self.max_collection_records * self.max_document_bytes, MAX_LISTING_BYTES)
 
 
+class TokenAuth(StrictModel):
+    """A token read from one variable, sent as ``Authorization: Bearer`` or ``Basic``
+    (the variable then holds ``user:password``)."""
+
+    scheme: Literal["bearer", "basic"]
+    token_env: str = Field(pattern=_ENV_RE)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return (self.token_env,)
+
+
+class HeaderAuth(StrictModel):
+    """A token read from one variable, sent as the value of the header ``name``."""
+
+    scheme: Literal["header"]
+    name: str = Field(pattern=_HEADER_NAME_RE)
+    token_env: str = Field(pattern=_ENV_RE)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return (self.token_env,)
+
+
+class AwsSigV4Auth(StrictModel):
+    """Every request signed with AWS Signature Version 4 for ``region`` and ``service``."""
+
+    scheme: Literal["aws_sigv4"]
+    region: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    service: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,39}$")
+    access_key_env: str = Field(pattern=_ENV_RE)
+    secret_key_env: str = Field(pattern=_ENV_RE)
+    session_token_env: str | None = Field(None, pattern=_ENV_RE)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        names = (self.access_key_env, self.secret_key_env, self.session_token_env)
+        return tuple(name for name in names if name is not None)
+
+
+class AzureSharedKeyAuth(StrictModel):
+    """Every request signed with an Azure Storage account's Shared Key."""
+
+    scheme: Literal["azure_shared_key"]
+    # Azure's rule for a storage account's name: 3 to 24 lowercase letters and digits.
+    account: str = Field(pattern=r"^[a-z0-9]{3,24}$")
+    key_env: str = Field(pattern=_ENV_RE)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        return (self.key_env,)
+
+
+# How a resource's requests are authenticated: one model per scheme, told apart by
+# ``scheme``. What each scheme does with its variables is ``adapters.credentials``'.
+Auth = Annotated[
+    TokenAuth | HeaderAuth | AwsSigV4Auth | AzureSharedKeyAuth, Field(discriminator="scheme")
+]
+
+
+def _header_pairs(value: Any) -> Any:
+    """The YAML's ``{Name: value}`` as (name, value) pairs, in the order written (a
+    resource stays hashable); pairs are taken as they are (a dump loaded back)."""
+    if isinstance(value, dict):
+        return tuple(value.items())
+    return value
+
+
+# Static headers sent with every request to a resource: a mapping in the YAML and in a
+# dump, (name, value) pairs inside.
+StaticHeaders = Annotated[
+    tuple[
+        tuple[
+            Annotated[str, Field(pattern=_HEADER_NAME_RE)],
+            Annotated[str, Field(pattern=_HEADER_VALUE_RE)],
+        ],
+        ...,
+    ],
+    BeforeValidator(_header_pairs),
+    PlainSerializer(dict, return_type=dict[str, str]),
+    Field(max_length=32),
+]
+
+
 class KindSettings(StrictModel):
     """The settings a kind adds to a resource's common ones (flat beside them in the
     YAML). A kind subclasses this with its own keys; ``config`` validates them with
@@ -105,6 +196,10 @@ class Resource(StrictModel):
     url: str = Field(min_length=1, max_length=2048)
     token_env: str | None = Field(None, pattern=_ENV_RE)
     token_scheme: Literal["bearer", "basic"] = "bearer"  # noqa: S105 - a scheme name
+    # The long form of the credential (``token_env``/``token_scheme`` are its shorthand
+    # for bearer and basic), and the headers every request carries as written.
+    auth: Auth | None = None
+    headers: StaticHeaders = ()
     conditional_writes: bool = False
     allow_private_host: bool = False
     allow_loopback_http: bool = False
@@ -115,6 +210,32 @@ class Resource(StrictModel):
     # (SPEC §14, docs/proof.md). Not identity: turning it on invalidates nothing.
     require_passkey: bool = False
     settings: KindSettings = Field(default_factory=KindSettings)
+
+    @model_validator(mode="after")
+    def _one_way_to_authenticate(self) -> Resource:
+        if self.auth is not None and (
+            self.token_env is not None or "token_scheme" in self.model_fields_set
+        ):
+            raise ValueError(
+                "give the credential either as auth or as token_env/token_scheme, not both"
+            )
+        return self
+
+    @property
+    def credential(self) -> Auth | None:
+        """How requests to this resource are authenticated (``None``: they are not),
+        the shorthand read as the long form it stands for."""
+        if self.auth is not None:
+            return self.auth
+        if self.token_env is None:
+            return None
+        return TokenAuth(scheme=self.token_scheme, token_env=self.token_env)
+
+    @property
+    def credential_variables(self) -> tuple[str, ...]:
+        """The names of the environment variables its credential is read from."""
+        credential = self.credential
+        return () if credential is None else credential.variables
 
     @field_validator("kind")
     @classmethod
@@ -131,6 +252,9 @@ class Resource(StrictModel):
         data = handler(self)
         if isinstance(data, dict):
             data.pop("settings", None)
+            if self.auth is not None:  # the long form stands alone
+                data.pop("token_env", None)
+                data.pop("token_scheme", None)
             data.update(
                 self.settings.model_dump(
                     mode=info.mode,
@@ -144,15 +268,18 @@ class Resource(StrictModel):
     def fingerprint(self) -> str:
         """A stable digest of everything that makes this the same resource (SPEC §2).
 
-        The token's *value* is deliberately absent: rotating it invalidates nothing.
+        The credential's *values* are deliberately absent: rotating one invalidates nothing.
         Computed once per resource (the model is frozen): every prepare asks for it.
         """
         parts = urlsplit(self.url)
+        credential = self.credential
+        token = credential if isinstance(credential, TokenAuth) else None
         identity = {
             "url": self.url,
             "kind": self.kind,
-            "token_env": self.token_env,
-            "token_scheme": self.token_scheme,
+            # A bearer or basic token keeps the two keys it always had, in either form.
+            "token_env": token.token_env if token else None,
+            "token_scheme": token.scheme if token else self.token_scheme,
             "scheme": parts.scheme.lower(),
             "host": (parts.hostname or "").lower(),
             "port": _effective_port(self.url),
@@ -160,6 +287,13 @@ class Resource(StrictModel):
             "allow_loopback_http": self.allow_loopback_http,
             **self.settings.fingerprint_part(),
         }
+        if credential is not None and token is None:
+            # The scheme and the variables' names, never a value: a changed one means
+            # the gateway speaks as someone else.
+            identity["auth"] = credential.model_dump(mode="json")
+        if self.headers:
+            # Static headers can change what a write does (a blob type, an API version).
+            identity["headers"] = [[name, value] for name, value in self.headers]
         text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
         return sha256_label(text)
 
@@ -187,9 +321,14 @@ __all__ = [
     "ID_PATTERN",
     "KINDS_CONTEXT",
     "MAX_LISTING_BYTES",
+    "Auth",
+    "AwsSigV4Auth",
+    "AzureSharedKeyAuth",
+    "HeaderAuth",
     "KindProblem",
     "KindSettings",
     "Limits",
     "Resource",
     "StrictModel",
+    "TokenAuth",
 ]

@@ -5,7 +5,8 @@ Importing this package registers the built-in kinds (``json_record``, ``webdav_t
 ``icalendar``, ``icalendar_collection``); kinds from outside arrive through the
 ``undogate.kinds`` entry point (``registry``). Core code meets kinds only through the
 registry: ``adapter_for``, ``kind_names``, ``installed_kinds``. ``Remote`` sends any
-kind's requests.
+kind's requests, with the credential ``credentials`` adds (whose rules for static
+headers ``config`` asks).
 
 What a kind's author builds on (docs/kinds.md) is exported here: ``Adapter`` and the
 values it trades in, ``KindSettings``, the change members and shapes, the endpoint
@@ -35,6 +36,7 @@ from .calendars import ICalendarAdapter, ICalendarCollectionAdapter
 from .checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
 from .checks.whole_resource import WholeResourceAdapter
 from .contacts import VCardAdapter, VCardCollectionAdapter
+from .credentials import copy_authentication_problem, header_problems
 from .json_collection import JsonCollectionAdapter
 from .json_record import JsonRecordAdapter
 from .registry import (
@@ -107,10 +109,12 @@ __all__ = [
     "adapters",
     "change_member",
     "change_members",
+    "copy_authentication_problem",
     "digest_defaults",
     "error_step",
     "field_rows",
     "flag_member",
+    "header_problems",
     "installed_kinds",
     "kind_names",
     "kind_problem",

@@ -1,12 +1,12 @@
 """The wire for every kind: reads and writes a resource over HTTP.
 
 One place sends a resource's requests, on the one pinned, policy-checked client
-(``net.RemoteHTTP``): it adds the credential for exactly the request that leaves
-(``credentials``), applies the resource's network flags, checks a read against the
-remote contract (SPEC §6) and hands the body to the kind's adapter to parse, and
-translates transport failures into the gateway's errors, once. A kind reaches it only
-as a ``base.Reader`` (reads), or on a test copy a ``base.Prober``; the writes of a
-confirm are sent by the operation that recorded their intent.
+(``net.RemoteHTTP``): it adds the resource's static headers and the credential for
+exactly the request that leaves (``credentials``), applies its network flags, checks a
+read against the remote contract (SPEC §6) and hands the body to the kind's adapter to
+parse, and translates transport failures into the gateway's errors, once. A kind
+reaches it only as a ``base.Reader`` (reads), or on a test copy a ``base.Prober``; the
+writes of a confirm are sent by the operation that recorded their intent.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..digests import sha256_label
 from ..errors import RemoteContractBreach, RemoteUnavailable
@@ -21,7 +22,7 @@ from ..etag import ETag, parse_etag
 from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
 from ..resources import Limits, Resource
 from .base import ConditionalWrite, Snapshot, absent_snapshot
-from .credentials import Credentials
+from .credentials import Credentials, authentication
 from .registry import adapter_for
 
 # What a read answers where nothing exists.
@@ -44,7 +45,15 @@ class Remote:
 
     def check_credentials(self, resource: Resource) -> None:
         """Raises: MissingToken: the resource's credential cannot be read now."""
-        self._credentials.secret(resource)
+        self._credentials.check(resource)
+
+    def describe(self, resource: Resource, write: ConditionalWrite) -> dict[str, Any]:
+        """``write`` as it will leave (``ConditionalWrite.describe``, with the
+        resource's static headers), and how it will be authenticated, never with what."""
+        described = write.describe()
+        described["headers"] = with_static_headers(resource, write.headers)
+        described["authentication"] = authentication(resource)
+        return described
 
     def flags(self, resource: Resource) -> NetworkFlags:
         return NetworkFlags(
@@ -64,7 +73,7 @@ class Remote:
                 malformed data.
             MissingToken, BlockedAddress: before anything is sent.
         """
-        headers = self._signed(resource, "GET", resource.url, self._accept(resource))
+        headers = self._outgoing(resource, "GET", resource.url, self._accept(resource), None)
         try:
             response = self.http.send(
                 "GET",
@@ -118,7 +127,7 @@ class Remote:
             TransportFailure: below HTTP; ``sent`` says whether anything left.
             MissingToken, BlockedAddress: before anything is sent.
         """
-        headers = self._signed(resource, write.method, write.url, write.headers, write.body)
+        headers = self._outgoing(resource, write.method, write.url, write.headers, write.body)
         return self.http.send(
             write.method,
             write.url,
@@ -148,7 +157,7 @@ class Remote:
             TransportFailure (ResponseTooLarge past ``max_body``), MissingToken,
             BlockedAddress.
         """
-        headers = self._signed(resource, method, url, self._accept(resource))
+        headers = self._outgoing(resource, method, url, self._accept(resource), None)
         return self.http.send(
             method,
             url,
@@ -181,14 +190,14 @@ class Remote:
         """
         if method not in READ_METHODS:
             raise ValueError(f"{method} is not a read: a kind writes only what it plans")
-        sent = self._signed(
-            resource, method, url, {**self._accept(resource), **(headers or {})}, body
-        )
+        content = body or None
+        asked = {**self._accept(resource), **(headers or {})}
+        sent = self._outgoing(resource, method, url, asked, content)
         return self.http.send(
             method,
             url,
             headers=sent,
-            content=body or None,
+            content=content,
             flags=self.flags(resource),
             deadline=deadline,
             max_body=self.limits.max_document_bytes * 4 if max_body is None else max_body,
@@ -197,19 +206,34 @@ class Remote:
     def _accept(self, resource: Resource) -> dict[str, str]:
         return {"Accept": adapter_for(resource.kind).accept}
 
-    def _signed(
+    def _outgoing(
         self,
         resource: Resource,
         method: str,
         url: str,
         headers: Mapping[str, str],
-        body: bytes = b"",
+        content: bytes | None,
     ) -> dict[str, str]:
-        """``headers`` with the credential for exactly this request added.
+        """Every header of the request that leaves: the resource's static ones, the
+        request's own, then the credential for exactly this request (``content``: the
+        body exactly as the client is handed it).
 
         Raises: MissingToken."""
-        auth = self._credentials.headers_for(resource, method, url, headers, body)
-        return {**headers, **auth}
+        sent = with_static_headers(resource, headers)
+        auth = self._credentials.headers_for(resource, method, url, sent, content)
+        return _overridden(sent, auth)
+
+
+def with_static_headers(resource: Resource, headers: Mapping[str, str]) -> dict[str, str]:
+    """The resource's static headers, then ``headers``: a request's own header wins
+    over a static one of the same name (names compared without case)."""
+    return _overridden(dict(resource.headers), headers)
+
+
+def _overridden(base: Mapping[str, str], over: Mapping[str, str]) -> dict[str, str]:
+    """``base`` without the names ``over`` sets (in any case), then ``over``."""
+    taken = {name.lower() for name in over}
+    return {**{k: v for k, v in base.items() if k.lower() not in taken}, **over}
 
 
 def _strong_etag(resource: Resource, response: RemoteResponse) -> ETag:

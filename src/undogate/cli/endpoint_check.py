@@ -58,9 +58,7 @@ def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, st
         ``check_endpoint`` raises.
     """
     config = load_config(config_path)
-    redaction = install_redaction(
-        [r.token_env for r in config.resources if r.token_env], environ=environ
-    )
+    redaction = install_redaction(config.credential_variables, environ=environ)
     try:
         ledger = open_store(config.server)
         try:

@@ -207,14 +207,20 @@ def _render_requests(console: Console, requests: list[Any]) -> None:
         console.print(inert(f"{r['method']} {r['url']}"), style="bold", soft_wrap=True)
         for name, value in _obj(r.get("headers") or {}).items():
             console.print(inert(f"  {name}: {value}"), soft_wrap=True)
+        console.print(inert(f"  {authentication_line(r)}"), style="dim", soft_wrap=True)
         if r.get("body_diff"):
             console.print("  body against the document as read:", style="dim")
             render_diff(console, _list(r["body_diff"]))
         render_body(console, r)
-    console.print(
-        "(plus the resource's credential header, added at send time and never shown)",
-        style="dim",
-    )
+
+
+def authentication_line(request: dict[str, Any]) -> str:
+    """How a request (``views.request_view``) is authenticated, never with what."""
+    described = request.get("authentication")
+    if not isinstance(described, dict):
+        return "(no credential is added)"
+    adds = ", ".join(str(name) for name in _list(described.get("adds")))
+    return f"({described.get('summary')}: adds {adds})"
 
 
 def confirm_operation(

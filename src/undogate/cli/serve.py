@@ -112,10 +112,9 @@ def open_service(
     """
     env = os.environ if environ is None else environ
     config = load_config(config_path)
-    # Defence in depth: token values never reach a log line, whatever logs them.
+    # Defence in depth: credential values never reach a log line, whatever logs them.
     redaction = install_redaction(
-        [*(r.token_env for r in config.resources if r.token_env), *config.webhooks.secret_envs],
-        environ=env,
+        [*config.credential_variables, *config.webhooks.secret_envs], environ=env
     )
     try:
         ledger = open_store(config.server, new_ledger=new_ledger)
@@ -144,12 +143,13 @@ def open_service(
 
 
 def missing_token_warnings(config: Config, environ: Mapping[str, str]) -> list[str]:
-    """One warning per resource whose token variable is unset (names, never values)."""
+    """One warning per unset variable of a resource's credential (names, never values)."""
     return [
-        f"warning: resource {r.id}: its token variable {r.token_env} is not set, so "
+        f"warning: resource {r.id}: its token variable {name} is not set, so "
         "undogate refuses to read or write it (missing_token)"
         for r in config.resources
-        if r.token_env and not environ.get(r.token_env)
+        for name in r.credential_variables
+        if not environ.get(name)
     ]
 
 

@@ -54,6 +54,7 @@ class Endpoint(Protocol):
     stopping: threading.Event
     verbose: bool
     hang_seconds: float
+    token_header: str | None  # a header the token travels in, besides the standard ones
 
     def wait_at_gate(self, request: Request) -> None: ...
 
@@ -143,7 +144,10 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             return
         headers: dict[str, str] = {}
-        for name in ("If-Match", "If-None-Match", "Content-Type", "Authorization"):
+        named: tuple[str, ...] = ("If-Match", "If-None-Match", "Content-Type", "Authorization")
+        if self.contract.token_header is not None:
+            named += (self.contract.token_header,)
+        for name in named:
             values = self.headers.get_all(name)
             if values:
                 headers[name.lower()] = ", ".join(v.strip() for v in values)

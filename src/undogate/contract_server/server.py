@@ -78,6 +78,7 @@ class ContractServer:
         faults: bool = False,
         hang_seconds: float = 30.0,
         token: str | None = None,
+        token_header: str | None = None,
         verbose: bool = False,
     ) -> None:
         self.data_dir = Path(data_dir) if data_dir is not None else None
@@ -86,6 +87,9 @@ class ContractServer:
         self.faults_enabled = faults
         self.hang_seconds = hang_seconds
         self.token = token
+        # With a header named here, the token is its whole value (an API key header);
+        # otherwise it travels as Authorization: Bearer or Basic.
+        self.token_header = token_header
         self.verbose = verbose
         self.stopping = threading.Event()
         self._lock = threading.RLock()
@@ -404,7 +408,13 @@ class ContractServer:
     def handle(self, request: Request) -> Reply:
         if request.path.startswith("/_"):
             return self._control(request)
-        if not self._authorized(request.headers.get("authorization")):
+        if self.token_header is not None:
+            authorized = (
+                self.token is None or request.headers.get(self.token_header.lower()) == self.token
+            )
+        else:
+            authorized = self._authorized(request.headers.get("authorization"))
+        if not authorized:
             reply = problem(401, "unauthorized", "a valid token is required")
             reply.headers.append(("WWW-Authenticate", 'Bearer realm="contract"'))
             return reply

@@ -25,7 +25,7 @@ RFC 8288 ``Link`` fields (pure).
 """
 
 from ..errors import BlockedAddress
-from .client import RemoteHTTP, RemoteResponse
+from .client import RemoteHTTP, RemoteResponse, body_framing, sent_url
 from .errors import ResponseTooLarge, TransportFailure
 from .link_header import Link, parse_links
 from .policy import (
@@ -57,11 +57,13 @@ __all__ = [
     "ResponseTooLarge",
     "TransportFailure",
     "address_verdict",
+    "body_framing",
     "check_url",
     "configured_url_problems",
     "host_spelling_problem",
     "is_loopback_literal",
     "parse_links",
+    "sent_url",
     "system_resolver",
     "url_host",
 ]

@@ -193,6 +193,20 @@ _TOKEN_RE = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _FORBIDDEN_IN_VALUE = re.compile(r"[\x00\r\n]")
 
 
+def sent_url(url: str) -> str:
+    """``url`` exactly as this client sends it (httpx's parse: percent-encoded path, the
+    IDNA form of the host, no default port): what a signature over a request covers."""
+    return str(httpx.URL(url))
+
+
+def body_framing(method: str, content: bytes | None) -> dict[str, str]:
+    """The framing this client adds to a request: the body's ``Content-Length`` (an
+    empty body's, on a POST, PUT or PATCH without one)."""
+    if content is not None or method in ("POST", "PUT", "PATCH"):
+        return {"Content-Length": str(len(content or b""))}
+    return {}
+
+
 def _request(
     method: str,
     target: PinnedTarget,
@@ -227,8 +241,9 @@ def _request(
         if not _TOKEN_RE.fullmatch(name) or _FORBIDDEN_IN_VALUE.search(value):
             raise ValueError("a header name or value that HTTP/1.1 cannot carry")
         lines.append((name.encode("ascii"), value.encode("ascii")))
-    if content is not None or method in ("POST", "PUT", "PATCH"):
-        lines.append((b"Content-Length", str(len(content or b"")).encode("ascii")))
+    lines.extend(
+        (k.encode("ascii"), v.encode("ascii")) for k, v in body_framing(method, content).items()
+    )
     return httpcore.Request(
         method.encode("ascii"),
         httpcore.URL(

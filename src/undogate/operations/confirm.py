@@ -182,9 +182,8 @@ def _confirm_checked(
         write = adapter.build_write(res, change, snap, target_side)
         writes.append(PlannedWrite(change, res, adapter, write))
     if dry_run:
-        return Confirmation(
-            job=job, dry_run=True, requests=tuple(p.write.describe() for p in writes)
-        )
+        requests = tuple(gw.remote.describe(p.resource, p.write) for p in writes)
+        return Confirmation(job=job, dry_run=True, requests=requests)
     step_up_approval(writes)
     with gw.live.running(job.id):
         Dispatch(

@@ -6,8 +6,9 @@ copy of it), two changes, and how to edit it as another client would. Each test 
 runs a real ``undogate serve`` (``gateway.ServedGateway``) over the author's endpoint,
 through a fault proxy (``proxy.FaultProxy``), and speaks to it over the HTTP API:
 
-- prepare writes nothing; confirm sends exactly the requests the preview showed, with
-  the credential the gateway added; undo puts the endpoint back exactly;
+- prepare writes nothing; confirm sends exactly the requests the preview showed (static
+  headers included), with the credential the gateway added as the preview said, never
+  shown; undo puts the endpoint back exactly;
 - a stale version: refused at prepare (``stale_version``), and a write whose version
   went stale on the way is refused by the endpoint with nothing written;
 - a read-back that does not show the write is uncertain: the job needs review and its
@@ -33,7 +34,6 @@ import httpx
 import pytest
 
 from ..adapters import adapter_for, change_members
-from ..adapters.credentials import SCHEMES
 from ..engine import CRASH_POINTS
 from .gateway import ServedGateway
 from .proxy import FaultProxy
@@ -76,8 +76,12 @@ class KindCase:
     # the content back under a new version), compared, never parsed.
     state: Callable[[], bytes]
     settings: Mapping[str, Any] = field(default_factory=dict)  # the kind's own keys
-    token: str | None = None  # the credential the endpoint requires, if any
-    token_scheme: str = "bearer"  # noqa: S105 - how it is sent: bearer, or basic (user:password)
+    token: str | None = None  # the bearer token the endpoint requires, if any
+    # Or any other credential the endpoint requires: the resource's ``auth`` (a scheme
+    # and the names of its variables, docs/config.md) and those variables' values.
+    auth: Mapping[str, Any] | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)  # static headers, if any
     # The members of a change that creates a part of the resource (a collection's
     # record), for a kind that creates: its crash cells run once the test copy verified
     # the undo of a create and a reviewer accepted it.
@@ -156,12 +160,21 @@ class KindContract:
             assert (seen.method, seen.path) == (request["method"], _path(request["url"]))
             assert seen.body == request["body"].encode("utf-8")
             headers = {k.lower(): v for k, v in seen.headers.items()}
+            for name, value in case.headers.items():  # the static headers, shown
+                assert request["headers"][name] == value
             for name, value in request["headers"].items():
                 assert headers[name.lower()] == value
-            assert "authorization" not in {k.lower() for k in request["headers"]}
-            if case.token is not None:  # the credential was added by the gateway alone
-                added = SCHEMES[case.token_scheme].headers(case.token, "", "", {}, b"")
-                assert headers["authorization"] == added["Authorization"]
+            shown = {k.lower() for k in request["headers"]}
+            assert "authorization" not in shown
+            # The credential was added by the gateway alone, as the preview said.
+            added = request["authentication"]
+            assert (added is None) == (case.token is None and case.auth is None), added
+            for name in added["adds"] if added else ():
+                assert name.lower() in headers and name.lower() not in shown
+            if case.token is not None:
+                assert headers["authorization"] == f"Bearer {case.token}"
+        for secret in (case.token, *case.environ.values()):
+            assert not secret or secret not in dry.text  # shown how, never with what
         assert case.state() != start
         assert kit.confirmed(job, "undo")["state"] == "undone"
         assert case.state() == start

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -37,9 +38,17 @@ def undogate_kit(kind_case: KindCase, tmp_path: Path) -> Iterator[Kit]:
     """The proxy in front of the author's endpoint and a gateway served over it."""
     origin = urlsplit(kind_case.url)
     proxy = FaultProxy(f"{origin.scheme}://{origin.netloc}").start()
-    common = {"kind": kind_case.kind, "conditional_writes": True, "allow_loopback_http": True}
+    common: dict[str, Any] = {
+        "kind": kind_case.kind,
+        "conditional_writes": True,
+        "allow_loopback_http": True,
+    }
     if kind_case.token is not None:
-        common.update(token_env=TOKEN_ENV, token_scheme=kind_case.token_scheme)
+        common["token_env"] = TOKEN_ENV
+    if kind_case.auth is not None:
+        common["auth"] = dict(kind_case.auth)
+    if kind_case.headers:
+        common["headers"] = dict(kind_case.headers)
     resources = [
         {"id": RESOURCE, "name": "the kit's resource", "url": proxy.url(kind_case.url)},
         {
@@ -49,7 +58,9 @@ def undogate_kit(kind_case: KindCase, tmp_path: Path) -> Iterator[Kit]:
             "test_copy_of": RESOURCE,
         },
     ]
-    environ = {TOKEN_ENV: kind_case.token} if kind_case.token is not None else {}
+    environ = {**kind_case.environ}
+    if kind_case.token is not None:
+        environ[TOKEN_ENV] = kind_case.token
     gateway = ServedGateway(
         tmp_path / "gateway",
         [{**r, **common, **kind_case.settings} for r in resources],

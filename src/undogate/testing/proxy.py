@@ -1,5 +1,6 @@
 """A fault proxy: a real HTTP server on 127.0.0.1 between the gateway and the endpoint a
-kind's author started, which forwards every request as it came and, when told, commits
+kind's author started, which forwards every request as it came (its ``Host`` too, the
+proxy's own: a signature may cover it) and, when told, commits
 one fault on the next write. The contract's faults need nothing of the endpoint or of
 the kind: they happen on the wire.
 
@@ -165,8 +166,8 @@ class FaultProxy:
         host, port = self._upstream
         connection = http.client.HTTPConnection(host, port, timeout=30)
         try:
-            headers = {k: v for k, v in seen.headers.items() if k.lower() != "host"}
-            headers["Host"] = f"{host}:{port}"
+            # As it came, Host included: a signature may cover it (AWS SigV4 does).
+            headers = dict(seen.headers)
             connection.request(seen.method, seen.path, body=seen.body or None, headers=headers)
             response = connection.getresponse()
             kept = [(k, v) for k, v in response.getheaders() if k.lower() not in _HOP]

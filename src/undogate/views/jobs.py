@@ -204,7 +204,8 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
     PUT of a document reads as its text and a JSON Patch as its exact bytes. A PUT of a
     whole document that says what it replaces (``ConditionalWrite.replaces``) also
     carries ``body_diff``: its body as a line diff against the document as read. The
-    resource's credential header is not in it: it is added at send time, never shown."""
+    credential is not in it: ``authentication`` says how it is added at send time (its
+    scheme in words, the headers it adds), never with what; ``None``: no credential."""
     body = str(request.get("body", ""))
     text, crlf = _without_crlf(body)
     lines = text.split("\n") if text else []
@@ -220,6 +221,7 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
         "body_bytes": number(len(body.encode("utf-8"))),
         "body_lines": list(lines),
         "missing_final_newline": "\n" in body and not final_newline,
+        "authentication": _authentication(request.get("authentication")),
     }
     if crlf:
         view["crlf"] = True
@@ -229,6 +231,16 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
         # Line endings compared too: the texts are split alike only when both end CRLF.
         view["body_diff"] = text_diff(old, text) if old_crlf == crlf else text_diff(replaced, body)
     return view
+
+
+def _authentication(described: Any) -> JsonObject | None:
+    if not isinstance(described, Mapping):
+        return None
+    return {
+        "scheme": str(described.get("scheme", "")),
+        "summary": str(described.get("summary", "")),
+        "adds": [str(name) for name in described.get("adds") or ()],
+    }
 
 
 def confirmation_view(confirmation: Confirmation) -> JsonObject:

@@ -296,8 +296,7 @@ class WebUI:
     async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
         try:
             await nav_counts(self.service, session.principal)
-            label = await _off_loop(self.service.keyring.get, session.principal.credential_id)
-            SIGNED_IN_AS.set(label.label)
+            SIGNED_IN_AS.set(session.principal.label)
             return await view(request, session, form)
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")

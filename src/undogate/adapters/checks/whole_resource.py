@@ -4,8 +4,9 @@ that is one too. Each probe is one request against the test copy:
 
 1. the production resource is read (never written);
 2. the test copy's GET carries one strong ETag and valid data;
-3. a good conditional write answers 200/204 and a read-back shows a new strong ETag and
-   the desired values;
+3. a good conditional write answers a success the kind documents (``classify``: 200
+   or 204 unless it says more) and a read-back shows a new strong ETag and the desired
+   values;
 4. a write with the tag from before that write (one the endpoint itself issued, now
    stale) is refused with 412 and changes nothing;
 5. a write with the weak form of the current tag is refused and changes nothing;
@@ -41,11 +42,10 @@ from ...etag import ETag
 from ...jobs import Change, ChangeRequest
 from ...net import RemoteResponse, TransportFailure
 from ...resources import Resource
-from ..base import Adapter, ConditionalWrite, Prober, Side, Snapshot
+from ..base import Adapter, ConditionalWrite, Prober, Side, Snapshot, Verdict
 from .steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
 
 ABSENT_PREFIX = "undogate-absent-"
-_WRITE_OK = (200, 204)
 _ABSENT = (404, 410)
 
 STEP_TITLES: dict[str, str] = {
@@ -213,6 +213,10 @@ class CopyProbe:
         except (UndogateError, TransportFailure) as exc:
             raise StepFailed(error_step(name, exc)) from None
 
+    def succeeded(self, write: ConditionalWrite, answer: RemoteResponse) -> bool:
+        """The answer is one the kind documents as success (its read-back decides)."""
+        return self.adapter.classify(write, answer) is Verdict.READ_BACK
+
     def _start(self) -> Snapshot:
         assert self.start is not None, "begin() reads the start first"
         return self.start
@@ -263,8 +267,9 @@ class CopyProbe:
     def good_write(self) -> tuple[Step, Snapshot]:
         name, start = "good_write", self._start()
         change = self._marker_change(start, name)
-        answer = self.send(self.adapter.build_write(self.copy, change, start, Side.AFTER), name)
-        if answer.status not in _WRITE_OK:
+        write = self.adapter.build_write(self.copy, change, start, Side.AFTER)
+        answer = self.send(write, name)
+        if not self.succeeded(write, answer):
             why = f"answered HTTP {answer.status}"
             named = self.adapter.content_refusal(answer)
             if named is not None:
@@ -389,8 +394,9 @@ class CopyProbe:
         write = self._write_back(current, name)
         status = 0
         if write is not None:
-            status = self.send(write, name).status
-            if status not in _WRITE_OK:
+            answer = self.send(write, name)
+            status = answer.status
+            if not self.succeeded(write, answer):
                 raise StepFailed(Step(name, False, f"answered HTTP {status}", {"status": status}))
         back = self.read(self.copy, name)
         ok = self.at_start(back)

@@ -53,6 +53,10 @@ TEXT_MAX_CHARACTERS = 10 * 1024 * 1024
 TEXT = string_member(
     "text", "the complete new text of the document", TEXT_MAX_CHARACTERS, in_every_digest=True
 )
+# The answers a write of a document may give when it did what it asked (its read-back
+# decides): a PUT 200 or 204, or 201 (Created; Azure Blob answers 201 to every Put Blob);
+# a DELETE 200 or 204, or 202 (Accepted: Azure Blob's).
+_SUCCESS = {"PUT": frozenset({200, 201, 204}), "DELETE": frozenset({200, 202, 204})}
 # What a document change has always counted for the (empty) field objects of a record
 # change, besides its texts: kept, so that job and ledger sizes stay comparable.
 _EMPTY_FIELD_OBJECTS = len(dumps({})) * 2
@@ -192,8 +196,8 @@ class WebDavTextAdapter(WholeResourceAdapter):
         return UNDO_OF_CREATE if change.before is ABSENT else None
 
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
-        if write.method == "PUT" and response.status == 201 and "If-None-Match" in write.headers:
-            return Verdict.READ_BACK  # Created: what a create asks for
+        if response.status in _SUCCESS.get(write.method, ()):
+            return Verdict.READ_BACK
         return super().classify(write, response)
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
@@ -304,11 +308,13 @@ class WebDavTextAdapter(WholeResourceAdapter):
         run = super().endpoint_check(wire, copy, production, timeout_s, keep)
         if not (run.passed and _creates(copy)):
             return run
-        # A document the gateway may create (SPEC §12): is its undo safe here?
-        created, works = run_create_probes(self, wire, copy, timeout_s)
+        # A document the gateway may create (SPEC §12): does a create refuse to replace
+        # what exists, and is its undo safe here?
+        probes = run_create_probes(self, wire, copy, timeout_s)
         titles = {**run.titles, **CREATE_TITLES}
-        undos = (UNDO_OF_CREATE,) if works else ()
-        return CheckRun(run.steps + tuple(created), True, run.required, titles, undos)
+        undos = (UNDO_OF_CREATE,) if probes.verified else ()
+        passed = not probes.overwrote
+        return CheckRun(run.steps + probes.steps, passed, run.required, titles, undos)
 
     def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
         return ChangeRequest(copy.id, text=_marked(_content(start), marker))
