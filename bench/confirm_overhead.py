@@ -17,12 +17,16 @@ import httpx
 
 from undogate.chain import ChainedRow
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import dumps, loads
 from undogate.ledger import open_store
 from undogate.ledger.sql_chain import ChainVerbs
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
+from undogate.operations.confirm import confirm_preview
+from undogate.operations.context import Context
+from undogate.operations.prepare import prepare_job
+from undogate.operations.preview import preview_job
+from undogate.operations.recovery import recover
 
 from .common import (
     DurableCommits,
@@ -119,9 +123,9 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
             }
         )
         store = open_store(config.server)
-        http = RemoteHTTP()
-        gw = Gateway(config=config, ledger=store, http=http)
-        gw.recover()
+        http = PinnedClient()
+        gw = Context(config=config, ledger=store, http=http)
+        recover(store, config)
         floor_db: DurableCommits | PostgresCommits = (
             PostgresCommits(ledger)
             if ledger
@@ -145,13 +149,15 @@ def run(work: Path, trials: int = 9, ledger: str | None = None) -> dict[str, Sta
                     )
                     for name in DOCS
                 ]
-                job = gw.prepare(AGENT, "bench-agent", PrepareRequest("bench", tuple(changes))).job
-                token = gw.preview(OWNER, job.id, Operation.APPLY).token
+                request = PrepareRequest("bench", tuple(changes))
+                job = prepare_job(gw, AGENT, "bench-agent", request).job
+                token = preview_job(gw, OWNER, job, Operation.APPLY).token
                 assert token
                 clock.spent, clock.events = 0.0, 0
                 with clock.installed():
                     started = time.perf_counter()
-                    result = gw.confirm(OWNER, job.id, token)
+                    loaded = gw.get_job(OWNER.owner_id, job.id)  # as a surface loads it
+                    result = confirm_preview(gw, OWNER, loaded, token)
                     elapsed = time.perf_counter() - started
                 assert result.job.state.value == "applied", result.job.state
                 floor_elapsed = _floor(client, floor_db, base, f"f{trial}")

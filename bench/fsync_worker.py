@@ -7,10 +7,14 @@ import sys
 from pathlib import Path
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
+from undogate.operations.confirm import confirm_preview
+from undogate.operations.context import Context
+from undogate.operations.prepare import prepare_job
+from undogate.operations.preview import preview_job
+from undogate.operations.recovery import recover
 
 from .common import UNTHROTTLED
 
@@ -39,15 +43,16 @@ def main(base: str, data_dir: str, count: int, confirm: bool) -> None:
         }
     )
     ledger = Ledger.open(Path(data_dir))
-    gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
-    gw.recover()
+    gw = Context(config=config, ledger=ledger, http=PinnedClient())
+    recover(ledger, config)
     for n in range(count):
         req = PrepareRequest("fsync", (ChangeRequest(resource_id="r", set={"status": f"v{n}"}),))
-        job = gw.prepare(AGENT, "a", req).job
-        token = gw.preview(OWNER, job.id, Operation.APPLY).token
+        job = prepare_job(gw, AGENT, "a", req).job
+        token = preview_job(gw, OWNER, job, Operation.APPLY).token
         assert token
         if confirm:
-            assert gw.confirm(OWNER, job.id, token).job.state.value == "applied"
+            done = confirm_preview(gw, OWNER, gw.get_job(OWNER.owner_id, job.id), token)
+            assert done.job.state.value == "applied"
     gw.http.close()
     ledger.close()
 

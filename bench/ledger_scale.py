@@ -11,11 +11,12 @@ import time
 from pathlib import Path
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import Change, ChangeState, Job, JobState
 from undogate.jsonvalue import JsonNumber
 from undogate.ledger import Ledger, Transaction
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
+from undogate.operations.context import Context
+from undogate.operations.recovery import recover
 
 from .common import Stat, paired_ratio, private_dir
 
@@ -78,10 +79,8 @@ def _startup(data_dir: Path, config_data: dict[str, object]) -> tuple[float, flo
     started = time.perf_counter()
     ledger = Ledger.open(data_dir)
     opened = time.perf_counter()
-    gw = Gateway(config=config, ledger=ledger, http=RemoteHTTP())
-    gw.recover()
+    recover(ledger, config)
     recovered = time.perf_counter()
-    gw.http.close()
     ledger.close()
     return opened - started, recovered - opened
 
@@ -123,13 +122,15 @@ def run(work: Path, small: int = 1_000, large: int = 100_000) -> dict[str, Stat]
     gateways = {}
     for count in (small, large):
         config = parse_config({**config_data, "server": {"data_dir": str(dirs[count])}})
-        gateways[count] = Gateway(config=config, ledger=Ledger.open(dirs[count]), http=RemoteHTTP())
+        gateways[count] = Context(
+            config=config, ledger=Ledger.open(dirs[count]), http=PinnedClient()
+        )
     rng = random.Random(7)
     try:
         for _ in range(300):
             for count, gw in gateways.items():
                 started = time.perf_counter()
-                rows = gw.list_jobs("bench", "agent-1")
+                rows = gw.ledger.list_jobs("bench", "agent-1")
                 timings[("list", count)].append(time.perf_counter() - started)
                 assert len(rows) == min(100, count // 4)
                 job_id = rng.choice(ids[count])

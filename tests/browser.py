@@ -1,10 +1,7 @@
-"""Helpers for the review UI tests: a world to review, served for real, and Chromium.
+"""Helpers for the review UI tests: the app served for real, and Chromium.
 
-``web_world`` builds a gateway with a record and a text document, two owners (alice and
-bob, each with an agent token), a read-only key, and the app exactly as ``undogate
-serve`` mounts it: ``create_app(gateway, keyring, routes=web_routes(...))``.
-``ServedApp`` runs that app with uvicorn in a thread on 127.0.0.1, so a real browser
-can talk to it.
+``ServedApp`` runs an app (a ``worlds.WebWorld``'s) with uvicorn in a thread on
+127.0.0.1, so a real browser can talk to it.
 """
 
 from __future__ import annotations
@@ -14,24 +11,12 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-import httpx2
 import uvicorn
-
-from undogate.api import create_app
-from undogate.auth import READ, Keyring
-from undogate.config import Config, parse_config
-from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
-from undogate.web import WebSettings, web_routes
-
-from .conftest import resource
 
 CHROMIUM = os.environ.get("UNDOGATE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -44,8 +29,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-RECORD = "/records/customer-123"
-DOCUMENT = "/docs/notes.md"
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts" / "web"
 DOC_SHOTS = ROOT / "docs" / "screenshots"
@@ -58,99 +41,6 @@ def chromium_missing() -> str | None:
     ):
         return f"Chromium is not installed at {CHROMIUM} (run scripts/system-deps.sh as root)"
     return None
-
-
-def web_config(server: ContractServer, data_dir: Path, **settings: Any) -> Config:
-    return parse_config(
-        {
-            "server": {"data_dir": str(data_dir), **settings},
-            "resources": [
-                resource(server, "customer", RECORD),
-                resource(server, "notes", DOCUMENT, kind="webdav_text"),
-            ],
-            "agents": [
-                {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]},
-                {"id": "other-agent", "tools": ["list_resources"]},
-            ],
-        }
-    )
-
-
-@dataclass
-class WebWorld:
-    gateway: Gateway
-    keyring: Keyring
-    server: ContractServer
-    app: Any
-    keys: dict[str, str]
-    ids: dict[str, str]
-    clock: list[float] = field(default_factory=lambda: [0.0])
-
-
-def web_world(
-    server: ContractServer,
-    data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
-    *,
-    settings: WebSettings | None = None,
-    **server_settings: Any,
-) -> WebWorld:
-    gw = open_gateway(web_config(server, data_dir, **server_settings))
-    keyring = Keyring(gw.ledger, known_agents=lambda: {a.id for a in gw.config.agents})
-    alice = keyring.create_operator(label="alice")
-    bob = keyring.create_operator(label="bob")
-    reader = keyring.create_operator(label="carol (read only)", scopes=(READ,))
-    alice_agent = keyring.create_agent_token(
-        owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
-    )
-    bob_agent = keyring.create_agent_token(
-        owner_id=bob.credential.id, agent_id="account-assistant", label="bob's assistant"
-    )
-    app = create_app(gw, keyring, routes=web_routes(gw, keyring, settings))
-    return WebWorld(
-        gateway=gw,
-        keyring=keyring,
-        server=server,
-        app=app,
-        keys={
-            "alice": alice.key,
-            "bob": bob.key,
-            "reader": reader.key,
-            "agent": alice_agent.key,
-            "bob_agent": bob_agent.key,
-        },
-        ids={
-            "alice": alice.credential.id,
-            "bob": bob.credential.id,
-            "reader": reader.credential.id,
-        },
-    )
-
-
-def prepare_body(summary: str = "Promote Ada to customer and hand her to Lee", **extra: Any) -> Any:
-    body: dict[str, Any] = {
-        "summary": summary,
-        "attribution_label": "ticket CRM-4521",
-        "changes": [
-            {
-                "resource": "customer",
-                "set": {"status": "customer", "owner": "lee"},
-                "assertion_kind": "supplied",
-            }
-        ],
-    }
-    body.update(extra)
-    return body
-
-
-def prepare_via_api(client: httpx.Client | httpx2.Client, agent_key: str, body: Any) -> str:
-    """Prepare a job through the HTTP API as the agent (a served one, or an app in a
-    ``TestClient``); returns its id."""
-    made = client.post("/api/v1/jobs", json=body, headers={"Authorization": f"Bearer {agent_key}"})
-    assert made.status_code == 201, made.text
-    job_id = made.json()["job_id"]
-    assert isinstance(job_id, str)
-    return job_id
 
 
 class ServedApp:

@@ -9,11 +9,11 @@ from typing import Any
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
-from undogate.jobs import ChangeRequest, Confirmation, JobState, Operation, PrepareRequest
+from undogate.jobs import ChangeRequest, JobState
 from undogate.jsonvalue import JsonObject, dumps
+from undogate.operations.undo_offer import accept_verified_undo
 
-from .conftest import AGENT, OWNER, make_config
+from .worlds import OWNER, LocalGateway, make_config
 
 CONTACTS = "/collections/contacts"
 FIELDS = ["email", "name", "status", "website"]
@@ -44,34 +44,22 @@ def seed(server: ContractServer, rid: str, **fields: Any) -> str:
     return path
 
 
-def prepare(gw: Gateway, *changes: ChangeRequest, summary: str = "contacts") -> str:
-    return gw.prepare(AGENT, "account-assistant", PrepareRequest(summary, changes)).job.id
-
-
 def change(**members: Any) -> ChangeRequest:
     if "record_id" in members:  # the change's `id` member, named as the receipt names it
         members["id"] = members.pop("record_id")
     return ChangeRequest(resource_id=members.pop("resource", "contacts"), **members)
 
 
-def run(
-    gw: Gateway, job_id: str, operation: Operation = Operation.APPLY, *, ack: bool = True
-) -> Confirmation:
-    preview = gw.preview(OWNER, job_id, operation)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=ack)
-
-
 def verify_and_accept(
-    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+    gw: LocalGateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
 ) -> None:
     """Record what a passing collection check records, then a reviewer's acceptance."""
     record_passing_check(gw, config, resource_id, undos)
-    gw.accept_verified_undo(OWNER, resource_id)
+    accept_verified_undo(gw, OWNER, resource_id)
 
 
 def record_passing_check(
-    gw: Gateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
+    gw: LocalGateway, config: Config, resource_id: str = "contacts", undos: tuple[str, ...] = ()
 ) -> None:
     """Record what a passing collection check records (its evidence verified ``undos``)."""
     res = config.resource(resource_id)
@@ -95,7 +83,7 @@ def record_passing_check(
     )
 
 
-def state(gw: Gateway, job_id: str) -> JobState:
+def state(gw: LocalGateway, job_id: str) -> JobState:
     job = gw.ledger.load_job(job_id)
     assert job is not None
     return job.state
@@ -104,9 +92,9 @@ def state(gw: Gateway, job_id: str) -> JobState:
 def open_contacts(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     **settings: Any,
-) -> tuple[Gateway, Config]:
+) -> tuple[LocalGateway, Config]:
     """A gateway over the contacts collection (``settings`` override its own). A held
     write ends at the gateway's request timeout, well before the server's hang."""
     config = make_config(server, data_dir, contacts(server, **settings), request_timeout_s=0.5)

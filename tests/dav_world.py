@@ -16,13 +16,12 @@ import pytest
 from undogate.adapters.dav.content import Properties, parse_document
 from undogate.adapters.dav.formats import ICALENDAR_FORMAT, VCARD_FORMAT, Format
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import ChangeRequest, Job, PrepareRequest
 from undogate.ledger import open_store
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 
 from .caldav_servers import PASSWORD, USER, DavCollections
-from .conftest import AGENT
+from .worlds import AGENT, LocalGateway
 
 CREDENTIALS_ENV = "DAV_CREDENTIALS"
 VCARD_TYPE, ICAL_TYPE = "text/vcard", "text/calendar"
@@ -69,7 +68,7 @@ def dav_resource(
 
 
 @contextlib.contextmanager
-def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[Gateway]:
+def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[LocalGateway]:
     config = parse_config(
         {
             "server": {"data_dir": str(data_dir)},
@@ -78,10 +77,10 @@ def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[Gateway]
         }
     )
     ledger = open_store(config.server)
-    http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
+    http = PinnedClient(request_timeout_s=config.server.request_timeout_s)
     try:
         environ = {CREDENTIALS_ENV: f"{USER}:{PASSWORD}"}
-        gw = Gateway(config=config, ledger=ledger, http=http, environ=environ)
+        gw = LocalGateway(config=config, ledger=ledger, http=http, environ=environ)
         gw.recover()
         yield gw
     finally:
@@ -128,7 +127,7 @@ def outside_edit(server: DavCollections, path: str, old: str, new: str) -> None:
     assert put.status_code in (200, 204), put.text
 
 
-def prepare(gw: Gateway, *changes: ChangeRequest) -> Job:
+def prepare(gw: LocalGateway, *changes: ChangeRequest) -> Job:
     request = PrepareRequest(summary="a contact or an event", changes=tuple(changes))
     return gw.prepare(AGENT, "account-assistant", request).job
 

@@ -28,13 +28,12 @@ from typing import Any
 import httpx
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import Action, ChangeRequest, Job, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.net import PinnedClient, RemoteResponse
 
-from .conftest import AGENT, OWNER
 from .processes import stop
+from .worlds import AGENT, OWNER, LocalGateway
 
 APACHE_MODULES = Path("/usr/lib/apache2/modules")
 APACHE_USER = "www-data"
@@ -253,7 +252,7 @@ def apache_server(file_etag: str | None = None, extra: str = "") -> Iterator[Dav
 # -- the gateway side ------------------------------------------------------------------
 
 
-class HookedHTTP(RemoteHTTP):
+class HookedHTTP(PinnedClient):
     """The real client, with callbacks just before and just after each write leaves.
 
     Lets a test put an outside party's edit exactly between the gateway's last read and
@@ -295,7 +294,9 @@ def text_resource(rid: str, url: str) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[tuple[Gateway, HookedHTTP]]:
+def dav_gateway(
+    data_dir: Path, *resources: dict[str, Any]
+) -> Iterator[tuple[LocalGateway, HookedHTTP]]:
     config = parse_config(
         {
             "server": {"data_dir": str(data_dir)},
@@ -306,7 +307,7 @@ def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[tuple[Ga
     ledger = Ledger.open(config.server.data_dir)
     http = HookedHTTP(request_timeout_s=config.server.request_timeout_s)
     try:
-        gw = Gateway(config=config, ledger=ledger, http=http)
+        gw = LocalGateway(config=config, ledger=ledger, http=http)
         gw.recover()
         yield gw, http
     finally:
@@ -314,14 +315,14 @@ def dav_gateway(data_dir: Path, *resources: dict[str, Any]) -> Iterator[tuple[Ga
         ledger.close()
 
 
-def prepare_text(gw: Gateway, rid: str, text: str) -> Job:
+def prepare_text(gw: LocalGateway, rid: str, text: str) -> Job:
     request = PrepareRequest(
         summary=f"Rewrite {rid}", changes=(ChangeRequest(resource_id=rid, text=text),)
     )
     return gw.prepare(AGENT, "account-assistant", request).job
 
 
-def run(gw: Gateway, job_id: str, operation: Operation) -> Job:
+def run(gw: LocalGateway, job_id: str, operation: Operation) -> Job:
     """Preview then confirm ``operation``; the preview must have no blockers."""
     preview = gw.preview(OWNER, job_id, operation)
     assert preview.token is not None, preview.blockers

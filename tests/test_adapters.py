@@ -5,10 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from undogate.adapters import Remote
+from undogate.adapters import Wire
 from undogate.config import Limits, parse_config
 from undogate.errors import RemoteContractBreach
-from undogate.net import RemoteHTTP, RemoteResponse
+from undogate.net import PinnedClient, RemoteResponse
 
 CONFIG = parse_config(
     {
@@ -46,9 +46,9 @@ def _response(**headers: bytes) -> RemoteResponse:
 def test_reads_that_cannot_be_trusted_are_contract_breaches(
     headers: dict[str, bytes], reason: str
 ) -> None:
-    http = RemoteHTTP()
+    http = PinnedClient()
     try:
-        remote = Remote(http=http, limits=Limits())
+        remote = Wire(http=http, limits=Limits())
         resource = CONFIG.resources[0]
         assert remote.snapshot_from(resource, _response()).etag.opaque == "v1"
         with pytest.raises(RemoteContractBreach, match=reason):
@@ -71,9 +71,9 @@ def test_reads_that_cannot_be_trusted_are_contract_breaches(
     ],
 )
 def test_records_accept_only_json_with_no_charset_but_utf8(media_type: bytes, ok: bool) -> None:
-    http = RemoteHTTP()
+    http = PinnedClient()
     try:
-        remote = Remote(http=http, limits=Limits())
+        remote = Wire(http=http, limits=Limits())
         response = _response(**{"content-type": media_type})
         if ok:
             assert remote.snapshot_from(CONFIG.resources[0], response).content == {"status": "a"}

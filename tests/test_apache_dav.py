@@ -23,11 +23,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from undogate.engine import Gateway
 from undogate.errors import RemoteContractBreach
 from undogate.jobs import ActionStatus, ChangeState, Job, JobState, Operation
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     apache_binary,
@@ -38,6 +36,7 @@ from .davservers import (
     run,
     text_resource,
 )
+from .worlds import OWNER, LocalGateway
 
 pytestmark = pytest.mark.skipif(
     apache_binary() is None,
@@ -72,7 +71,7 @@ def fresh_doc(srv: DavServer, request: pytest.FixtureRequest, suffix: str = ".tx
     return name
 
 
-def settle(gateway: Gateway, srv: DavServer, name: str, job: Job, want: JobState) -> Job:
+def settle(gateway: LocalGateway, srv: DavServer, name: str, job: Job, want: JobState) -> Job:
     """Apache's default ETags are weak for a second after a write, so the gateway's
     read-back records ``uncertain``; a reviewer reconciles once the ETag is strong."""
     if job.state is want:

@@ -9,6 +9,8 @@ from starlette.testclient import TestClient
 
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 
+from .worlds import ApiWorld
+
 CALLERS = (
     "none",
     "bad",
@@ -286,8 +288,7 @@ def _fill(value: Any, job: str, token: str, credential: str) -> Any:
 
 
 @pytest.fixture
-def world(api_world: Any) -> Any:
-    api_world.reader_id = api_world.keyring.authenticate(api_world.keys["reader"]).owner_id
+def world(api_world: ApiWorld) -> ApiWorld:
     return api_world
 
 
@@ -306,8 +307,9 @@ def test_access_matrix(world: Any, entry: tuple[Any, ...], caller: str) -> None:
     url = _fill(path, job, token or "", credential)
     payload = _fill(body, job, token or "", credential)
     headers = {}
-    if world.keys[caller] is not None:
-        headers["Authorization"] = f"Bearer {world.keys[caller]}"
+    key = world.keys.get(caller)  # "none" sends no key
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     writes_before = world.server.write_count(PATH)
     with TestClient(world.app) as client:
         response = client.request(method, url, json=payload, headers=headers)

@@ -14,12 +14,14 @@ from starlette.testclient import TestClient
 from starlette.types import Message, Scope
 
 from undogate.api import MAX_BODY_BYTES, create_app
+from undogate.api.request_body import DRAIN_MAX_BYTES
 from undogate.auth import Keyring
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
-from undogate.request_body import DRAIN_MAX_BYTES
+from undogate.net import PinnedClient
+from undogate.service import Service
+
+from .worlds import LocalGateway
 
 INTERNAL_HOST = "crm-internal.corp.example"
 INTERNAL_ADDRESS = "10.20.30.40"
@@ -58,15 +60,15 @@ def agent_client(tmp_path: Path) -> Iterator[tuple[TestClient, str]]:
     )
     ledger = Ledger.open(config.server.data_dir)
     # The resolver answers a private address: refused by policy, nothing is sent.
-    http = RemoteHTTP(request_timeout_s=2.0, resolver=lambda host, port: [INTERNAL_ADDRESS])
-    gateway = Gateway(config=config, ledger=ledger, http=http, environ={})
+    http = PinnedClient(request_timeout_s=2.0, resolver=lambda host, port: [INTERNAL_ADDRESS])
+    gateway = LocalGateway(config=config, ledger=ledger, http=http, environ={})
     keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
     owner = keyring.create_operator(label="alice")
     agent = keyring.create_agent_token(
         owner_id=owner.credential.id, agent_id="account-assistant", label="assistant"
     )
     try:
-        yield TestClient(create_app(gateway, keyring)), agent.key
+        yield TestClient(create_app(Service(gateway, keyring))), agent.key
     finally:
         http.close()
         ledger.close()
@@ -137,11 +139,10 @@ def test_an_endless_chunked_body_is_refused_and_read_no_further_than_the_drain_b
 def test_the_mcp_endpoint_stops_reading_an_oversized_chunked_body(
     agent_client: tuple[TestClient, str],
 ) -> None:
-    from undogate.mcp.http import build_mcp_app
+    from undogate.mcp.http import McpApp
 
     client, key = agent_client
-    gateway = client.app.state.undogate.gateway  # type: ignore[attr-defined]
-    mcp = build_mcp_app(gateway, client.app.state.undogate.keyring)  # type: ignore[attr-defined]
+    mcp = McpApp(client.app.state.undogate)  # type: ignore[attr-defined]
     chunk = b" " * (256 * 1024)
     pulled = 0
     sent: list[Message] = []

@@ -9,6 +9,8 @@ from starlette.testclient import TestClient
 
 from undogate.jsonvalue import JsonNumber, loads
 
+from .worlds import ApiWorld
+
 PATH = "/records/customer-123"
 BIG = "98765432109876543210987654321098765432.10000000000000000000001"
 
@@ -21,7 +23,7 @@ def prepare(client: TestClient, world: Any, body: str) -> Any:
     return client.post("/api/v1/jobs", content=body, headers=auth(world, "agent"))
 
 
-def test_bodies_are_lossless_and_duplicate_keys_are_refused(api_world: Any) -> None:
+def test_bodies_are_lossless_and_duplicate_keys_are_refused(api_world: ApiWorld) -> None:
     with TestClient(api_world.app) as client:
         made = prepare(
             client,
@@ -54,7 +56,7 @@ def test_bodies_are_lossless_and_duplicate_keys_are_refused(api_world: Any) -> N
         assert big.status_code == 413
 
 
-def test_replay_returns_the_original_job_and_reuse_is_refused(api_world: Any) -> None:
+def test_replay_returns_the_original_job_and_reuse_is_refused(api_world: ApiWorld) -> None:
     body = (
         '{"summary": "s", "idempotency_key": "k1", "changes": '
         '[{"resource": "customer", "set": {"status": "%s"}}]}'
@@ -70,7 +72,7 @@ def test_replay_returns_the_original_job_and_reuse_is_refused(api_world: Any) ->
         assert reused.json()["error"]["code"] == "idempotency_key_reused"
 
 
-def test_agent_receipt_and_resources_carry_no_values_urls_or_tokens(api_world: Any) -> None:
+def test_agent_receipt_and_resources_carry_no_values_urls_or_tokens(api_world: ApiWorld) -> None:
     with TestClient(api_world.app) as client:
         res = client.get("/api/v1/resources", headers=auth(api_world, "agent"))
         made = prepare(
@@ -93,7 +95,7 @@ def test_agent_receipt_and_resources_carry_no_values_urls_or_tokens(api_world: A
     assert "zz9" not in listing.text and "lead" not in listing.text  # lists carry no values
 
 
-def test_caller_supplied_labels_are_marked(api_world: Any) -> None:
+def test_caller_supplied_labels_are_marked(api_world: ApiWorld) -> None:
     with TestClient(api_world.app) as client:
         made = prepare(
             client,
@@ -114,7 +116,7 @@ def test_caller_supplied_labels_are_marked(api_world: Any) -> None:
     assert job["summary"]["supplied_by"] == "agent"
 
 
-def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: Any) -> None:
+def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: ApiWorld) -> None:
     keyring = api_world.keyring
     original = keyring.recheck
     owner_id = api_world.owner_id
@@ -138,7 +140,7 @@ def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: Any) ->
             headers=auth(api_world, "owner"),
         )
         token = preview.json()["preview_token"]
-        keyring.recheck = revoke_then_recheck
+        keyring.recheck = revoke_then_recheck  # type: ignore[method-assign]
         done = client.post(
             f"/api/v1/jobs/{job_id}/confirm",
             json={"preview_token": token},
@@ -149,10 +151,11 @@ def test_confirm_rechecks_the_credential_before_each_dispatch(api_world: Any) ->
     assert done.json()["error"]["code"] == "unauthorized"
     assert api_world.server.write_count(PATH) == 0
     job = api_world.gateway.ledger.load_job(job_id)
+    assert job is not None
     assert job.state.value == "prepared" and job.actions == ()
 
 
-def test_unknown_routes_and_methods_use_the_error_shape(api_world: Any) -> None:
+def test_unknown_routes_and_methods_use_the_error_shape(api_world: ApiWorld) -> None:
     with TestClient(api_world.app) as client:
         missing = client.get("/nope")
         wrong = client.delete("/api/v1/jobs")
@@ -182,7 +185,7 @@ def test_receipt_views_mark_absent_fields_and_diff_text_by_line() -> None:
     ]
 
 
-def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: Any) -> None:
+def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: ApiWorld) -> None:
     from undogate.auth import WRITE
 
     write_only = api_world.keyring.create_operator(label="write only", scopes=(WRITE,))
@@ -201,7 +204,7 @@ def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: Any) ->
     assert '"x"' not in preview.text
 
 
-def test_every_blocked_preview_is_a_409_with_what_blocks_each_change(api_world: Any) -> None:
+def test_every_blocked_preview_is_a_409_with_what_blocks_each_change(api_world: ApiWorld) -> None:
     """A guard that blocks a preview answers one shape whatever the guard (SPEC §9): 409,
     its code, and per blocked change what blocks it, never a 200 without a token."""
     owner = auth(api_world, "owner")

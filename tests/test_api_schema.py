@@ -13,7 +13,7 @@ from schemathesis import checks
 from undogate.api.openapi import openapi_document
 from undogate.jobs import Actor, ChangeRequest, PrepareRequest
 
-from .conftest import AGENT
+from .worlds import AGENT, ApiWorld
 
 CHECKS = [
     checks.not_a_server_error,
@@ -39,7 +39,7 @@ def _key(world: Any, method: str, path: str) -> str:
 
 
 @pytest.mark.parametrize(("method", "path"), OPERATIONS)
-def test_api_conforms_to_its_openapi(api_world: Any, method: str, path: str) -> None:
+def test_api_conforms_to_its_openapi(api_world: ApiWorld, method: str, path: str) -> None:
     # A real job of the owner, so that job routes answer with receipts, not only 404s.
     owner_agent = Actor(AGENT.id, api_world.owner_id, "agent", "test")
     seed = api_world.gateway.prepare(

@@ -19,7 +19,8 @@ from mcp.client.streamable_http import streamable_http_client
 from undogate.contract_server import ContractServer
 from undogate.jsonvalue import JsonNumber, loads
 
-from .conftest import MASTER_KEY, UNSET_TOKEN_ENV, cli, free_port, resource, serve_log, serving
+from .serving import cli, free_port, serve_log, serving
+from .worlds import MASTER_KEY, UNSET_TOKEN_ENV, resource
 
 PATH = "/records/customer-123"
 BIG = "123456789012345678901234567890.000000000000000000001"

@@ -11,19 +11,19 @@ from typing import Any
 
 import pytest
 
-from undogate.backup import backup_ledger, restore_ledger
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import InvalidRequest, LedgerInUse
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
+from undogate.ledger.backup import backup_ledger, restore_ledger
+from undogate.net import PinnedClient
 
-from .conftest import AGENT, OWNER, cli, make_config
+from .serving import cli
+from .worlds import AGENT, OWNER, LocalGateway, make_config
 
 
-def _apply_one(gw: Gateway, n: int) -> str:
+def _apply_one(gw: LocalGateway, n: int) -> str:
     request = PrepareRequest(
         summary=f"job {n}",
         changes=(ChangeRequest(resource_id="customer", set={"notes": f"note {n}"}),),
@@ -39,7 +39,7 @@ def test_a_backup_during_writes_restores_every_committed_receipt(
     server: ContractServer,
     data_dir: Path,
     tmp_path: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     gw = open_gateway(make_config(server, data_dir))
     committed: list[str] = []
@@ -93,7 +93,7 @@ def test_backup_refuses_to_overwrite_or_to_write_into_the_ledger_dir(
     server: ContractServer,
     data_dir: Path,
     tmp_path: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     open_gateway(make_config(server, data_dir))
     target = tmp_path / "b.sqlite3"
@@ -110,7 +110,7 @@ def test_backup_refuses_to_overwrite_or_to_write_into_the_ledger_dir(
 def test_restore_moves_the_current_ledger_aside(server: ContractServer, tmp_path: Path) -> None:
     first = tmp_path / "first"
     config = make_config(server, first)
-    gw = Gateway(config=config, ledger=Ledger.open(first), http=RemoteHTTP())
+    gw = LocalGateway(config=config, ledger=Ledger.open(first), http=PinnedClient())
     try:
         job_id = _apply_one(gw, 1)
         backup = backup_ledger(first, tmp_path / "b.sqlite3").path

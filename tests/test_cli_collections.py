@@ -18,8 +18,9 @@ import yaml
 from undogate.contract_server import ContractServer
 
 from .collections_world import CONTACTS, contacts
-from .conftest import MASTER_KEY, cli, serving
+from .serving import cli, serving
 from .test_cli_review import Terminal
+from .worlds import MASTER_KEY
 
 COPY = "/collections/contacts-copy"
 

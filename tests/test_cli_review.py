@@ -20,7 +20,7 @@ from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
 from undogate.views import request_view
 
-from .conftest import SERVED_PATH, cli
+from .serving import SERVED_PATH, cli
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 

@@ -10,13 +10,14 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import UndoNotVerified
 from undogate.jobs import JobState, Operation
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import Step, check_endpoint, report_lines, result_view
+from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 
-from .collections_world import CONTACTS, change, contacts, prepare, run, seed
-from .conftest import OWNER, make_config
+from .collections_world import CONTACTS, change, contacts, seed
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare
 
 COPY = "/collections/contacts-copy"
 
@@ -32,7 +33,7 @@ def config(server: ContractServer, data_dir: Path) -> Config:
 
 
 @pytest.fixture
-def gw(config: Config, open_gateway: Callable[[Config], Gateway]) -> Gateway:
+def gw(config: Config, open_gateway: Callable[[Config], LocalGateway]) -> LocalGateway:
     return open_gateway(config)
 
 
@@ -43,14 +44,14 @@ def _seed_copy(server: ContractServer) -> dict[str, object]:
     return {"copy": server.collection_records(COPY), "prod": server.collection_records(CONTACTS)}
 
 
-def _check(gw: Gateway) -> tuple[bool, dict[str, Step], tuple[str, ...]]:
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {})
+def _check(gw: LocalGateway) -> tuple[bool, dict[str, Step], tuple[str, ...]]:
+    result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "contacts-copy")
     steps = {s.name: s for s in result.steps}
     return result.passed, steps, result.undos
 
 
 def test_the_check_verifies_create_undo_and_recreate_and_leaves_everything(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     start = _seed_copy(server)
     passed, steps, undos = _check(gw)
@@ -62,14 +63,14 @@ def test_the_check_verifies_create_undo_and_recreate_and_leaves_everything(
     assert evidence["stale_delete_refused"] == {"status": 412, "unchanged": True}
     assert evidence["collection_snapshot"]["records"] == 2
     assert "example.com" not in str(evidence) and "Ann" not in str(evidence)  # no values
-    again = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {})
+    again = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "contacts-copy")
     lines = report_lines(result_view(again))
     assert any("verified undos: undo_of_create, recreate" in line for line in lines), lines
     assert lines[-1].endswith("verified on a test copy (check 2 in the ledger)")
 
 
 def test_a_store_that_never_recreates_verifies_only_the_undo_of_a_create(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     _seed_copy(server)
     server.refuse_recreate(COPY)
@@ -80,7 +81,7 @@ def test_a_store_that_never_recreates_verifies_only_the_undo_of_a_create(
 
 
 def test_a_store_that_deletes_on_a_stale_tag_fails_and_verifies_nothing(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     start = _seed_copy(server)
     server.arm("ignore_if_match")
@@ -91,49 +92,49 @@ def test_a_store_that_deletes_on_a_stale_tag_fails_and_verifies_nothing(
 
 
 def test_undo_is_offered_only_after_the_check_and_one_acceptance(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     _seed_copy(server)
     with pytest.raises(UndoNotVerified):
-        gw.accept_verified_undo(OWNER, "contacts")  # nothing verified yet
+        accept_verified_undo(gw, OWNER, "contacts")  # nothing verified yet
     job_id = prepare(gw, change(create={"email": "new@example.com"}, record_id="new"))
     assert gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
     assert _check(gw)[0]
-    offer = gw.undo_offer("contacts")
+    offer = resource_undo_offer(gw, "contacts")
     assert offer.verified == {"undo_of_create", "recreate"} and not offer.accepted
     assert gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement  # not accepted
-    accepted = gw.accept_verified_undo(OWNER, "contacts")
+    accepted = accept_verified_undo(gw, OWNER, "contacts")
     assert accepted.accepted == accepted.verified
     events = gw.ledger.read(lambda tx: tx.latest_undo_acceptance("contacts"))
     assert events is not None and events.actor == OWNER.label
     assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
-    assert run(gw, job_id, ack=False).job.state is JobState.APPLIED
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert "new" not in server.collection_records(CONTACTS)
     server.arm("ignore_if_match")  # a later check that fails takes the offer away
     assert not _check(gw)[0]
-    assert gw.undo_offer("contacts").verified == frozenset()
+    assert resource_undo_offer(gw, "contacts").verified == frozenset()
 
 
 def test_an_acceptance_belongs_to_the_check_it_accepted(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     """pass → accept → fail → pass: the old acceptance does not come back; the undo is
     irreversible again until a reviewer accepts the new check, a new event."""
     _seed_copy(server)
     job_id = prepare(gw, change(create={"email": "new@example.com"}, record_id="new"))
     assert _check(gw)[0]
-    gw.accept_verified_undo(OWNER, "contacts")
+    accept_verified_undo(gw, OWNER, "contacts")
     assert not gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
     server.arm("ignore_if_match")
     assert not _check(gw)[0]
     server.clear_faults()
     assert _check(gw)[0]
-    offer = gw.undo_offer("contacts")
+    offer = resource_undo_offer(gw, "contacts")
     assert offer.verified == {"undo_of_create", "recreate"}
     assert offer.accepted == frozenset() and offer.accepted_at is None
     assert gw.preview(OWNER, job_id, Operation.APPLY).needs_acknowledgement
-    accepted = gw.accept_verified_undo(OWNER, "contacts")
+    accepted = accept_verified_undo(gw, OWNER, "contacts")
     assert accepted.accepted == accepted.verified and accepted.check_id == offer.check_id
     events = gw.ledger.read(lambda tx: tx.events_since(0, 0, 1000))
     checks = [(e.detail or {})["check"] for e in events if e.operation == "undo_accepted"]

@@ -13,7 +13,6 @@ import pytest
 from undogate.adapters import adapter_for
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     ChangedSincePreview,
     Conflict,
@@ -21,18 +20,10 @@ from undogate.errors import (
 )
 from undogate.jobs import ChangeState, JobState, Observation, Operation
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    open_contacts,
-    prepare,
-    run,
-    seed,
-    verify_and_accept,
-)
-from .conftest import OWNER
+from .collections_world import CONTACTS, change, open_contacts, seed, verify_and_accept
+from .worlds import OWNER, LocalGateway, confirmed, prepare
 
-Opener = Callable[[Config], Gateway]
+Opener = Callable[[Config], LocalGateway]
 
 THIRD_PARTY = {"owner": "third-party", "status": "vip-customer"}
 
@@ -55,7 +46,7 @@ def test_a_lost_create_never_adopts_a_third_partys_record_nor_lets_undo_delete_i
     job_id = prepare(gw, asked)
     # The create is held at the endpoint and never applied; its answer never comes.
     server.arm("hang", f"{CONTACTS}/ann" if create == "put" else CONTACTS)
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.state is JobState.NEEDS_REVIEW
     assert done.changes[0].state is ChangeState.UNCERTAIN
     # Meanwhile someone else creates a record where the lost create would be found (the
@@ -83,7 +74,12 @@ def test_a_lost_create_never_adopts_a_third_partys_record_nor_lets_undo_delete_i
 
     if create == "put":  # once the record at its id is gone, it looks not applied
         server.delete_record(f"{CONTACTS}/ann")
-        assert run(gw, job_id, Operation.ACCEPT_OBSERVED).job.state is JobState.PREPARED
+        assert (
+            confirmed(
+                gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True
+            ).job.state
+            is JobState.PREPARED
+        )
 
 
 def test_what_a_create_differs_in_is_named_by_member_never_by_value(
@@ -93,7 +89,7 @@ def test_what_a_create_differs_in_is_named_by_member_never_by_value(
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "bo@example.com"}, record_id="bo"))
     server.arm("hang", f"{CONTACTS}/bo")
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     seed(server, "bo", email="bo@example.com", **THIRD_PARTY)
     job = gw.ledger.load_job(job_id)
     assert job is not None
@@ -109,7 +105,7 @@ def test_a_lost_update_edited_since_names_the_fields_that_show_neither_side(
     path = seed(server, "fay", email="fay@example.com", name="Fay", status="lead")
     job_id = prepare(gw, change(record_id="fay", set={"name": "Faye", "status": "customer"}))
     server.arm("apply_then_drop", path)
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     server.set_field(path, "/status", "churned")  # neither side; name is the job's
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.NEITHER
@@ -125,12 +121,18 @@ def test_a_lost_create_whose_record_holds_exactly_its_values_still_reconciles(
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "cy@example.com"}, record_id="cy"))
     server.arm("apply_then_drop", f"{CONTACTS}/cy")
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     server.set_field(f"{CONTACTS}/cy", "/last_modified", 1234)
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
-    assert run(gw, job_id, Operation.ACCEPT_OBSERVED).job.state is JobState.APPLIED
-    assert run(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
+    assert (
+        confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job.state
+        is JobState.APPLIED
+    )
+    assert (
+        confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
     assert server.collection_records(CONTACTS) == {}
 
 

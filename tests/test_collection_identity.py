@@ -17,7 +17,6 @@ from undogate.adapters import Side, absent_snapshot, adapter_for
 from undogate.adapters.evidence import normalize
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     Ambiguous,
     ConfigError,
@@ -27,17 +26,10 @@ from undogate.errors import (
 from undogate.jobs import ABSENT, Change
 from undogate.net import RemoteResponse
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    contacts,
-    open_contacts,
-    prepare,
-    seed,
-)
-from .conftest import make_config
+from .collections_world import CONTACTS, change, contacts, open_contacts, seed
+from .worlds import LocalGateway, make_config, prepare
 
-Opener = Callable[[Config], Gateway]
+Opener = Callable[[Config], LocalGateway]
 
 
 # -- what an ambiguous upsert tells the agent -------------------------------------------------

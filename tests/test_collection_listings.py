@@ -13,24 +13,16 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     LimitReached,
     RemoteContractBreach,
 )
 from undogate.resources import MAX_LISTING_BYTES, Limits
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    contacts,
-    open_contacts,
-    prepare,
-    seed,
-)
-from .conftest import make_config
+from .collections_world import CONTACTS, change, contacts, open_contacts, seed
+from .worlds import LocalGateway, make_config, prepare
 
-Opener = Callable[[Config], Gateway]
+Opener = Callable[[Config], LocalGateway]
 
 
 # -- paged listings ---------------------------------------------------------------------------

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from undogate.contract_server import ContractServer, seed_demo
-from undogate.etag import parse_etag
 from undogate.jsonvalue import JsonError, JsonNumber, JsonValue, dumps, loads_object
+from undogate.net.etag import parse_etag
 
 CUSTOMER = "/records/customer-123"
 WRAPPED = "/records/wrapped-7"

@@ -34,12 +34,13 @@ import yaml
 from undogate.auth import Keyring
 from undogate.config import ServerSettings, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import CRASH_ENV, CRASH_POINTS
 from undogate.jobs import ActionStatus, JobState
 from undogate.ledger import DB_NAME, Store, open_store
+from undogate.operations.context import CRASH_ENV, CRASH_POINTS
 
-from .conftest import REPORT, cli, free_port, wait_healthy
+from .fixtures.report import REPORT
 from .postgres import PostgresCluster
+from .serving import cli, free_port, wait_healthy
 
 CUSTOMER = "/records/customer-123"
 TICKET = "/records/wrapped-7"

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import CRASH_POINTS
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.ledger import Store, Transaction
+from undogate.operations.context import CRASH_POINTS
 from undogate.resources import Resource
 
-from .conftest import REPORT
+from .fixtures.report import REPORT
 from .test_crash_matrix import INTERRUPTED, Cell
 
 CONTACTS = "/collections/contacts"  # create: put

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from undogate.adapters.dav.content import Instance
-from undogate.engine import Gateway
 from undogate.errors import (
     Ambiguous,
     IrreversibleNotAcknowledged,
@@ -30,9 +29,9 @@ from undogate.errors import (
 )
 from undogate.jobs import ABSENT, ChangeRequest, ChangeState, JobState, Observation, Operation
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 
 from .caldav_servers import DavCollections
-from .conftest import OWNER
 from .dav_world import (
     CONTACT,
     CREDENTIALS_ENV,
@@ -50,6 +49,7 @@ from .dav_world import (
 )
 from .davservers import run
 from .relay import relay
+from .worlds import OWNER, LocalGateway
 
 CONTACT_FIELDS = ["FN", "N", "EMAIL", "TEL", "NOTE", "TITLE"]
 EVENT_FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
@@ -61,7 +61,7 @@ class Book:
     """A gateway over one address book (``book``), its test copy (``book-copy``), a
     calendar (``cal``) and its test copy (``cal-copy``) on one server."""
 
-    gw: Gateway
+    gw: LocalGateway
     dav: DavCollections
     book: str
     calendar: str
@@ -75,9 +75,9 @@ class Book:
 
     def verify_and_accept(self, copy: str, production: str) -> None:
         """check-endpoint on the test copy, then a reviewer accepts the verified undos."""
-        result = check_endpoint(self.gw.config, self.gw.ledger, self.gw.http, copy, {**CREDENTIALS})
+        result = check_endpoint(self.gw, copy)
         assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
-        self.gw.accept_verified_undo(OWNER, production)
+        accept_verified_undo(self.gw, OWNER, production)
 
 
 @pytest.fixture(params=["radicale", "xandikos"])
@@ -178,7 +178,7 @@ def test_two_contacts_whose_emails_differ_only_in_case_are_ambiguous(world: Book
     assert isinstance(candidates, list) and len(candidates) == 2
     assert all(c["evidence"] == {"EMAIL": "ada@example.com"} for c in candidates)
     assert world.members(world.book) == start  # nothing written
-    assert gw.list_jobs(OWNER.owner_id, "account-assistant") == []  # nothing prepared
+    assert gw.ledger.list_jobs(OWNER.owner_id, "account-assistant") == []  # nothing prepared
 
 
 def test_an_upsert_updates_the_one_match_and_creates_when_none(world: Book) -> None:
@@ -251,16 +251,14 @@ def test_an_event_created_in_a_zone_carries_its_time_zone(world: Book) -> None:
 
 def test_the_endpoint_check_verifies_both_undos_on_each_collection(world: Book) -> None:
     for copy, production in (("book-copy", "book"), ("cal-copy", "cal")):
-        result = check_endpoint(
-            world.gw.config, world.gw.ledger, world.gw.http, copy, {**CREDENTIALS}
-        )
+        result = check_endpoint(world.gw, copy)
         assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
         assert set(result.undos) == {"undo_of_create", "recreate"}
         steps = {s.name: s for s in result.steps}
         assert steps["stale_write_refused"].evidence == {"status": 412, "unchanged": True}
         assert steps["collateral_guard"].evidence["members"] == 1
         assert "restore_test_copy" not in steps
-        offer = world.gw.undo_offer(production)
+        offer = resource_undo_offer(world.gw, production)
         assert set(offer.awaiting_acceptance) == {"undo_of_create", "recreate"}
 
 
@@ -303,9 +301,9 @@ def test_a_lost_create_never_adopts_someone_elses_object_nor_lets_undo_delete_it
             production,
             dav_resource(dav, "copy", kind, copy, fields, test_copy_of="production"),
         ) as gw:
-            result = check_endpoint(gw.config, gw.ledger, gw.http, "copy", {**CREDENTIALS})
+            result = check_endpoint(gw, "copy")
             assert result.passed, [(s.name, s.message) for s in result.steps]
-            gw.accept_verified_undo(OWNER, "production")
+            accept_verified_undo(gw, OWNER, "production")
             job = prepare(gw, ChangeRequest("production", create=asked))
             change = job.changes[0]
             held_at.withhold_next_write()
@@ -339,7 +337,7 @@ def test_a_lost_create_never_adopts_someone_elses_object_nor_lets_undo_delete_it
             assert run(gw, job.id, Operation.ACCEPT_OBSERVED).state is JobState.PREPARED
 
 
-def run_acknowledged(gw: Gateway, job_id: str) -> Any:
+def run_acknowledged(gw: LocalGateway, job_id: str) -> Any:
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None
     return gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=True).job

@@ -48,7 +48,7 @@ def test_the_check_verifies_a_contact_and_an_event(
         dav_resource(dav, "prod", kind, production, fields),
         dav_resource(dav, "copy", kind, copy, fields, test_copy_of="prod"),
     ) as gw:
-        result = check_endpoint(gw.config, gw.ledger, gw.http, "copy", CREDENTIALS)
+        result = check_endpoint(gw, "copy")
     assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
     steps = {s.name: s for s in result.steps}
     assert steps["stale_write_refused"].evidence == {"status": 412, "unchanged": True}

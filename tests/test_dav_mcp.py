@@ -17,19 +17,20 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 
 from .caldav_servers import PASSWORD, USER, DavCollections
-from .conftest import Connect, World, base_env, run, served_gateway
 from .dav_world import CONTACT, CREDENTIALS_ENV, dav_resource, properties, seed
+from .serving import base_env, served_gateway
+from .worlds import Connect, ServedWorld, run
 
 AGENT = "account-assistant"
 FIELDS = ["FN", "EMAIL", "NOTE"]
 IDENTITY = [{"field": "EMAIL", "evidence": "email"}]
 
 
-class DavWorld(World):
-    """conftest's World (the leak check, the API helpers) over an address book."""
+class DavWorld(ServedWorld):
+    """worlds.ServedWorld (the leak check, the API helpers) over an address book."""
 
     book: str = ""
 
@@ -47,7 +48,7 @@ class DavWorld(World):
 
 
 @pytest.fixture
-def world(tmp_path: Path, radicale: DavCollections) -> Iterator[World]:
+def world(tmp_path: Path, radicale: DavCollections) -> Iterator[ServedWorld]:
     book, copy = radicale.new_addressbook(), radicale.new_addressbook()
     seed(radicale, copy, CONTACT, ".vcf")
     config = tmp_path / "undogate.yaml"
@@ -74,7 +75,7 @@ def world(tmp_path: Path, radicale: DavCollections) -> Iterator[World]:
         )
     )
     env = {**base_env(), CREDENTIALS_ENV: f"{USER}:{PASSWORD}"}
-    with open_service(config, environ=env) as svc:
+    with open_configured(config, environ=env) as svc:
         operator = svc.keyring.create_operator(label="alice")
         keys = {
             "operator": operator.key,

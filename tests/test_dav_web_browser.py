@@ -22,18 +22,17 @@ import pytest
 from rich.console import Console
 
 from undogate import views
-from undogate.api import create_app
 from undogate.auth import Keyring
 from undogate.cli.review import _render_preview, _render_requests, render_job
-from undogate.engine import Gateway
 from undogate.jobs import Actor, Operation
-from undogate.web import web_routes
+from undogate.service import Service
 
-from .browser import ServedApp, chromium_missing, prepare_via_api, save_shot, served
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .caldav_servers import DavCollections
 from .dav_world import CONTACT, EVENT, dav_gateway, dav_resource, held, seed
 from .test_web_browser import open_page, sign_in
 from .test_web_preview_browser import assert_fits, dry_run
+from .worlds import LocalGateway, prepare_via_api, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -61,7 +60,7 @@ EVENT_MOVE = {
 @dataclass
 class DavSite:
     site: ServedApp
-    gw: Gateway
+    gw: LocalGateway
     dav: DavCollections
     operator: str
     owner: Actor
@@ -88,7 +87,7 @@ def dav_site(radicale: DavCollections, data_dir: Path) -> Iterator[DavSite]:
         agent = keyring.create_agent_token(
             owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
         )
-        app = create_app(gw, keyring, routes=web_routes(gw, keyring))
+        app = review_app(Service(gw, keyring))
         with served(app) as site:
             owner = Actor(alice.credential.id, alice.credential.id, "operator", "test")
             yield DavSite(site, gw, radicale, alice.key, owner, agent.key, contact, event)

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     ChangedSincePreview,
     Conflict,
@@ -27,30 +26,24 @@ from undogate.jobs import (
     Operation,
     PrepareRequest,
 )
-from undogate.jsonvalue import JsonNumber, JsonValue, loads
-from undogate.ledger import Ledger
+from undogate.jsonvalue import JsonNumber, dumps, loads
 
-from .conftest import AGENT, OWNER, make_config, resource, two_record_job
+from .worlds import (
+    AGENT,
+    OWNER,
+    LocalGateway,
+    confirmed,
+    make_config,
+    prepare,
+    resource,
+    two_record_job,
+)
 
 PATH = "/records/customer-123"
 
 
-def prepare(gw: Gateway, resource_id: str = "customer", **set_: JsonValue) -> str:
-    req = PrepareRequest(
-        summary="Promote the lead",
-        changes=(ChangeRequest(resource_id=resource_id, set=dict(set_)),),
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
-def apply(gw: Gateway, job_id: str) -> JobState:
-    preview = gw.preview(OWNER, job_id, Operation.APPLY)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
-
-
 def test_happy_path_apply_then_undo_restores_the_record(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     start = server.raw_bytes(PATH)
     job_id = prepare(gateway, status="customer", owner="ada")
@@ -73,14 +66,14 @@ def test_happy_path_apply_then_undo_restores_the_record(
     assert [c.state for c in undone.changes] == [ChangeState.UNDONE]
     assert server.raw_bytes(PATH) == start
     assert server.write_count(PATH) == 2
-    ops = [e.operation for e in gateway.events(OWNER.owner_id, job_id)]
+    ops = [e.operation for e in gateway.ledger.events(job_id)]
     assert ops[0] == "prepare"
     assert "apply_done" in ops and "undo_done" in ops
 
 
-def test_undo_touches_only_recorded_fields(gateway: Gateway, server: ContractServer) -> None:
+def test_undo_touches_only_recorded_fields(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     server.set_field(PATH, "/name", "Ada King")  # an unrelated field moves
     undo = gateway.preview(OWNER, job_id, Operation.UNDO)
     assert undo.token
@@ -91,21 +84,21 @@ def test_undo_touches_only_recorded_fields(gateway: Gateway, server: ContractSer
 
 
 def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     big = "987654321098765432109876543210"
     dec = "0.1000000000000000055511151231257827"
     old_big = b"123456789012345678901234567890"
     start = server.raw_bytes(PATH)
     job_id = prepare(gateway, balance=JsonNumber(big), ratio=JsonNumber(dec + "1"))
-    assert isinstance(gateway.ledger, Ledger)
-    with gateway.ledger.raw() as c:
-        before_side, after_side = c.execute(
-            "SELECT before_side, after_side FROM changes WHERE job_id = ?", (job_id,)
-        ).fetchone()
+    stored = gateway.ledger.load_job(job_id)
+    assert stored is not None
+    before, after = stored.changes[0].before, stored.changes[0].after
+    assert isinstance(before, dict) and isinstance(after, dict)
+    before_side, after_side = dumps(before), dumps(after)
     assert old_big.decode() in before_side and dec in before_side
     assert big in after_side and dec + "1" in after_side
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
     assert big.encode() in server.raw_bytes(PATH)
     assert (dec + "1").encode() in server.raw_bytes(PATH)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
@@ -115,7 +108,7 @@ def test_lossless_numbers_survive_prepare_ledger_patch_readback_and_undo(
 
 
 def test_wrapped_record_under_a_pointer(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     cfg = make_config(
         server,
@@ -130,8 +123,8 @@ def test_wrapped_record_under_a_pointer(
     )
     gw = open_gateway(cfg)
     start = server.raw_bytes("/records/wrapped-7")
-    job_id = prepare(gw, "ticket", status="closed", priority=JsonNumber("5"))
-    assert apply(gw, job_id) is JobState.APPLIED
+    job_id = prepare(gw, resource_id="ticket", status="closed", priority=JsonNumber("5"))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     doc = server.get_record("/records/wrapped-7")
     assert isinstance(doc["data"], dict) and doc["data"]["status"] == "closed"
     token = gw.preview(OWNER, job_id, Operation.UNDO).token
@@ -140,13 +133,13 @@ def test_wrapped_record_under_a_pointer(
     assert server.raw_bytes("/records/wrapped-7") == start
 
 
-def test_remove_and_add_fields_and_undo(gateway: Gateway, server: ContractServer) -> None:
+def test_remove_and_add_fields_and_undo(gateway: LocalGateway, server: ContractServer) -> None:
     req = PrepareRequest(
         summary="Drop the tier, add a note",
         changes=(ChangeRequest(resource_id="customer", remove=("tier",)),),
     )
     job_id = gateway.prepare(AGENT, "account-assistant", req).job.id
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
     assert "tier" not in server.get_record(PATH)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
@@ -155,10 +148,10 @@ def test_remove_and_add_fields_and_undo(gateway: Gateway, server: ContractServer
 
 
 def test_outside_edit_between_apply_and_undo_is_a_conflict(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     server.set_field(PATH, "/status", "churned")
     writes = server.write_count(PATH)
     preview = gateway.preview(OWNER, job_id, Operation.UNDO)
@@ -170,10 +163,10 @@ def test_outside_edit_between_apply_and_undo_is_a_conflict(
 
 
 def test_outside_edit_after_undo_preview_refuses_confirm(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     server.set_field(PATH, "/status", "churned")
@@ -185,7 +178,7 @@ def test_outside_edit_after_undo_preview_refuses_confirm(
 
 
 def test_changed_between_preview_and_confirm_writes_nothing(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -198,7 +191,9 @@ def test_changed_between_preview_and_confirm_writes_nothing(
     assert gateway.get_job(OWNER.owner_id, job_id).state is JobState.PREPARED
 
 
-def test_fields_moved_since_prepare_block_apply(gateway: Gateway, server: ContractServer) -> None:
+def test_fields_moved_since_prepare_block_apply(
+    gateway: LocalGateway, server: ContractServer
+) -> None:
     job_id = prepare(gateway, status="customer")
     server.set_field(PATH, "/status", "prospect")
     preview = gateway.preview(OWNER, job_id, Operation.APPLY)
@@ -209,27 +204,27 @@ def test_fields_moved_since_prepare_block_apply(gateway: Gateway, server: Contra
 
 @pytest.mark.parametrize("status", [401, 403, 404, 405, 409, 412, 415, 422])
 def test_refusal_statuses_are_certain_refusals(
-    gateway: Gateway, server: ContractServer, status: int
+    gateway: LocalGateway, server: ContractServer, status: int
 ) -> None:
     job_id = prepare(gateway, status="customer")
     server.arm(f"status:{status}", PATH)
-    state = apply(gateway, job_id)
+    state = confirmed(gateway, job_id).job.state
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.actions[-1].status is ActionStatus.REFUSED
     assert job.actions[-1].response_status == status
     assert state is JobState.PREPARED  # nothing applied, so it can be resumed
     assert server.get_record(PATH)["status"] == "lead"
     # Resume after a certain refusal: a fresh preview applies the pending change.
-    assert apply(gateway, job_id) is JobState.APPLIED
+    assert confirmed(gateway, job_id).job.state is JobState.APPLIED
 
 
 @pytest.mark.parametrize("fault", ["apply_then_500", "apply_then_drop", "ok_without_apply"])
 def test_unknown_outcomes_are_uncertain_and_need_review(
-    gateway: Gateway, server: ContractServer, fault: str
+    gateway: LocalGateway, server: ContractServer, fault: str
 ) -> None:
     job_id = prepare(gateway, status="customer")
     server.arm(fault, PATH)
-    assert apply(gateway, job_id) is JobState.NEEDS_REVIEW
+    assert confirmed(gateway, job_id).job.state is JobState.NEEDS_REVIEW
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.actions[-1].status is ActionStatus.UNCERTAIN
     assert job.changes[0].state is ChangeState.UNCERTAIN
@@ -237,7 +232,7 @@ def test_unknown_outcomes_are_uncertain_and_need_review(
     assert applied is (fault != "ok_without_apply")
 
 
-def test_weak_etag_on_readback_is_uncertain(gateway: Gateway, server: ContractServer) -> None:
+def test_weak_etag_on_readback_is_uncertain(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
     assert token
@@ -249,19 +244,17 @@ def test_weak_etag_on_readback_is_uncertain(gateway: Gateway, server: ContractSe
 
 @pytest.mark.parametrize("fault", ["duplicate_keys", "weak_etag", "no_etag"])
 def test_contract_breaches_refused_at_prepare(
-    gateway: Gateway, server: ContractServer, fault: str
+    gateway: LocalGateway, server: ContractServer, fault: str
 ) -> None:
     server.arm(fault, PATH)
     with pytest.raises(RemoteContractBreach):
         prepare(gateway, status="customer")
-    assert isinstance(gateway.ledger, Ledger)
-    with gateway.ledger.raw() as c:
-        assert c.execute("SELECT COUNT(*) FROM jobs").fetchone()[0] == 0
+    assert gateway.ledger.read(lambda tx: tx.usage()).jobs == 0
 
 
-def test_prepare_refusals(gateway: Gateway) -> None:
+def test_prepare_refusals(gateway: LocalGateway) -> None:
     with pytest.raises(NotFound):
-        prepare(gateway, "nope", status="x")
+        prepare(gateway, resource_id="nope", status="x")
     with pytest.raises(InvalidRequest, match="not allow-listed"):
         prepare(gateway, name="Grace")
     with pytest.raises(InvalidRequest, match="path"):
@@ -270,7 +263,9 @@ def test_prepare_refusals(gateway: Gateway) -> None:
         prepare(gateway, status="lead")
 
 
-def test_stale_expected_version_prepares_nothing(gateway: Gateway, server: ContractServer) -> None:
+def test_stale_expected_version_prepares_nothing(
+    gateway: LocalGateway, server: ContractServer
+) -> None:
     old = server.etag(PATH)
     server.touch(PATH)
     req = PrepareRequest(
@@ -283,7 +278,7 @@ def test_stale_expected_version_prepares_nothing(gateway: Gateway, server: Contr
 
 
 def test_expired_preview_token_is_refused(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     now = [1_000_000.0]
     gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
@@ -296,7 +291,7 @@ def test_expired_preview_token_is_refused(
     assert server.write_count(PATH) == 0
 
 
-def test_reused_preview_token(gateway: Gateway, server: ContractServer) -> None:
+def test_reused_preview_token(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
     assert token
@@ -312,7 +307,7 @@ def test_reused_preview_token(gateway: Gateway, server: ContractServer) -> None:
     assert server.write_count(PATH) == 2
 
 
-def test_unknown_token_and_foreign_owner(gateway: Gateway) -> None:
+def test_unknown_token_and_foreign_owner(gateway: LocalGateway) -> None:
     job_id = prepare(gateway, status="customer")
     with pytest.raises(NotFound):
         gateway.confirm(OWNER, job_id, "not-a-token")
@@ -324,7 +319,7 @@ def test_unknown_token_and_foreign_owner(gateway: Gateway) -> None:
 
 
 def test_dry_run_sends_nothing_and_keeps_the_token(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer", balance=JsonNumber("1e400"))
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -343,10 +338,10 @@ def test_dry_run_sends_nothing_and_keeps_the_token(
 
 
 def test_conflict_when_undo_guard_broken_at_confirm(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
-    apply(gateway, job_id)
+    confirmed(gateway, job_id)
     token = gateway.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     # Same ETag as the preview saw is impossible after an edit, so break the guard by
@@ -358,10 +353,10 @@ def test_conflict_when_undo_guard_broken_at_confirm(
 
 
 def test_two_record_job_undoes_in_reverse_order(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
-    assert apply(gw, job_id) is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     token = gw.preview(OWNER, job_id, Operation.UNDO).token
     assert token
     job = gw.confirm(OWNER, job_id, token).job

@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from .conftest import cli
+from .serving import cli
 from .test_cli_review import prepare, reviewer_env
 
 BODY = (

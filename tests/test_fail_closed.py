@@ -23,6 +23,8 @@ from undogate.contract_server import ContractServer
 from undogate.errors import Quarantined
 from undogate.jobs import ActionStatus, Actor, ChangeState, JobState, Observation, Operation
 
+from .worlds import ApiWorld
+
 PATH = "/records/customer-123"
 
 
@@ -75,7 +77,7 @@ def prepare(client: TestClient, world: Any, status: str) -> Any:
 
 
 def test_a_landed_write_whose_outcome_cannot_be_recorded_fails_closed(
-    api_world: Any, server: ContractServer, small_disk: Path
+    api_world: ApiWorld, server: ContractServer, small_disk: Path
 ) -> None:
     gw = api_world.gateway
     me = Actor(api_world.owner_id, api_world.owner_id, "operator", "test")

@@ -1,5 +1,5 @@
 """The operations on a PostgreSQL ledger: prepare, preview, confirm, a racing confirm,
-undo and a restart's recovery, through the Gateway against the contract server."""
+undo and a restart's recovery, through the LocalGateway against the contract server."""
 
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import httpx
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import UndogateError
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import SCHEMA_VERSION
 from undogate.operations.recovery import settle_expired
 
-from .conftest import AGENT, OWNER, cli, make_config, resource, serve_log, serving
 from .postgres import PostgresCluster
+from .serving import cli, serve_log, serving
+from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
 
 PATH = "/records/customer-123"
 
@@ -30,7 +30,7 @@ PATH = "/records/customer-123"
 def test_a_job_is_applied_and_undone_on_a_postgresql_ledger(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     postgres_cluster: PostgresCluster,
 ) -> None:
     url = postgres_cluster.fresh_database()
@@ -120,7 +120,7 @@ def test_undogate_serve_processes_share_a_postgresql_ledger(
 def test_a_late_outcome_of_a_process_whose_lease_expired_is_refused(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     postgres_cluster: PostgresCluster,
 ) -> None:
     """A process that stalls past its lease while its write hangs: another process
@@ -173,7 +173,7 @@ def test_a_late_outcome_of_a_process_whose_lease_expired_is_refused(
 def test_a_process_started_with_a_changed_identity_leaves_a_running_job_to_its_process(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     postgres_cluster: PostgresCluster,
 ) -> None:
     url = postgres_cluster.fresh_database()

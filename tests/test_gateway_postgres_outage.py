@@ -17,9 +17,9 @@ import yaml
 
 from undogate.contract_server import ContractServer
 
-from .conftest import serve_log, serving
 from .postgres import PostgresCluster, start_cluster
-from .test_webhooks_served import PATH, Gateway
+from .serving import serve_log, serving
+from .test_webhooks_served import PATH, WebhookWorld
 from .webhook_receiver import Receiver, new_secret
 
 # The gateway's own loop tries every second and its pool reconnects about every second;
@@ -41,7 +41,7 @@ def test_a_write_whose_outcome_was_lost_with_the_database_is_settled_when_it_ret
 ) -> None:
     receiver = Receiver(new_secret()).start()
     try:
-        gw = Gateway(tmp_path, server, receiver, ledger=cluster.fresh_database())
+        gw = WebhookWorld(tmp_path, server, receiver, ledger=cluster.fresh_database())
         # A long lease: the sweep of expired leases runs only every 100 s, so only the
         # confirm that left the write unsettled can have woken the loop that settles it.
         config = yaml.safe_load(gw.config.read_text())

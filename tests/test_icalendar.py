@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from undogate.adapters.dav.content import Instance, content_lines
-from undogate.engine import Gateway
 from undogate.errors import InvalidRequest, RemoteContractBreach
 from undogate.jobs import ChangeRequest, JobState, Operation
 from undogate.views import job_receipt
@@ -35,6 +34,7 @@ from .dav_world import (
     server_of,
 )
 from .davservers import run
+from .worlds import LocalGateway
 
 FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
 PARIS = {"TZID": "Europe/Paris"}
@@ -47,7 +47,9 @@ def dav(request: pytest.FixtureRequest) -> DavCollections:
 
 
 @pytest.fixture
-def event(dav: DavCollections, data_dir: Path) -> Iterator[tuple[Gateway, DavCollections, str]]:
+def event(
+    dav: DavCollections, data_dir: Path
+) -> Iterator[tuple[LocalGateway, DavCollections, str]]:
     path, _ = seed(dav, dav.calendar, EVENT, ".ics")
     with dav_gateway(data_dir, dav_resource(dav, "review", "icalendar", path, FIELDS)) as gw:
         yield gw, dav, path
@@ -60,7 +62,7 @@ def nested(text: str, component: str) -> list[str]:
 
 
 def test_an_event_moved_and_moved_back_keeps_its_time_zone_and_alarm(
-    event: tuple[Gateway, DavCollections, str],
+    event: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = event
     start, _ = held(dav, path)
@@ -87,7 +89,7 @@ def test_an_event_moved_and_moved_back_keeps_its_time_zone_and_alarm(
     assert nested(back, "VTIMEZONE") == nested(start, "VTIMEZONE")
 
 
-def test_times_are_shown_with_their_zone(event: tuple[Gateway, DavCollections, str]) -> None:
+def test_times_are_shown_with_their_zone(event: tuple[LocalGateway, DavCollections, str]) -> None:
     gw, _, _ = event
     job = prepare(
         gw,
@@ -108,7 +110,7 @@ def test_times_are_shown_with_their_zone(event: tuple[Gateway, DavCollections, s
 
 
 def test_changing_the_description_leaves_the_alarms_own(
-    event: tuple[Gateway, DavCollections, str],
+    event: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = event
     job = prepare(gw, ChangeRequest("review", set={"DESCRIPTION": "Agenda, revised"}))
@@ -119,7 +121,7 @@ def test_changing_the_description_leaves_the_alarms_own(
 
 
 def test_times_a_calendar_would_misread_are_refused(
-    event: tuple[Gateway, DavCollections, str],
+    event: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, _, _ = event
     refusals = [

@@ -19,8 +19,9 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.operations.inbox import parse_time
 
-from .conftest import cli, resource
+from .serving import cli
 from .test_cli_review import Terminal, prepare, reviewer_env
+from .worlds import ApiWorld, resource
 
 MANY = {
     "limits": {
@@ -53,7 +54,9 @@ def _get(client: TestClient, key: str, query: str = "") -> Any:
     return client.get(f"/api/v1/inbox{query}", headers={"Authorization": f"Bearer {key}"})
 
 
-def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_world: Any) -> None:
+def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(
+    api_world: ApiWorld,
+) -> None:
     w = api_world
     mine = _prepare(w, "account-assistant", "customer")
     other_agent = _prepare(w, "other-agent", "supplier")
@@ -86,7 +89,7 @@ def test_the_api_inbox_spans_agents_and_shows_only_what_the_key_may_see(api_worl
             assert answer.json()["error"]["details"]["field"] == field
 
 
-def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: Any) -> None:
+def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: ApiWorld) -> None:
     master = {"Authorization": f"Bearer {api_world.keys['master']}"}
     with TestClient(api_world.app) as client:
         for after in ("%C2%B2", "x1"):
@@ -99,6 +102,7 @@ def test_the_export_refuses_a_cursor_that_is_not_ascii_digits(api_world: Any) ->
 def busy_world(server: ContractServer, data_dir: Path, open_gateway: Any) -> Any:
     """api_world's shape, with quotas that let one agent prepare 130 jobs at once."""
     from undogate.api import create_app
+    from undogate.service import Service
 
     config = parse_config(
         {
@@ -114,7 +118,7 @@ def busy_world(server: ContractServer, data_dir: Path, open_gateway: Any) -> Any
     return SimpleNamespace(
         gateway=gw,
         server=server,
-        app=create_app(gw, keyring),
+        app=create_app(Service(gw, keyring)),
         owner_id=owner.credential.id,
         keys={"owner": owner.key},
     )
@@ -157,7 +161,7 @@ def test_parse_time_reads_durations_and_iso_dates() -> None:
         parse_time("last week", now, name="since")
 
 
-def test_bulk_reject_and_a_reason_over_the_api(api_world: Any) -> None:
+def test_bulk_reject_and_a_reason_over_the_api(api_world: ApiWorld) -> None:
     w = api_world
     ids = [_prepare(w, "account-assistant", "customer") for _ in range(3)]
     bob_id = w.keyring.authenticate(w.keys["other_operator"]).owner_id
@@ -182,7 +186,7 @@ def test_bulk_reject_and_a_reason_over_the_api(api_world: Any) -> None:
         assert long.status_code == 400 and long.json()["error"]["details"]["field"] == "reason"
         said = client.post(f"/api/v1/jobs/{one}/reject", json={"reason": " why "}, headers=auth)
         assert said.status_code == 200
-        assert w.gateway.events(w.owner_id, one)[-1].detail == {"reason": "why"}
+        assert w.gateway.ledger.events(one)[-1].detail == {"reason": "why"}
         bodies: tuple[dict[str, object], ...] = (
             {"jobs": []},
             {"jobs": ["j"] * 101},
@@ -210,13 +214,13 @@ def _signed_in(client: TestClient, key: str) -> str:
     return csrf_of(client.get("/inbox").text)
 
 
-def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: Any) -> None:
+def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: ApiWorld) -> None:
     from undogate.app import build_app
 
     w = api_world
     ids = [_prepare(w, "account-assistant", "customer") for _ in range(2)]
     other = _prepare(w, "other-agent", "supplier")
-    app = build_app(w.gateway, w.keyring)
+    app = build_app(w.service)
     with TestClient(app, base_url="http://127.0.0.1") as client:
         csrf = _signed_in(client, w.keys["owner"])
         page = client.get("/inbox").text

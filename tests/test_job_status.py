@@ -12,25 +12,17 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 from undogate.contract_server import ContractServer
 
-from .conftest import (
-    BEFORE_VALUES,
-    RECORD,
-    Connect,
-    World,
-    base_env,
-    resource,
-    run,
-    served_gateway,
-)
+from .serving import base_env, served_gateway
+from .worlds import BEFORE_VALUES, RECORD, Connect, ServedWorld, resource, run
 
 REASON = "Ada is not a customer yet: the contract is unsigned"
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def world(tmp_path: Path) -> Iterator[ServedWorld]:
     """A served gateway whose ``tracker`` is opted in to job_status; ``preparer`` is not."""
     with ContractServer(None) as contract:
         contract.set_record("/records/supplier-7", {"status": "active", "owner": "kim"})
@@ -53,7 +45,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         )
         env = base_env()
         keys: dict[str, str] = {}
-        with open_service(config, environ=env) as svc:
+        with open_configured(config, environ=env) as svc:
             operator = svc.keyring.create_operator(label="alice")
             keys["operator"] = operator.key
             for agent in ("tracker", "preparer"):
@@ -61,10 +53,10 @@ def world(tmp_path: Path) -> Iterator[World]:
                     owner_id=operator.credential.id, agent_id=agent, label=agent
                 ).key
         with served_gateway(config, env) as url:
-            yield World(url=url, contract=contract, keys=keys)
+            yield ServedWorld(url=url, contract=contract, keys=keys)
 
 
-def _http(world: World, method: str, path: str, key: str, body: Any = None) -> httpx.Response:
+def _http(world: ServedWorld, method: str, path: str, key: str, body: Any = None) -> httpx.Response:
     return httpx.request(
         method,
         world.url + path,
@@ -76,7 +68,7 @@ def _http(world: World, method: str, path: str, key: str, body: Any = None) -> h
 
 
 def test_an_agent_reads_its_own_jobs_state_and_the_reviewers_reason(
-    world: World, connect: Connect
+    world: ServedWorld, connect: Connect
 ) -> None:
     other = _http(
         world,
@@ -126,7 +118,7 @@ def test_an_agent_reads_its_own_jobs_state_and_the_reviewers_reason(
     run(scenario)
 
 
-def test_job_status_over_http_is_for_opted_in_agents_and_their_own_jobs(world: World) -> None:
+def test_job_status_over_http_is_for_opted_in_agents_and_their_own_jobs(world: ServedWorld) -> None:
     body = {"summary": "s", "changes": [{"resource": "customer", "set": {"status": "x"}}]}
     job_id = _http(world, "POST", "/api/v1/jobs", "tracker", body).json()["job_id"]
     mine = _http(world, "GET", f"/api/v1/jobs/{job_id}/status", "tracker")

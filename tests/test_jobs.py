@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import itertools
+import re
+from pathlib import Path
 
 import pytest
 
+from undogate.cli.inbox import COUNT_WORDS
+from undogate.cli.review import SETTLED_OK
 from undogate.errors import TransitionNotAllowed
 from undogate.jobs import (
+    STATES,
     TRANSITIONS,
     ChangeState,
     JobState,
@@ -17,6 +22,10 @@ from undogate.jobs import (
     state_after_settling,
     state_after_undo,
 )
+from undogate.mcp.descriptions import JOB_STATUS_DESCRIPTION
+from undogate.operations.inbox import VIEW_WORDS, VIEWS
+from undogate.web.present import NAV_COUNTS_SHOWN, STATE_WORDS
+from undogate.webhooks.settings import EVENTS
 
 EDGES = [
     (event, src, dst)
@@ -87,3 +96,44 @@ def test_state_after_settling() -> None:
     assert state_after_settling([A, P], undo_started=False) is JobState.PARTIALLY_APPLIED
     assert state_after_settling([U, A], undo_started=True) is JobState.PARTIALLY_UNDONE
     assert state_after_settling([U, U], undo_started=True) is JobState.UNDONE
+
+
+# -- the state table: what each state means, read by every surface ---------------------
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def test_every_state_has_its_facts() -> None:
+    assert list(STATES) == list(JobState)  # every state, in the machine's order
+    for state, facts in STATES.items():
+        assert facts.words and facts.for_agent, state
+        # A state the inbox lists as waiting is work a person owes: the quotas count it.
+        assert (facts.inbox_view is None) == (facts.waiting_words is None), state
+        assert facts.inbox_view is None or facts.unresolved, state
+        assert not (facts.terminal and (facts.unresolved or facts.running)), state
+
+
+def test_every_surface_reads_each_state_from_the_table() -> None:
+    """The pages, the CLI, the inbox, webhooks and an agent's ``job_status`` text each
+    cover every state the table gives them; a state missing anywhere fails here."""
+    assert set(STATE_WORDS) == set(JobState)
+    assert {s.value for s in JobState if STATES[s].ends_well} == SETTLED_OK
+    for state, facts in STATES.items():
+        assert f"- `{state.value}`: {facts.for_agent}" in JOB_STATUS_DESCRIPTION
+        if facts.webhook is not None:
+            assert facts.webhook in EVENTS, state
+        if facts.inbox_view is not None:
+            assert state in VIEWS[facts.inbox_view][0] and facts.inbox_view in VIEW_WORDS
+            assert (state.value, facts.waiting_words[0]) in COUNT_WORDS  # type: ignore[index]
+            assert (state.value, *facts.waiting_words, facts.inbox_view) in NAV_COUNTS_SHOWN  # type: ignore[misc]
+    assert set(EVENTS) == {f.webhook for f in STATES.values() if f.webhook}
+
+
+def test_the_docs_name_every_state_and_every_event() -> None:
+    machine = (DOCS / "state-machine.md").read_text(encoding="utf-8")
+    webhooks = (DOCS / "webhooks.md").read_text(encoding="utf-8")
+    for state, facts in STATES.items():
+        assert re.search(rf"\b{state.value}\b", machine), state
+        if facts.webhook is not None:
+            row = re.search(rf"^\| `{re.escape(facts.webhook)}` \|.*$", webhooks, re.M)
+            assert row is not None and f"`{state.value}`" in row.group(0), state

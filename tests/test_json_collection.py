@@ -11,7 +11,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     Ambiguous,
     ConfigError,
@@ -24,19 +23,10 @@ from undogate.errors import (
 )
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation, Operation
 
-from .collections_world import (
-    CONTACTS,
-    change,
-    contacts,
-    prepare,
-    run,
-    seed,
-    state,
-    verify_and_accept,
-)
-from .conftest import OWNER, make_config
+from .collections_world import CONTACTS, change, contacts, seed, state, verify_and_accept
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare
 
-Opener = Callable[[Config], Gateway]
+Opener = Callable[[Config], LocalGateway]
 
 
 @pytest.fixture
@@ -45,12 +35,12 @@ def config(server: ContractServer, data_dir: Path) -> Config:
 
 
 @pytest.fixture
-def gw(config: Config, open_gateway: Opener) -> Gateway:
+def gw(config: Config, open_gateway: Opener) -> LocalGateway:
     return open_gateway(config)
 
 
 def test_create_is_irreversible_until_verified_and_needs_acknowledgement(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
     job = gw.ledger.load_job(job_id)
@@ -72,7 +62,7 @@ def test_create_is_irreversible_until_verified_and_needs_acknowledgement(
 
 
 def test_create_then_undo_removes_exactly_that_record(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     other = seed(server, "bob", email="bob@example.com", name="Bob")
     bob = server.raw_bytes(other)
@@ -80,9 +70,9 @@ def test_create_then_undo_removes_exactly_that_record(
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann-1"))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert not preview.needs_acknowledgement and preview.changes[0].reversible
-    assert run(gw, job_id, ack=False).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
     assert set(server.collection_records(CONTACTS)) == {"bob", "ann-1"}
-    undone = run(gw, job_id, Operation.UNDO, ack=False).job
+    undone = confirmed(gw, job_id, Operation.UNDO).job
     assert undone.state is JobState.UNDONE
     assert undone.actions[-1].method == "DELETE"
     assert undone.actions[-1].if_match == undone.changes[0].applied_etag
@@ -91,11 +81,11 @@ def test_create_then_undo_removes_exactly_that_record(
 
 
 def test_undo_of_a_create_refused_once_the_record_changed(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     server.set_field(f"{CONTACTS}/ann", "/notes", "called her")  # an outside edit
     edited = server.raw_bytes(f"{CONTACTS}/ann")
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
@@ -105,7 +95,9 @@ def test_undo_of_a_create_refused_once_the_record_changed(
     assert gw.preview(OWNER, job_id, Operation.UNDO).blockers[0]["code"] == "conflict"
 
 
-def test_create_refuses_an_existing_id_and_a_bad_one(gw: Gateway, server: ContractServer) -> None:
+def test_create_refuses_an_existing_id_and_a_bad_one(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     seed(server, "ann", email="ann@example.com")
     with pytest.raises(Conflict):
         prepare(gw, change(create={"email": "x@example.com"}, record_id="ann"))
@@ -118,7 +110,7 @@ def test_create_refuses_an_existing_id_and_a_bad_one(gw: Gateway, server: Contra
 
 
 def test_delete_keeps_the_pre_image_and_its_undo_restores_it_exactly(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     path = seed(server, "ann", email="ann@example.com", name="Ann", extra={"kept": [1, 2]})
     start = server.get_record(path)
@@ -127,18 +119,18 @@ def test_delete_keeps_the_pre_image_and_its_undo_restores_it_exactly(
     assert job is not None and job.changes[0].before == {"record": start, "server_fields": []}
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.changes[0].irreversible
-    assert run(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert server.collection_records(CONTACTS) == {}
     assert gw.preview(OWNER, job_id, Operation.UNDO).blockers[0]["code"] == "undo_not_verified"
     verify_and_accept(gw, config)
-    undone = run(gw, job_id, Operation.UNDO).job
+    undone = confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job
     assert undone.state is JobState.UNDONE
     assert undone.actions[-1].method == "PUT"
     assert server.get_record(path) == start
 
 
 def test_delete_refused_when_the_record_changed_since_prepare(
-    gw: Gateway, server: ContractServer
+    gw: LocalGateway, server: ContractServer
 ) -> None:
     path = seed(server, "ann", email="ann@example.com", name="Ann")
     job_id = prepare(gw, change(record_id="ann", delete=True))
@@ -148,38 +140,38 @@ def test_delete_refused_when_the_record_changed_since_prepare(
     assert server.get_record(path)["notes"] == "new"
 
 
-def test_delete_of_a_missing_record_is_not_found(gw: Gateway) -> None:
+def test_delete_of_a_missing_record_is_not_found(gw: LocalGateway) -> None:
     with pytest.raises(NotFound):
         prepare(gw, change(record_id="nobody", delete=True))
 
 
 def test_recreate_refused_by_the_store_leaves_the_job_applied(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(record_id="ann", delete=True))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     server.refuse_recreate(CONTACTS)
-    done = run(gw, job_id, Operation.UNDO).job
+    done = confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True).job
     assert done.state is JobState.APPLIED
     assert done.actions[-1].status is ActionStatus.REFUSED
     assert server.collection_records(CONTACTS) == {}
 
 
 def test_upsert_creates_updates_or_refuses_ambiguity(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     created = prepare(gw, change(upsert={"email": "Ann@Example.com", "status": "lead"}))
     job = gw.ledger.load_job(created)
     assert job is not None and job.changes[0].before is not None
-    run(gw, created)
+    confirmed(gw, created, acknowledge_irreversible=True)
     assert len(server.collection_records(CONTACTS)) == 1
     updated = prepare(gw, change(upsert={"email": " ann@EXAMPLE.com ", "status": "customer"}))
     job = gw.ledger.load_job(updated)
     assert job is not None and job.changes[0].fields == ("email", "status")
-    run(gw, updated)
+    confirmed(gw, updated, acknowledge_irreversible=True)
     (record,) = server.collection_records(CONTACTS).values()
     assert record["status"] == "customer"
     seed(server, "dup", email="ANN@example.com")
@@ -195,50 +187,60 @@ def test_upsert_creates_updates_or_refuses_ambiguity(
     assert server.write_counts() == writes
 
 
-def test_update_by_id_patches_the_record_and_undoes(gw: Gateway, server: ContractServer) -> None:
+def test_update_by_id_patches_the_record_and_undoes(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     path = seed(server, "ann", email="ann@example.com", status="lead")
     start = server.raw_bytes(path)
     job_id = prepare(gw, change(record_id="ann", set={"status": "customer"}))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert not preview.needs_acknowledgement  # an update's undo needs no verification
-    assert run(gw, job_id, ack=False).job.actions[0].method == "PATCH"
+    assert confirmed(gw, job_id).job.actions[0].method == "PATCH"
     assert server.get_record(path)["status"] == "customer"
-    run(gw, job_id, Operation.UNDO, ack=False)
+    confirmed(gw, job_id, Operation.UNDO)
     assert server.get_record(path) == {"id": "ann", "email": "ann@example.com", "status": "lead"}
     assert server.raw_bytes(path) == start
 
 
-def test_two_records_of_one_collection_never_overlap(gw: Gateway, server: ContractServer) -> None:
+def test_two_records_of_one_collection_never_overlap(
+    gw: LocalGateway, server: ContractServer
+) -> None:
     seed(server, "ann", email="ann@example.com", status="lead")
     seed(server, "bob", email="bob@example.com", status="lead")
     first = prepare(gw, change(record_id="ann", set={"status": "customer"}))
     second = prepare(gw, change(record_id="bob", set={"status": "customer"}))
-    run(gw, first)
+    confirmed(gw, first, acknowledge_irreversible=True)
     server.arm("apply_then_drop", f"{CONTACTS}/bob")
-    assert run(gw, second).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, second, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     # bob's uncertain write quarantines bob, never ann.
-    assert run(gw, first, Operation.UNDO).job.state is JobState.UNDONE
+    assert (
+        confirmed(gw, first, Operation.UNDO, acknowledge_irreversible=True).job.state
+        is JobState.UNDONE
+    )
 
 
 def test_put_create_whose_answer_was_lost_is_resolved_by_its_url(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
     server.arm("apply_then_drop", f"{CONTACTS}/ann")
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.state is JobState.NEEDS_REVIEW
     assert done.changes[0].state is ChangeState.UNCERTAIN
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
-    assert run(gw, job_id, Operation.ACCEPT_OBSERVED).job.state is JobState.APPLIED
-    run(gw, job_id, Operation.UNDO)
+    assert (
+        confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job.state
+        is JobState.APPLIED
+    )
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert server.collection_records(CONTACTS) == {}  # created once, removed once
 
 
 def _post_world(
     server: ContractServer, data_dir: Path, open_gateway: Opener
-) -> tuple[Gateway, Config]:
+) -> tuple[LocalGateway, Config]:
     config = make_config(server, data_dir, contacts(server, create="post"))
     return open_gateway(config), config
 
@@ -253,11 +255,11 @@ def test_post_create_takes_its_id_from_the_answer(
     with pytest.raises(InvalidRequest):
         prepare(gw, change(create={"email": "a@example.com"}, record_id="chosen"))
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.actions[0].method == "POST" and done.state is JobState.APPLIED
     (rid,) = server.collection_records(CONTACTS)
     assert done.changes[0].target == rid
-    run(gw, job_id, Operation.UNDO)
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert server.collection_records(CONTACTS) == {}
 
 
@@ -269,14 +271,14 @@ def test_post_create_lost_answer_finds_the_one_new_record(
     seed(server, "old", email="ann@example.com")  # there before: never taken for ours
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
     server.arm("apply_then_drop", CONTACTS)
-    done = run(gw, job_id).job
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
     assert done.state is JobState.NEEDS_REVIEW and done.changes[0].target is None
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
-    settled = run(gw, job_id, Operation.ACCEPT_OBSERVED).job
+    settled = confirmed(gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True).job
     new = [r for r in server.collection_records(CONTACTS) if r != "old"]
     assert settled.changes[0].target == new[0]
-    run(gw, job_id, Operation.UNDO)
+    confirmed(gw, job_id, Operation.UNDO, acknowledge_irreversible=True)
     assert set(server.collection_records(CONTACTS)) == {"old"}
 
 
@@ -286,7 +288,7 @@ def test_post_create_lost_answer_with_two_candidates_is_blocked(
     gw, _ = _post_world(server, data_dir, open_gateway)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("apply_then_drop", CONTACTS)
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     seed(server, "someone-else", email="ANN@example.com")
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.token is None
@@ -299,7 +301,7 @@ def test_post_create_lost_answer_with_nothing_found_is_blocked(
     gw, _ = _post_world(server, data_dir, open_gateway)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("status:503", CONTACTS)  # an answer that says nothing
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     assert state(gw, job_id) is JobState.NEEDS_REVIEW
     preview = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.blockers[0]["code"] == "reconciliation_blocked"
@@ -326,12 +328,12 @@ def test_config_refuses_what_would_guess(
 
 
 def test_confirming_an_undo_no_longer_verified_is_refused(
-    gw: Gateway, server: ContractServer, config: Config
+    gw: LocalGateway, server: ContractServer, config: Config
 ) -> None:
     seed(server, "ann", email="ann@example.com")
     verify_and_accept(gw, config)
     job_id = prepare(gw, change(record_id="ann", delete=True))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
     assert preview.token is not None
     verify_and_accept(gw, config, undos=("undo_of_create",))  # re-create no longer verified
@@ -348,18 +350,20 @@ def test_an_uncertain_post_create_quarantines_the_whole_collection_until_reconci
     seed(server, "bob", email="bob@example.com", status="lead")
     job_id = prepare(gw, change(create={"email": "ann@example.com"}))
     server.arm("apply_then_drop", CONTACTS)
-    assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
     other = prepare(gw, change(record_id="bob", set={"status": "customer"}))
     with pytest.raises(Quarantined):
         gw.preview(OWNER, other, Operation.APPLY)
-    run(gw, job_id, Operation.ACCEPT_OBSERVED)  # the one new record is ours: now named
-    assert run(gw, other).job.state is JobState.APPLIED
+    confirmed(
+        gw, job_id, Operation.ACCEPT_OBSERVED, acknowledge_irreversible=True
+    )  # the one new record is ours: now named
+    assert confirmed(gw, other, acknowledge_irreversible=True).job.state is JobState.APPLIED
 
 
 def test_other_kinds_refuse_the_collection_shapes_and_settings(
     server: ContractServer, data_dir: Path, open_gateway: Opener
 ) -> None:
-    from .conftest import resource
+    from .worlds import resource
 
     gw = open_gateway(
         make_config(
@@ -391,7 +395,7 @@ def test_other_kinds_refuse_the_collection_shapes_and_settings(
     assert "resources[1].identity" in str(refused.value.details)
 
 
-def test_one_record_of_a_collection_per_job(gw: Gateway) -> None:
+def test_one_record_of_a_collection_per_job(gw: LocalGateway) -> None:
     """Two upserts of one email in one job would both find nothing and create it twice."""
     twice = change(upsert={"email": "ann@example.com"})
     with pytest.raises(InvalidRequest) as refused:

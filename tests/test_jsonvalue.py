@@ -8,7 +8,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from undogate.etag import ETag, if_match_satisfied, parse_etag, parse_etag_list
 from undogate.jsonvalue import (
     JsonError,
     JsonNumber,
@@ -18,6 +17,7 @@ from undogate.jsonvalue import (
     loads_object,
     resolve_record,
 )
+from undogate.net.etag import ETag, if_match_satisfied, parse_etag, parse_etag_list
 
 
 def test_numbers_keep_their_exact_text() -> None:

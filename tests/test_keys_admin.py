@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
 
 import httpx
 import yaml
@@ -19,7 +18,8 @@ from starlette.testclient import TestClient
 from undogate.contract_server import ContractServer
 from undogate.jsonvalue import loads
 
-from .conftest import SERVED_PATH, cli, resource, serving
+from .serving import SERVED_PATH, cli, serving
+from .worlds import ApiWorld, resource
 
 
 def _config(tmp_path: Path, server: ContractServer) -> Path:
@@ -126,7 +126,7 @@ def test_owner_defaults_to_the_only_operator_directly(
     assert f"op_{operator[4:16]}" in ambiguous.stderr and f"op_{bob[4:16]}" in ambiguous.stderr
 
 
-def test_master_key_without_owner_needs_exactly_one_operator(api_world: Any) -> None:
+def test_master_key_without_owner_needs_exactly_one_operator(api_world: ApiWorld) -> None:
     """Over the API the master key has no owner of its own: the only operator, or name one."""
     master = {"Authorization": f"Bearer {api_world.keys['master']}"}
     body = {"kind": "agent", "agent": "account-assistant"}
@@ -214,7 +214,7 @@ def test_contract_server_prints_its_routes_and_init_example_works_against_them(
             assert prepared.status_code == 201, prepared.text
 
 
-def test_an_admin_key_holds_every_scope_and_agent_or_is_not_made(api_world: Any) -> None:
+def test_an_admin_key_holds_every_scope_and_agent_or_is_not_made(api_world: ApiWorld) -> None:
     """keys:admin can make any key, so a narrower admin key would only look narrower."""
     master = {"Authorization": f"Bearer {api_world.keys['master']}"}
     every = ["agents:read", "agents:write", "keys:admin"]

@@ -25,7 +25,8 @@ import pytest
 
 from undogate.config import parse_config
 from undogate.ledger import Ledger
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint, latest_verification
 
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
@@ -79,9 +80,9 @@ def test_the_endpoint_check_verifies_kinto(kinto: KintoServer, data_dir: Path) -
             "agents": [{"id": "account-assistant", "tools": ["list_resources"]}],
         }
     )
-    ledger, http = Ledger.open(data_dir), RemoteHTTP()
+    ledger, http = Ledger.open(data_dir), PinnedClient()
     try:
-        result = check_endpoint(config, ledger, http, "customer-copy", ENV)
+        result = check_endpoint(Context(config, ledger, http, environ=ENV), "customer-copy")
         production = config.resource("customer")
         assert production is not None and latest_verification(ledger, production)
     finally:

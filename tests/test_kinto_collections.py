@@ -24,15 +24,16 @@ from typing import Any
 import pytest
 
 from undogate.config import Config, parse_config
-from undogate.engine import Gateway
 from undogate.errors import Ambiguous, TransitionNotAllowed
 from undogate.jobs import JobState, Observation, Operation
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.operations.undo_offer import accept_verified_undo
 
-from .collections_world import change, prepare, run, verify_and_accept
-from .conftest import OWNER
+from .collections_world import change, verify_and_accept
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
 from .relay import relay
+from .worlds import OWNER, LocalGateway, confirmed, prepare
 
 BUCKET = "/buckets/undogate"
 ENV = {"KINTO_AUTH": f"{USER}:{PASSWORD}"}
@@ -78,9 +79,9 @@ def collection(kinto: KintoServer, rid: str, name: str, **extra: Any) -> dict[st
 def world(
     kinto: KintoServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     request: pytest.FixtureRequest,
-) -> tuple[Gateway, str]:
+) -> tuple[LocalGateway, str]:
     """A fresh production collection and its test copy, both seeded with one record."""
     name = request.node.name.replace("_", "-")[5:45]
     for suffix in ("", "-copy"):
@@ -99,19 +100,19 @@ def world(
     return open_gateway(config, environ=ENV), name
 
 
-def verify(gw: Gateway) -> None:
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", ENV)
+def verify(gw: LocalGateway) -> None:
+    result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ=ENV), "contacts-copy")
     assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
     assert result.undos == ("undo_of_create", "recreate")
-    gw.accept_verified_undo(OWNER, "contacts")
+    accept_verified_undo(gw, OWNER, "contacts")
 
 
 def test_the_check_verifies_kinto_collections_and_leaves_the_copy(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     before = listed(kinto, name + "-copy")
-    result = check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", ENV)
+    result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ=ENV), "contacts-copy")
     steps = {s.name: s for s in result.steps}
     assert result.passed, [(s.name, s.summary) for s in result.steps]
     assert steps["probe_created"].evidence == {"status": 201, "method": "PUT"}
@@ -122,26 +123,26 @@ def test_the_check_verifies_kinto_collections_and_leaves_the_copy(
 
 
 def test_create_then_undo_removes_exactly_that_record(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     verify(gw)
     before = listed(kinto, name)
     job_id = prepare(gw, change(create={"email": "ann@example.com", "name": "Ann"}))
-    done = run(gw, job_id, ack=False).job
+    done = confirmed(gw, job_id).job
     rid = done.changes[0].target
     assert rid is not None and listed(kinto, name)[rid]["email"] == "ann@example.com"
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     assert listed(kinto, name) == before
 
 
 def test_create_then_outside_edit_then_undo_is_refused(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     verify(gw)
     job_id = prepare(gw, change(create={"email": "ann@example.com"}, record_id="ann"))
-    run(gw, job_id)
+    confirmed(gw, job_id, acknowledge_irreversible=True)
     kinto.request("PATCH", f"{records(name)}/ann", json={"data": {"name": "Edited"}})
     edited = listed(kinto, name)["ann"]
     preview = gw.preview(OWNER, job_id, Operation.UNDO)
@@ -150,7 +151,7 @@ def test_create_then_outside_edit_then_undo_is_refused(
 
 
 def test_upsert_of_an_email_two_records_share_is_ambiguous_and_writes_nothing(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     kinto.request("PUT", f"{records(name)}/one", json={"data": {"email": "Ann@Example.com"}})
@@ -164,7 +165,7 @@ def test_upsert_of_an_email_two_records_share_is_ambiguous_and_writes_nothing(
 
 
 def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
-    kinto: KintoServer, world: tuple[Gateway, str]
+    kinto: KintoServer, world: tuple[LocalGateway, str]
 ) -> None:
     gw, name = world
     kinto.request(
@@ -176,12 +177,12 @@ def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
     job_id = prepare(gw, change(record_id="ann", delete=True))
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.needs_acknowledgement and preview.changes[0].irreversible
-    assert run(gw, job_id).job.state is JobState.APPLIED
+    assert confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.APPLIED
     assert "ann" not in listed(kinto, name)
     blocked = gw.preview(OWNER, job_id, Operation.UNDO)
     assert blocked.token is None and blocked.blockers[0]["code"] == "undo_not_verified"
     verify(gw)
-    assert run(gw, job_id, Operation.UNDO, ack=False).job.state is JobState.UNDONE
+    assert confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
     back = listed(kinto, name)["ann"]
     assert {k: v for k, v in back.items() if k != "last_modified"} == {
         k: v for k, v in original.items() if k != "last_modified"
@@ -189,7 +190,7 @@ def test_delete_is_irreversible_until_verified_and_its_undo_restores_the_record(
 
 
 def test_post_create_and_query_lookup(
-    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     name = "post-and-query"
     kinto.request("PUT", f"{BUCKET}/collections/{name}", json={})
@@ -206,7 +207,7 @@ def test_post_create_and_query_lookup(
     )
     gw = open_gateway(config, environ=ENV)
     created = prepare(gw, change(upsert={"email": "Bo@Example.com", "status": "lead"}))
-    done = run(gw, created).job
+    done = confirmed(gw, created, acknowledge_irreversible=True).job
     assert done.actions[0].method == "POST" and done.state is JobState.APPLIED
     (rid,) = listed(kinto, name)
     assert done.changes[0].target == rid
@@ -215,13 +216,13 @@ def test_post_create_and_query_lookup(
     updated = prepare(gw, change(upsert={"email": " Bo@Example.com", "status": "customer"}))
     job = gw.ledger.load_job(updated)
     assert job is not None and job.changes[0].target == rid
-    run(gw, updated)
+    confirmed(gw, updated, acknowledge_irreversible=True)
     assert listed(kinto, name)[rid]["status"] == "customer"
 
 
 @pytest.mark.parametrize("create", ["put", "post"])
 def test_a_held_create_never_adopts_a_third_partys_record(
-    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., Gateway], create: str
+    kinto: KintoServer, data_dir: Path, open_gateway: Callable[..., LocalGateway], create: str
 ) -> None:
     """The create never reaches Kinto (a relay holds it and closes without an answer);
     someone else then creates, where the lost create would be found, a record with its
@@ -246,7 +247,9 @@ def test_a_held_create_never_adopts_a_third_partys_record(
         asked = change(create=values, record_id="ann") if create == "put" else change(create=values)
         job_id = prepare(gw, asked)
         held.withhold_next_write()
-        assert run(gw, job_id).job.state is JobState.NEEDS_REVIEW
+        assert (
+            confirmed(gw, job_id, acknowledge_irreversible=True).job.state is JobState.NEEDS_REVIEW
+        )
         assert [line.split(b" ")[0] for line in held.withheld] == [create.upper().encode()]
         assert listed(kinto, name) == {}  # Kinto never saw it
         if create == "put":

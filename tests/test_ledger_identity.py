@@ -25,7 +25,8 @@ from undogate.ledger import DB_NAME, Ledger, Reader
 from undogate.ledger.identity import MARKER_NAME, META_KEY
 from undogate.ledger.sqlite import SQLiteTransaction
 
-from .conftest import MASTER_KEY, SERVE, cli, free_port, serve_log, wait_healthy
+from .serving import SERVE, cli, free_port, serve_log, wait_healthy
+from .worlds import MASTER_KEY
 
 PAGE = 4096
 GARBAGE = bytes(range(256)) * (PAGE // 256)

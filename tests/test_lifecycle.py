@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     Forbidden,
     IdempotencyKeyReused,
@@ -32,35 +31,30 @@ from undogate.jobs import (
     Operation,
     PrepareRequest,
 )
-from undogate.jsonvalue import JsonValue
 
-from .conftest import AGENT, OWNER, make_config, resource, two_record_job
+from .worlds import (
+    AGENT,
+    OWNER,
+    LocalGateway,
+    confirmed,
+    make_config,
+    prepare,
+    resource,
+    two_record_job,
+)
 
 PATH = "/records/customer-123"
 
 
-def prepare(gw: Gateway, **set_: JsonValue) -> str:
-    req = PrepareRequest(
-        summary="change", changes=(ChangeRequest(resource_id="customer", set=dict(set_)),)
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
-def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
-    preview = gw.preview(OWNER, job_id, op)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
-
-
-def make_uncertain(gw: Gateway, server: ContractServer, fault: str = "apply_then_500") -> str:
+def make_uncertain(gw: LocalGateway, server: ContractServer, fault: str = "apply_then_500") -> str:
     job_id = prepare(gw, status="customer")
     server.arm(fault, PATH)
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     return job_id
 
 
 def test_uncertain_action_quarantines_its_fields_until_reconciled(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     blocking = make_uncertain(gateway, server)
     other = prepare(gateway, status="vip")
@@ -68,7 +62,7 @@ def test_uncertain_action_quarantines_its_fields_until_reconciled(
         gateway.preview(OWNER, other, Operation.APPLY)
     assert info.value.details["blocking_job"] == blocking
     unrelated = prepare(gateway, owner="grace")  # another field is not quarantined
-    assert run(gateway, unrelated, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, unrelated, Operation.APPLY).job.state is JobState.APPLIED
     preview = gateway.preview(OWNER, blocking, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_APPLIED
     assert preview.token
@@ -80,27 +74,27 @@ def test_uncertain_action_quarantines_its_fields_until_reconciled(
     assert job.actions[0].observation is Observation.LOOKS_APPLIED
     # Quarantine lifted: the other job (prepared over the applied value) may now run,
     # and the reconciled job, now older than it, waits for it to be undone first.
-    assert run(gateway, other, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, other, Operation.APPLY).job.state is JobState.APPLIED
     with pytest.raises(LaterJobOverlaps):
         gateway.preview(OWNER, blocking, Operation.UNDO)
-    assert run(gateway, other, Operation.UNDO) is JobState.UNDONE
-    assert run(gateway, blocking, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, other, Operation.UNDO).job.state is JobState.UNDONE
+    assert confirmed(gateway, blocking, Operation.UNDO).job.state is JobState.UNDONE
     assert server.get_record(PATH)["status"] == "lead"
 
 
 def test_accept_observed_not_applied_allows_a_fresh_apply(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = make_uncertain(gateway, server, fault="ok_without_apply")
     preview = gateway.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
     assert preview.changes[0].observation is Observation.LOOKS_NOT_APPLIED
     assert preview.token
     assert gateway.confirm(OWNER, job_id, preview.token).job.state is JobState.PREPARED
-    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.APPLY).job.state is JobState.APPLIED
 
 
 def test_accept_observed_neither_blocks_reconciliation(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = make_uncertain(gateway, server)
     server.set_field(PATH, "/status", "something else")
@@ -112,34 +106,34 @@ def test_accept_observed_neither_blocks_reconciliation(
 
 
 def test_undo_refuses_to_pass_a_later_overlapping_job(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     first = prepare(gateway, status="customer")
-    run(gateway, first, Operation.APPLY)
+    confirmed(gateway, first, Operation.APPLY)
     second = prepare(gateway, status="vip")
-    run(gateway, second, Operation.APPLY)
+    confirmed(gateway, second, Operation.APPLY)
     with pytest.raises(LaterJobOverlaps) as info:
         gateway.preview(OWNER, first, Operation.UNDO)
     assert info.value.details["later_job"] == second
-    assert run(gateway, second, Operation.UNDO) is JobState.UNDONE
-    assert run(gateway, first, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, second, Operation.UNDO).job.state is JobState.UNDONE
+    assert confirmed(gateway, first, Operation.UNDO).job.state is JobState.UNDONE
     assert server.get_record(PATH)["status"] == "lead"
 
 
-def test_once_undo_started_never_apply_again(gateway: Gateway, server: ContractServer) -> None:
+def test_once_undo_started_never_apply_again(gateway: LocalGateway, server: ContractServer) -> None:
     job_id = prepare(gateway, status="customer")
-    run(gateway, job_id, Operation.APPLY)
+    confirmed(gateway, job_id, Operation.APPLY)
     server.arm("status:409", PATH)  # the undo is refused: nothing restored
-    assert run(gateway, job_id, Operation.UNDO) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.UNDO).job.state is JobState.APPLIED
     job = gateway.get_job(OWNER.owner_id, job_id)
     assert job.undo_started
     # Nothing is pending anyway, but even so an apply preview is refused outright.
     with pytest.raises(TransitionNotAllowed):
         gateway.preview(OWNER, job_id, Operation.APPLY)
-    assert run(gateway, job_id, Operation.UNDO) is JobState.UNDONE
+    assert confirmed(gateway, job_id, Operation.UNDO).job.state is JobState.UNDONE
 
 
-def test_rejected_job_can_never_be_applied(gateway: Gateway) -> None:
+def test_rejected_job_can_never_be_applied(gateway: LocalGateway) -> None:
     job_id = prepare(gateway, status="customer")
     assert gateway.reject(OWNER, job_id).state is JobState.REJECTED
     with pytest.raises(TransitionNotAllowed, match="rejected"):
@@ -149,7 +143,7 @@ def test_rejected_job_can_never_be_applied(gateway: Gateway) -> None:
 
 
 def test_token_from_before_a_rejection_cannot_apply(
-    gateway: Gateway, server: ContractServer
+    gateway: LocalGateway, server: ContractServer
 ) -> None:
     job_id = prepare(gateway, status="customer")
     token = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -161,14 +155,14 @@ def test_token_from_before_a_rejection_cannot_apply(
 
 
 def test_identity_change_invalidates_but_token_rotation_does_not(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     env = {"CUSTOMER_TOKEN": "first-secret"}
     base = resource(server, "customer", PATH, token_env="CUSTOMER_TOKEN")
     gw = open_gateway(make_config(server, data_dir, base), environ=env)
     kept = prepare(gw, status="customer")
     applied = prepare(gw, owner="grace")
-    run(gw, applied, Operation.APPLY)
+    confirmed(gw, applied, Operation.APPLY)
     gw.ledger.close()
     gw.http.close()
     # Same identity, rotated token value: nothing is invalidated.
@@ -191,13 +185,13 @@ def test_identity_change_invalidates_but_token_rotation_does_not(
 
 
 def test_operation_ceiling_makes_the_write_in_flight_uncertain(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_gateway(make_config(server, data_dir, http_timeout_s=1.5, request_timeout_s=8))
     job_id = prepare(gw, status="customer")
     server.arm("hang", PATH)
     started = time.monotonic()
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     assert time.monotonic() - started < 6
     action = gw.get_job(OWNER.owner_id, job_id).actions[-1]
     assert action.status is ActionStatus.UNCERTAIN
@@ -205,17 +199,17 @@ def test_operation_ceiling_makes_the_write_in_flight_uncertain(
 
 
 def test_request_timeout_makes_the_write_uncertain(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw = open_gateway(make_config(server, data_dir, request_timeout_s=0.5))
     job_id = prepare(gw, status="customer")
     server.arm("hang", PATH)
-    assert run(gw, job_id, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     assert gw.get_job(OWNER.owner_id, job_id).changes[0].state is ChangeState.UNCERTAIN
 
 
 def test_job_count_limit_refuses_new_work_and_keeps_history(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     cfg = make_config(server, data_dir)
     cfg = type(cfg)(
@@ -231,11 +225,13 @@ def test_job_count_limit_refuses_new_work_and_keeps_history(
         prepare(gw, status="c")
     assert info.value.details["limit"] == "max_jobs"
     assert gw.get_job(OWNER.owner_id, first).state is JobState.PREPARED
-    assert run(gw, first, Operation.APPLY) is JobState.APPLIED  # existing jobs still work
+    assert (
+        confirmed(gw, first, Operation.APPLY).job.state is JobState.APPLIED
+    )  # existing jobs still work
 
 
 def test_job_size_and_confirm_attempt_limits(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     cfg = make_config(server, data_dir)
     cfg = type(cfg)(
@@ -250,7 +246,7 @@ def test_job_size_and_confirm_attempt_limits(
     job_id = prepare(gw, status="customer")
     for _ in range(2):
         server.arm("status:412", PATH)
-        assert run(gw, job_id, Operation.APPLY) is JobState.PREPARED
+        assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PREPARED
     token = gw.preview(OWNER, job_id, Operation.APPLY).token
     assert token
     with pytest.raises(LimitReached) as info:
@@ -260,22 +256,24 @@ def test_job_size_and_confirm_attempt_limits(
 
 
 def test_a_refusal_mid_job_stops_the_rest_and_the_receipt_says_which_ran(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     server.arm("status:403", "/records/wrapped-7")
-    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PARTIALLY_APPLIED
     job = gw.get_job(OWNER.owner_id, job_id)
     assert [(a.change_index, a.status) for a in job.actions] == [
         (0, ActionStatus.DONE),
         (1, ActionStatus.REFUSED),
     ]
-    assert run(gw, job_id, Operation.APPLY) is JobState.APPLIED  # resume: only the pending one
+    assert (
+        confirmed(gw, job_id, Operation.APPLY).job.state is JobState.APPLIED
+    )  # resume: only the pending one
     assert server.write_count(PATH) == 1
 
 
 def test_reviewer_rechecked_before_each_dispatch(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     calls = []
@@ -291,7 +289,7 @@ def test_reviewer_rechecked_before_each_dispatch(
     assert job.state is JobState.PARTIALLY_APPLIED
     assert [a.change_index for a in job.actions] == [0]
     assert server.write_count("/records/wrapped-7") == 0
-    ops = [e.operation for e in gw.events(OWNER.owner_id, job_id)]
+    ops = [e.operation for e in gw.ledger.events(job_id)]
     assert "dispatch_stopped" in ops
 
     # Refused before anything was recorded: the error surfaces and the token survives.
@@ -314,7 +312,7 @@ def test_reviewer_rechecked_before_each_dispatch(
 
 @pytest.mark.parametrize("same_token", [True, False])
 def test_concurrent_confirms_dispatch_exactly_once(
-    gateway: Gateway, server: ContractServer, same_token: bool
+    gateway: LocalGateway, server: ContractServer, same_token: bool
 ) -> None:
     job_id = prepare(gateway, status="customer")
     first = gateway.preview(OWNER, job_id, Operation.APPLY).token
@@ -348,7 +346,7 @@ def test_concurrent_confirms_dispatch_exactly_once(
 
 
 def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_the_same(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     for path in ("/records/r1", "/records/r2", "/records/r3"):
         server.set_record(path, {"status": "old"})
@@ -363,7 +361,7 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
     )
     job_id = gw.prepare(AGENT, "account-assistant", req).job.id
     server.arm("status:409", "/records/r2")
-    assert run(gw, job_id, Operation.APPLY) is JobState.PARTIALLY_APPLIED
+    assert confirmed(gw, job_id, Operation.APPLY).job.state is JobState.PARTIALLY_APPLIED
     undo_token = gw.preview(OWNER, job_id, Operation.UNDO).token
     apply_token = gw.preview(OWNER, job_id, Operation.APPLY).token
     assert undo_token and apply_token
@@ -385,12 +383,14 @@ def test_a_token_from_before_another_operation_never_runs_on_a_job_that_looks_th
         ChangeState.PENDING,
     ]
     assert server.get_record("/records/r1")["status"] == "new"  # the stale undo sent nothing
-    assert run(gw, job_id, Operation.UNDO) is JobState.UNDONE  # a fresh undo covers both
+    assert (
+        confirmed(gw, job_id, Operation.UNDO).job.state is JobState.UNDONE
+    )  # a fresh undo covers both
     assert all(server.get_record(f"/records/r{i}")["status"] == "old" for i in (1, 2, 3))
 
 
 def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     base = resource(server, "customer", PATH, fields=["status", "owner"])
     gw = open_gateway(make_config(server, data_dir, base))
@@ -410,7 +410,7 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
     gw2.http.close()
     # Under the configuration it was prepared with, a reviewer reconciles it...
     gw3 = open_gateway(make_config(server, data_dir, base))
-    assert run(gw3, uncertain, Operation.ACCEPT_OBSERVED) is JobState.APPLIED
+    assert confirmed(gw3, uncertain, Operation.ACCEPT_OBSERVED).job.state is JobState.APPLIED
     gw3.ledger.close()
     gw3.http.close()
     # ...and the new configuration then invalidates it (and the job prepared under the
@@ -419,11 +419,11 @@ def test_a_quarantine_outlives_a_config_change_until_it_is_reconciled(
     assert gw4.get_job(OWNER.owner_id, uncertain).state is JobState.INVALIDATED
     assert gw4.get_job(OWNER.owner_id, newer).state is JobState.INVALIDATED
     fresh = prepare(gw4, status="vip")
-    assert run(gw4, fresh, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gw4, fresh, Operation.APPLY).job.state is JobState.APPLIED
 
 
 def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> None:
     now = [1_000_000.0]
     gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
@@ -441,11 +441,13 @@ def test_an_idempotency_key_lapses_after_its_window_and_never_names_two_jobs(
         gw.prepare(AGENT, "account-assistant", req)
 
 
-def test_removing_a_field_twice_is_one_removal(gateway: Gateway, server: ContractServer) -> None:
+def test_removing_a_field_twice_is_one_removal(
+    gateway: LocalGateway, server: ContractServer
+) -> None:
     req = PrepareRequest(
         summary="drop", changes=(ChangeRequest(resource_id="customer", remove=("owner", "owner")),)
     )
     job_id = gateway.prepare(AGENT, "account-assistant", req).job.id
     assert gateway.get_job(OWNER.owner_id, job_id).changes[0].fields == ("owner",)
-    assert run(gateway, job_id, Operation.APPLY) is JobState.APPLIED
+    assert confirmed(gateway, job_id, Operation.APPLY).job.state is JobState.APPLIED
     assert "owner" not in server.get_record(PATH)

@@ -13,11 +13,12 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 
-from .conftest import Connect, World, base_env, run, served_gateway
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
+from .serving import base_env, served_gateway
 from .test_kinto_collections import BUCKET, collection, listed, records
+from .worlds import Connect, ServedWorld, run
 
 AGENT = "account-assistant"
 
@@ -31,8 +32,8 @@ def kinto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KintoServer]:
         yield srv
 
 
-class KintoWorld(World):
-    """conftest's World (the leak check, the API helpers) over a Kinto collection."""
+class KintoWorld(ServedWorld):
+    """conftest's ServedWorld (the leak check, the API helpers) over a Kinto collection."""
 
     def confirm(self, job_id: str, operation: str, **body: Any) -> httpx.Response:
         preview = self.api("POST", f"/api/v1/jobs/{job_id}/previews", {"operation": operation})
@@ -48,7 +49,7 @@ class KintoWorld(World):
 
 
 @pytest.fixture
-def world(tmp_path: Path, kinto: KintoServer) -> Iterator[World]:
+def world(tmp_path: Path, kinto: KintoServer) -> Iterator[ServedWorld]:
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -63,7 +64,7 @@ def world(tmp_path: Path, kinto: KintoServer) -> Iterator[World]:
         )
     )
     env = {**base_env(), "KINTO_AUTH": f"{USER}:{PASSWORD}"}
-    with open_service(config, environ=env) as svc:
+    with open_configured(config, environ=env) as svc:
         operator = svc.keyring.create_operator(label="alice")
         keys = {
             "operator": operator.key,

@@ -15,17 +15,20 @@ import httpx
 import pytest
 import yaml
 
-from undogate.cli.serve import open_service
+from undogate.cli.serve import open_configured
 from undogate.contract_server import ContractServer
 
-from .conftest import ACCEPT_MCP, base_env, resource, served_gateway
+from .serving import base_env, served_gateway
+from .worlds import ACCEPT_MCP, resource
 
 AGENTS = ("account-assistant", "auditor")
 LISTEN_VERSION = "2026-07-28"  # the first protocol revision with subscriptions/listen
 
 
 @dataclass
-class Gateway:
+class StreamsWorld:
+    """A served gateway and its agents' keys, where streams are opened on ``/mcp``."""
+
     url: str
     keys: dict[str, str]
 
@@ -63,7 +66,7 @@ def _listen() -> dict[str, Any]:
 
 
 @contextmanager
-def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator[Gateway]:
+def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator[StreamsWorld]:
     config = tmp_path / "undogate.yaml"
     config.write_text(
         yaml.safe_dump(
@@ -76,14 +79,14 @@ def gateway(tmp_path: Path, contract: ContractServer, **limits: Any) -> Iterator
         )
     )
     env = base_env()
-    with open_service(config, environ=env) as svc:
+    with open_configured(config, environ=env) as svc:
         owner = svc.keyring.create_operator(label="alice").credential.id
         keys = {
             a: svc.keyring.create_agent_token(owner_id=owner, agent_id=a, label=a).key
             for a in AGENTS
         }
     with served_gateway(config, env) as url:
-        yield Gateway(url, keys)
+        yield StreamsWorld(url, keys)
 
 
 def _refused_for(response: httpx.Response) -> str:

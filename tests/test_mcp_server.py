@@ -20,7 +20,8 @@ from undogate.jsonvalue import dumps
 from undogate.mcp.bridge import RemoteBackend
 from undogate.mcp.tools import Refusal, agent_error
 
-from .conftest import RECORD, Connect, World, base_env, free_port, run
+from .serving import base_env, free_port
+from .worlds import RECORD, Connect, ServedWorld, run
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -106,7 +107,7 @@ def test_list_resources_shows_only_the_agents_resources_and_no_addresses(
 
 
 def test_a_prepared_job_is_applied_by_an_operator_through_the_api(
-    connect: Connect, world: World, transport: str
+    connect: Connect, world: ServedWorld, transport: str
 ) -> None:
     async def scenario() -> None:
         async with connect("account-assistant") as session:
@@ -160,7 +161,9 @@ def test_a_text_document_change_is_prepared_too(connect: Connect) -> None:
 # -- the safe-writes envelope ----------------------------------------------------------------
 
 
-def test_a_replay_with_the_same_key_returns_the_same_job(connect: Connect, world: World) -> None:
+def test_a_replay_with_the_same_key_returns_the_same_job(
+    connect: Connect, world: ServedWorld
+) -> None:
     async def scenario() -> None:
         arguments: dict[str, Any] = {
             "summary": "Promote",
@@ -177,7 +180,9 @@ def test_a_replay_with_the_same_key_returns_the_same_job(connect: Connect, world
     run(scenario)
 
 
-def test_the_same_key_with_a_different_change_is_refused(connect: Connect, world: World) -> None:
+def test_the_same_key_with_a_different_change_is_refused(
+    connect: Connect, world: ServedWorld
+) -> None:
     async def scenario() -> None:
         async with connect("account-assistant") as session:
             first = await session.prepare(
@@ -197,7 +202,9 @@ def test_the_same_key_with_a_different_change_is_refused(connect: Connect, world
     run(scenario)
 
 
-def test_concurrent_prepares_with_one_key_create_one_job(connect: Connect, world: World) -> None:
+def test_concurrent_prepares_with_one_key_create_one_job(
+    connect: Connect, world: ServedWorld
+) -> None:
     receipts: list[dict[str, Any]] = []
 
     async def scenario() -> None:
@@ -222,7 +229,7 @@ def test_concurrent_prepares_with_one_key_create_one_job(connect: Connect, world
 
 
 def test_a_stale_expected_version_is_refused_with_the_current_version(
-    connect: Connect, world: World
+    connect: Connect, world: ServedWorld
 ) -> None:
     read = world.contract.etag(RECORD)
     current = world.contract.set_field(RECORD, "/owner", "pat")  # someone else wrote since
@@ -251,7 +258,7 @@ def test_a_stale_expected_version_is_refused_with_the_current_version(
 
 
 def test_another_agents_resource_is_refused_exactly_like_an_unknown_one(
-    connect: Connect, world: World
+    connect: Connect, world: ServedWorld
 ) -> None:
     async def scenario() -> None:
         async with connect("account-assistant") as session:
@@ -273,7 +280,7 @@ def test_another_agents_resource_is_refused_exactly_like_an_unknown_one(
 
 
 def test_refusals_from_the_remote_system_reveal_no_address_or_variable(
-    connect: Connect, world: World
+    connect: Connect, world: ServedWorld
 ) -> None:
     world.contract.arm("weak_etag", RECORD)
 
@@ -304,7 +311,7 @@ def test_refusals_from_the_remote_system_reveal_no_address_or_variable(
 # -- the HTTP endpoint's own door ------------------------------------------------------------
 
 
-def test_the_mcp_endpoint_takes_only_live_agent_tokens(world: World) -> None:
+def test_the_mcp_endpoint_takes_only_live_agent_tokens(world: ServedWorld) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     headers = {"Accept": "application/json, text/event-stream"}
     for key, status, code in (
@@ -336,7 +343,7 @@ def _stdio(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_stdio_refuses_to_start_without_a_gateway_or_with_a_bad_token(world: World) -> None:
+def test_stdio_refuses_to_start_without_a_gateway_or_with_a_bad_token(world: ServedWorld) -> None:
     unset = _stdio({})
     assert unset.returncode == 2 and "UNDOGATE_AGENT_TOKEN" in unset.stderr
     bad = _stdio({"UNDOGATE_URL": world.url, "UNDOGATE_AGENT_TOKEN": world.keys["revoked"]})
@@ -403,7 +410,7 @@ def test_stdio_learns_the_agents_tools_from_the_gateway(
     run(scenario)
 
 
-def test_big_integers_arrive_exactly(connect: Connect, world: World) -> None:
+def test_big_integers_arrive_exactly(connect: Connect, world: ServedWorld) -> None:
     big = 987654321098765432109876543210
 
     async def scenario() -> None:

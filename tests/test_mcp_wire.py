@@ -20,8 +20,9 @@ from undogate.errors import InvalidRequest
 from undogate.jsonvalue import dumps, loads
 from undogate.mcp.wire import InboundMessage, WireRefusal, read_message
 
-from .conftest import ERROR_PREFIX, Connect, World, base_env, run
 from .raw_stdin import inject_raw, raw
+from .serving import base_env
+from .worlds import ERROR_PREFIX, Connect, ServedWorld, run
 
 CHANGE = {"resource": "customer", "set": {"status": "customer"}}
 
@@ -67,7 +68,7 @@ TABLE = [
 ]  # fmt: skip
 
 
-def _api_outcome(world: World, arguments: dict[str, Any]) -> tuple[str, ...]:
+def _api_outcome(world: ServedWorld, arguments: dict[str, Any]) -> tuple[str, ...]:
     response = world.post(
         "/api/v1/jobs", inject_raw(json.dumps(arguments).encode()), "account-assistant"
     )
@@ -77,7 +78,7 @@ def _api_outcome(world: World, arguments: dict[str, Any]) -> tuple[str, ...]:
     return ("refused", error["code"], error["details"].get("reason", ""))
 
 
-def _mcp_outcome(world: World, result: Any) -> tuple[str, ...]:
+def _mcp_outcome(world: ServedWorld, result: Any) -> tuple[str, ...]:
     text = getattr(result.content[0], "text", "")
     if not result.is_error:
         return ("stored", _stored_after(world, result.structured_content["job_id"]))
@@ -87,7 +88,7 @@ def _mcp_outcome(world: World, result: Any) -> tuple[str, ...]:
     return ("refused", match.group(1), json.loads(details or "{}").get("reason", ""))
 
 
-def _stored_after(world: World, job_id: str) -> str:
+def _stored_after(world: ServedWorld, job_id: str) -> str:
     """The job's stored after-values, read losslessly, as exact text."""
     response = world.get(f"/api/v1/jobs/{job_id}")
     job = loads(response.content)
@@ -98,7 +99,7 @@ def _stored_after(world: World, job_id: str) -> str:
 
 
 def test_the_tools_parse_arguments_exactly_like_the_http_api(
-    connect: Connect, world: World
+    connect: Connect, world: ServedWorld
 ) -> None:
     outcomes: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = []
 
@@ -132,12 +133,14 @@ WIRE_CASES = [  # the message, the JSON-RPC error code, the API's reason, the id
 ]
 
 
-def _api_refusal(world: World, body: bytes) -> tuple[str, str]:
+def _api_refusal(world: ServedWorld, body: bytes) -> tuple[str, str]:
     error = world.post("/api/v1/jobs", body, "account-assistant").json()["error"]
     return error["code"], error["details"]["reason"]
 
 
-def test_a_message_that_is_not_acceptable_json_gets_the_apis_code_over_http(world: World) -> None:
+def test_a_message_that_is_not_acceptable_json_gets_the_apis_code_over_http(
+    world: ServedWorld,
+) -> None:
     for body, rpc_code, reason, answered_id in WIRE_CASES:
         response = world.post("/mcp", body, "account-assistant")
         assert response.status_code == 400, response.text
@@ -152,7 +155,9 @@ def test_a_message_that_is_not_acceptable_json_gets_the_apis_code_over_http(worl
         )
 
 
-def test_a_line_that_is_not_acceptable_json_gets_the_apis_code_over_stdio(world: World) -> None:
+def test_a_line_that_is_not_acceptable_json_gets_the_apis_code_over_stdio(
+    world: ServedWorld,
+) -> None:
     lines = b"".join(body + b"\n" for body, *_ in WIRE_CASES)
     env = {
         **base_env(),

@@ -29,15 +29,14 @@ from hypothesis.stateful import (
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import UndogateError
 from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation, PrepareRequest
 from undogate.jsonvalue import JsonObject
 from undogate.ledger import open_store
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 
-from .conftest import AGENT, OWNER, make_config, resource
 from .postgres import PostgresCluster
+from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
 
 PATH = "/records/customer-123"
 FIELDS = ("status", "owner")
@@ -71,9 +70,9 @@ class GatewayModel(RuleBasedStateMachine):
         self.gw = self._open()
         self.jobs: list[str] = []
 
-    def _open(self) -> Gateway:
+    def _open(self) -> LocalGateway:
         ledger = open_store(self.config.server)
-        gw = Gateway(config=self.config, ledger=ledger, http=RemoteHTTP(request_timeout_s=1))
+        gw = LocalGateway(config=self.config, ledger=ledger, http=PinnedClient(request_timeout_s=1))
         gw.recover()
         return gw
 

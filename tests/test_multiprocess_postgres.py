@@ -23,8 +23,9 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, ChangeState, JobState
 from undogate.ledger.postgres import PostgresStore
 
-from .conftest import MASTER_KEY, cli, resource, serve_log, serving
 from .postgres import PostgresCluster
+from .serving import cli, serve_log, serving
+from .worlds import MASTER_KEY, resource
 
 CUSTOMER = "/records/customer-123"
 SUPPLIER = "/records/supplier-9"

@@ -18,7 +18,7 @@ import pytest
 import trustme
 
 from undogate.errors import BlockedAddress
-from undogate.net import NetworkFlags, RemoteHTTP, TransportFailure, check_url, system_resolver
+from undogate.net import NetworkFlags, PinnedClient, TransportFailure, check_url, system_resolver
 
 LOOPBACK = NetworkFlags(allow_loopback_http=True)
 DEFAULT = NetworkFlags()
@@ -114,8 +114,8 @@ def silent_listener() -> Iterator[int]:
 
 
 @pytest.fixture
-def client() -> Iterator[RemoteHTTP]:
-    http = RemoteHTTP()
+def client() -> Iterator[PinnedClient]:
+    http = PinnedClient()
     yield http
     http.close()
 
@@ -127,7 +127,7 @@ def url(server: _Server, path: str = "/r") -> str:
 # -- plain http over loopback ------------------------------------------------------------
 
 
-def test_a_read_reaches_the_literal_loopback_address_and_records_it(client: RemoteHTTP) -> None:
+def test_a_read_reaches_the_literal_loopback_address_and_records_it(client: PinnedClient) -> None:
     with http_server() as server:
         response = client.send("GET", url(server), headers={}, flags=LOOPBACK)
     assert response.status == 200
@@ -136,7 +136,7 @@ def test_a_read_reaches_the_literal_loopback_address_and_records_it(client: Remo
     assert server.seen[0].headers["host"] == f"127.0.0.1:{server.port}"
 
 
-def test_a_redirect_is_returned_and_never_followed(client: RemoteHTTP) -> None:
+def test_a_redirect_is_returned_and_never_followed(client: PinnedClient) -> None:
     with http_server() as elsewhere:
         moved = Reply(302, b"", [("Location", url(elsewhere, "/secret"))])
         with http_server(moved) as server:
@@ -147,7 +147,7 @@ def test_a_redirect_is_returned_and_never_followed(client: RemoteHTTP) -> None:
         assert elsewhere.seen == []
 
 
-def test_a_cookie_set_by_a_server_is_never_sent_back(client: RemoteHTTP) -> None:
+def test_a_cookie_set_by_a_server_is_never_sent_back(client: PinnedClient) -> None:
     reply = Reply(headers=[("Set-Cookie", "session=from-resource-a; Path=/")])
     with http_server(reply) as server:
         client.send("GET", url(server, "/a"), headers={}, flags=LOOPBACK)
@@ -164,7 +164,7 @@ def test_a_cookie_set_by_a_server_is_never_sent_back(client: RemoteHTTP) -> None
     assert all("cookie" not in seen.headers for seen in server.seen)
 
 
-def test_a_blocked_address_sends_nothing(client: RemoteHTTP) -> None:
+def test_a_blocked_address_sends_nothing(client: PinnedClient) -> None:
     with http_server() as server:
         with pytest.raises(BlockedAddress):
             client.send("GET", url(server), headers={}, flags=DEFAULT)
@@ -175,13 +175,13 @@ def test_a_blocked_address_sends_nothing(client: RemoteHTTP) -> None:
     assert server.seen == []
 
 
-def test_a_request_may_not_set_its_own_host_header(client: RemoteHTTP) -> None:
+def test_a_request_may_not_set_its_own_host_header(client: PinnedClient) -> None:
     with http_server() as server, pytest.raises(BlockedAddress):
         client.send("GET", url(server), headers={"HOST": "evil.example"}, flags=LOOPBACK)
     assert server.seen == []
 
 
-def test_a_pinned_pool_connects_to_its_checked_address_only(client: RemoteHTTP) -> None:
+def test_a_pinned_pool_connects_to_its_checked_address_only(client: PinnedClient) -> None:
     with http_server() as checked, http_server() as other:
         target = check_url(url(checked), LOOPBACK, system_resolver)
         pool = client._pools.for_target(target)
@@ -190,7 +190,7 @@ def test_a_pinned_pool_connects_to_its_checked_address_only(client: RemoteHTTP) 
     assert other.seen == []
 
 
-def test_a_request_carries_the_headers_http_1_1_needs(client: RemoteHTTP) -> None:
+def test_a_request_carries_the_headers_http_1_1_needs(client: PinnedClient) -> None:
     with http_server() as server:
         client.send("GET", url(server, "/r?q=1"), headers={"Accept": "text/plain"}, flags=LOOPBACK)
         client.send("PUT", url(server), headers={}, content=b"abc", flags=LOOPBACK)
@@ -218,7 +218,7 @@ def test_a_request_carries_the_headers_http_1_1_needs(client: RemoteHTTP) -> Non
     ],
 )
 def test_a_header_http_cannot_carry_is_certainly_not_sent(
-    client: RemoteHTTP, headers: dict[str, str]
+    client: PinnedClient, headers: dict[str, str]
 ) -> None:
     with http_server() as server, pytest.raises(TransportFailure) as failure:
         client.send("PUT", url(server), headers=headers, content=b"{}", flags=LOOPBACK)
@@ -226,7 +226,7 @@ def test_a_header_http_cannot_carry_is_certainly_not_sent(
     assert server.seen == []
 
 
-def test_reads_reuse_a_connection_and_writes_get_a_fresh_one(client: RemoteHTTP) -> None:
+def test_reads_reuse_a_connection_and_writes_get_a_fresh_one(client: PinnedClient) -> None:
     with http_server() as server:
         for _ in range(2):
             client.send("GET", url(server), headers={}, flags=LOOPBACK)
@@ -244,7 +244,7 @@ def test_reads_reuse_a_connection_and_writes_get_a_fresh_one(client: RemoteHTTP)
     assert len({read_a, write_a, write_b}) == 3
 
 
-def test_a_refused_connection_is_certainly_not_sent(client: RemoteHTTP) -> None:
+def test_a_refused_connection_is_certainly_not_sent(client: PinnedClient) -> None:
     with silent_listener() as port:
         pass  # closed again: nothing listens on this port now
     with pytest.raises(TransportFailure) as info:
@@ -253,7 +253,7 @@ def test_a_refused_connection_is_certainly_not_sent(client: RemoteHTTP) -> None:
 
 
 def test_a_hanging_server_hits_the_request_timeout() -> None:
-    http = RemoteHTTP(request_timeout_s=0.3)
+    http = PinnedClient(request_timeout_s=0.3)
     try:
         with silent_listener() as port:
             started = time.monotonic()
@@ -267,7 +267,7 @@ def test_a_hanging_server_hits_the_request_timeout() -> None:
     assert 0.2 < elapsed < 3.0
 
 
-def test_the_operation_deadline_shortens_the_request(client: RemoteHTTP) -> None:
+def test_the_operation_deadline_shortens_the_request(client: PinnedClient) -> None:
     with silent_listener() as port:
         started = time.monotonic()
         with pytest.raises(TransportFailure) as info:
@@ -285,26 +285,26 @@ def test_the_operation_deadline_shortens_the_request(client: RemoteHTTP) -> None
     assert elapsed < 3.0
 
 
-def test_an_expired_deadline_sends_nothing(client: RemoteHTTP) -> None:
+def test_an_expired_deadline_sends_nothing(client: PinnedClient) -> None:
     with http_server() as server, pytest.raises(TransportFailure) as info:
         client.send("GET", url(server), headers={}, flags=LOOPBACK, deadline=time.monotonic() - 1)
     assert info.value.sent is False
     assert server.seen == []
 
 
-def test_a_body_over_the_limit_is_a_failure_after_sending(client: RemoteHTTP) -> None:
+def test_a_body_over_the_limit_is_a_failure_after_sending(client: PinnedClient) -> None:
     with http_server(Reply(body=b"x" * 100)) as server, pytest.raises(TransportFailure) as info:
         client.send("GET", url(server), headers={}, flags=LOOPBACK, max_body=10)
     assert info.value.sent is True
 
 
 def test_proxies_from_the_environment_are_ignored(
-    client: RemoteHTTP, monkeypatch: pytest.MonkeyPatch
+    client: PinnedClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with silent_listener() as trap:
         for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "all_proxy"):
             monkeypatch.setenv(name, f"http://127.0.0.1:{trap}")
-        http = RemoteHTTP(request_timeout_s=2.0)
+        http = PinnedClient(request_timeout_s=2.0)
         try:
             with http_server() as server:
                 response = http.send("GET", url(server), headers={}, flags=LOOPBACK)
@@ -361,7 +361,7 @@ def tls_url(server: _Server, host: str = NAME) -> str:
 
 def test_an_untrusted_certificate_is_refused_before_sending(local_ca: LocalCA) -> None:
     resolver = CountingResolver(["127.0.0.1"])
-    http = RemoteHTTP(resolver=resolver, extra_allowed=EXTRA)
+    http = PinnedClient(resolver=resolver, extra_allowed=EXTRA)
     try:
         with (
             http_server(tls=local_ca.server_context) as server,
@@ -379,7 +379,7 @@ def test_the_ssl_cert_file_variable_does_not_widen_trust(
     local_ca: LocalCA, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(local_ca.bundle))
-    http = RemoteHTTP(resolver=CountingResolver(["127.0.0.1"]), extra_allowed=EXTRA)
+    http = PinnedClient(resolver=CountingResolver(["127.0.0.1"]), extra_allowed=EXTRA)
     try:
         with (
             http_server(tls=local_ca.server_context) as server,
@@ -395,7 +395,7 @@ def test_a_configured_bundle_is_trusted_and_the_pinned_connection_keeps_sni_and_
     local_ca: LocalCA,
 ) -> None:
     resolver = CountingResolver(["127.0.0.1"])
-    http = RemoteHTTP(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
+    http = PinnedClient(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
     try:
         with http_server(tls=local_ca.server_context) as server:
             response = http.send("GET", tls_url(server), headers={}, flags=DEFAULT)
@@ -410,7 +410,7 @@ def test_a_configured_bundle_is_trusted_and_the_pinned_connection_keeps_sni_and_
 
 def test_the_certificate_is_checked_against_the_configured_name(local_ca: LocalCA) -> None:
     resolver = CountingResolver(["127.0.0.1"])
-    http = RemoteHTTP(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
+    http = PinnedClient(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
     try:
         with (
             http_server(tls=local_ca.server_context) as server,
@@ -443,7 +443,7 @@ def test_dns_rebinding_never_gets_a_second_answer_in(
 ) -> None:
     # The first answer passes the policy; every later one is the metadata address.
     resolver = CountingResolver(["127.0.0.1"], ["169.254.169.254"])
-    http = RemoteHTTP(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
+    http = PinnedClient(ca_bundle=local_ca.bundle, resolver=resolver, extra_allowed=EXTRA)
     try:
         with http_server(tls=local_ca.server_context) as server:
             response = http.send("GET", tls_url(server), headers={}, flags=DEFAULT)
@@ -468,7 +468,7 @@ def test_a_name_with_one_public_and_one_loopback_answer_is_refused(
     getaddrinfo_calls: list[str],
 ) -> None:
     resolver = CountingResolver(["93.184.216.34", "127.0.0.1"])
-    http = RemoteHTTP(resolver=resolver)
+    http = PinnedClient(resolver=resolver)
     try:
         with pytest.raises(BlockedAddress) as info:
             http.send("GET", "https://rebind.example/r", headers={}, flags=DEFAULT)
@@ -486,7 +486,7 @@ def test_a_slow_resolver_is_bounded_by_the_request_timeout() -> None:
         release.wait(5)
         return ["93.184.216.34"]
 
-    http = RemoteHTTP(request_timeout_s=0.2, resolver=stuck)
+    http = PinnedClient(request_timeout_s=0.2, resolver=stuck)
     started = time.monotonic()
     try:
         with pytest.raises(TransportFailure) as info:
@@ -498,7 +498,7 @@ def test_a_slow_resolver_is_bounded_by_the_request_timeout() -> None:
     assert time.monotonic() - started < 3.0
 
 
-def test_a_compressed_body_is_never_decompressed(client: RemoteHTTP) -> None:
+def test_a_compressed_body_is_never_decompressed(client: PinnedClient) -> None:
     import gzip
 
     bomb = gzip.compress(b"0" * (4 * 1024 * 1024))  # 4 MiB of zeros, a few KiB on the wire

@@ -18,7 +18,7 @@ from undogate.net import (
     host_spelling_problem,
 )
 
-from .conftest import REPORT
+from .fixtures.report import REPORT
 
 # The four flag combinations, in this order, for every case below.
 FLAGS = (

@@ -22,16 +22,17 @@ from typing import Any
 import pytest
 
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.jobs import ActionStatus, Job, JobState, Operation
 from undogate.ledger import Ledger
 from undogate.net import RemoteResponse
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.operations.undo_offer import accept_verified_undo
 from undogate.testing import FaultProxy
 
-from .conftest import OWNER
 from .davservers import HookedHTTP, prepare_text, run
 from .object_stores import BLOCK_BLOB, S3_SECRET_ENV, BlobServer, S3Server
+from .worlds import OWNER, LocalGateway
 
 # Bytes a store must keep exactly: CRLF, a BOM, no final newline, non-ASCII.
 ORIGINAL = "\ufeff# Notes\r\n\r\nCall Ann about the café.\r\nNo newline at the end"
@@ -80,7 +81,7 @@ def document(store: Store, rid: str, name: str, **extra: Any) -> dict[str, Any]:
 @contextlib.contextmanager
 def store_gateway(
     data_dir: Path, store: Store, *resources: dict[str, Any]
-) -> Iterator[tuple[Gateway, ReadHookedHTTP, dict[str, str]]]:
+) -> Iterator[tuple[LocalGateway, ReadHookedHTTP, dict[str, str]]]:
     """A gateway over ``resources``, its hooked client, and the environment it reads its
     credentials from (change it to rotate one)."""
     config = parse_config(
@@ -94,7 +95,7 @@ def store_gateway(
     ledger = Ledger.open(config.server.data_dir)
     http = ReadHookedHTTP(request_timeout_s=config.server.request_timeout_s)
     try:
-        gw = Gateway(config=config, ledger=ledger, http=http, environ=environ)
+        gw = LocalGateway(config=config, ledger=ledger, http=http, environ=environ)
         gw.recover()
         yield gw, http, environ
     finally:
@@ -171,7 +172,8 @@ def test_the_check_verifies_the_store_and_a_create_and_its_undo(
         document(store, "notes-copy", copy, create=True, test_copy_of="notes"),
     )
     with store_gateway(data_dir, store, *resources) as (gw, _, _):
-        result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {**store.environ})
+        wire = Context(gw.config, gw.ledger, gw.http, environ={**store.environ})
+        result = check_endpoint(wire, "notes-copy")
         steps = {s.name: s for s in result.steps}
         assert result.passed and result.undos == ("undo_of_create",), result.steps
         assert all(s.passed for s in result.steps), result.steps
@@ -188,7 +190,7 @@ def test_the_check_verifies_the_store_and_a_create_and_its_undo(
         assert "remove_probe_document" not in steps  # nothing left behind
         assert stored(store, copy)[:2] == (200, b"The test copy.\n")
 
-        gw.accept_verified_undo(OWNER, "notes")
+        accept_verified_undo(gw, OWNER, "notes")
         job = prepare_text(gw, "notes", "Created by the agent.\n")
         done = run(gw, job.id, Operation.APPLY)
         assert done.state is JobState.APPLIED and done.actions[-1].method == "PUT"

@@ -11,7 +11,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import Quarantined
 from undogate.jobs import (
     ActionStatus,
@@ -19,10 +18,9 @@ from undogate.jobs import (
     ChangeState,
     JobState,
     Operation,
-    PrepareRequest,
 )
 
-from .conftest import AGENT, OWNER, make_config, resource
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 R1 = "/records/customer-123"
 S1 = "/records/wrapped-7"
@@ -30,8 +28,8 @@ S1 = "/records/wrapped-7"
 
 @pytest.fixture
 def two_records(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
-) -> Gateway:
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> LocalGateway:
     return open_gateway(
         make_config(
             server,
@@ -42,12 +40,7 @@ def two_records(
     )
 
 
-def prepare(gw: Gateway, *changes: ChangeRequest) -> str:
-    request = PrepareRequest(summary="test", changes=changes)
-    return gw.prepare(AGENT, "account-assistant", request).job.id
-
-
-def previewed(gw: Gateway, job_id: str) -> str:
+def previewed(gw: LocalGateway, job_id: str) -> str:
     preview = gw.preview(OWNER, job_id, Operation.APPLY)
     assert preview.token is not None, preview.blockers
     return preview.token
@@ -69,7 +62,7 @@ def in_background(fn: Callable[[], object]) -> tuple[threading.Thread, list[obje
 
 
 def test_a_write_in_flight_holds_its_fields_like_a_quarantine(
-    two_records: Gateway, server: ContractServer
+    two_records: LocalGateway, server: ContractServer
 ) -> None:
     gw = two_records
     first = prepare(gw, ChangeRequest(resource_id="r1", set={"status": "customer"}))
@@ -96,7 +89,7 @@ def test_a_write_in_flight_holds_its_fields_like_a_quarantine(
 
 
 def test_a_running_confirm_stops_at_a_quarantine_that_began_after_it_planned(
-    two_records: Gateway, server: ContractServer
+    two_records: LocalGateway, server: ContractServer
 ) -> None:
     """Job Y = [a slow write to s1, then r1.status] is confirming when job X on r1.status
     goes uncertain (without applying, so Y's If-Match would still match): Y must not
@@ -128,14 +121,14 @@ def test_a_running_confirm_stops_at_a_quarantine_that_began_after_it_planned(
     assert job.state is JobState.PARTIALLY_APPLIED, out
     assert [c.state for c in job.changes] == [ChangeState.APPLIED, ChangeState.PENDING]
     assert [a.status for a in job.actions] == [ActionStatus.DONE]
-    stopped = [e for e in gw.events(OWNER.owner_id, y) if e.operation == "dispatch_stopped"]
+    stopped = [e for e in gw.ledger.events(y) if e.operation == "dispatch_stopped"]
     assert stopped and stopped[0].detail is not None
     assert stopped[0].detail["code"] == "quarantined"
     assert stopped[0].target == "r1"
 
 
 def test_a_confirm_refused_by_a_write_in_flight_records_nothing(
-    two_records: Gateway, server: ContractServer
+    two_records: LocalGateway, server: ContractServer
 ) -> None:
     gw = two_records
     y = prepare(gw, ChangeRequest(resource_id="r1", set={"status": "customer"}))

@@ -25,23 +25,15 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import Actor, JobState
+from undogate.operations import owner_passkeys
+from undogate.operations.undo_offer import resource_undo_offer
 
-from .browser import (
-    RECORD,
-    ServedApp,
-    WebWorld,
-    chromium_missing,
-    prepare_body,
-    prepare_via_api,
-    save_shot,
-    served,
-    web_world,
-)
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .collections_world import record_passing_check
-from .conftest import cli
+from .serving import cli
 from .test_web_browser import TIMEOUT_MS
+from .worlds import RECORD, LocalGateway, WebWorld, prepare_body, prepare_via_api, web_world
 
 pytestmark = pytest.mark.skipif(chromium_missing() is not None, reason=chromium_missing() or "")
 
@@ -115,7 +107,7 @@ class Reviewer:
         """The first passkey, with a code an operator printed on the host."""
         owner = self.world.ids["alice"]
         host = Actor(id="host", owner_id=owner, kind="system", access_path="cli")
-        code = self.world.gateway.issue_passkey_enrolment(host, owner).code
+        code = owner_passkeys.issue_enrolment(self.world.gateway, host, owner).code
         self.page.goto(f"{self.url}/passkeys")
         self.page.get_by_label("Enrolment code").fill(code)
         self.page.get_by_label("Name it").fill(label)
@@ -170,7 +162,7 @@ def test_passkeys_approve_exact_previews_in_chromium(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     tmp_path: Path,
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
@@ -184,9 +176,11 @@ def test_passkeys_approve_exact_previews_in_chromium(
         page.get_by_role("button", name="Register a passkey").click()
         page.wait_for_selector("main h1")
         assert "not one made for your key" in page.inner_text("main")
-        assert world.gateway.passkeys(world.ids["alice"]) == []
+        assert world.gateway.ledger.read(lambda tx: tx.passkeys(world.ids["alice"])) == []
         you.enrol("laptop")
-        assert [p.label for p in world.gateway.passkeys(world.ids["alice"])] == ["laptop"]
+        assert [
+            p.label for p in world.gateway.ledger.read(lambda tx: tx.passkeys(world.ids["alice"]))
+        ] == ["laptop"]
         save_shot(page, "passkeys", docs=True)
 
         # confirm with user verification → applied (the page's own script signs)
@@ -264,7 +258,7 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
     record_passing_check(world.gateway, world.gateway.config, "notes", ("undo_of_create",))
@@ -281,14 +275,14 @@ def test_accepting_a_verified_undo_asks_the_passkey_in_chromium(
         you.user_verified(False)
         page.get_by_role("button", name="Accept the verified undo").click()
         page.wait_for_selector("#passkey-status[data-state=refused]")
-        assert world.gateway.undo_offer("notes").accepted == frozenset()
+        assert resource_undo_offer(world.gateway, "notes").accepted == frozenset()
 
         # with it → accepted, and the approval is in the chain
         you.user_verified(True)
         page.goto(f"{you.url}/resources/notes/undo")
         page.get_by_role("button", name="Accept the verified undo").click()
         page.wait_for_selector("text=Accepted: these verified undos are offered from now on.")
-        assert world.gateway.undo_offer("notes").accepted == {"undo_of_create"}
+        assert resource_undo_offer(world.gateway, "notes").accepted == {"undo_of_create"}
         verified = cli("ledger", "verify", str(data_dir))
         assert verified.returncode == 0, verified.stdout + verified.stderr
         you.context.close()
@@ -298,7 +292,7 @@ def test_another_passkey_and_a_revocation_need_a_live_one_in_chromium(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     """Alice adds her phone (her laptop's passkey approves exactly it) and revokes the
     laptop (the phone approves). A thief with her key signs in in a browser of its own:
@@ -310,7 +304,7 @@ def test_another_passkey_and_a_revocation_need_a_live_one_in_chromium(
         you = Reviewer(browser, site, world)
         page = you.page
         you.enrol("laptop")
-        [laptop] = world.gateway.passkeys(alice)
+        [laptop] = world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
 
         thief = Reviewer(browser, site, world)  # the same key, another browser
         thief.add_passkey()
@@ -327,7 +321,9 @@ def test_another_passkey_and_a_revocation_need_a_live_one_in_chromium(
         thief.page.evaluate(SEND_UNSIGNED)  # the laptop's Revoke, unsigned
         thief.page.wait_for_selector("main h1")
         assert "passkey_approval_required" in thief.page.inner_text("main")
-        assert [(p.id, p.revoked_at) for p in world.gateway.passkeys(alice)] == [(laptop.id, None)]
+        assert [
+            (p.id, p.revoked_at) for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+        ] == [(laptop.id, None)]
 
         # a new authenticator makes the new passkey (the laptop's is away: a browser
         # never registers one authenticator twice); the laptop's passkey, back as a
@@ -345,13 +341,21 @@ def test_another_passkey_and_a_revocation_need_a_live_one_in_chromium(
             )
         page.get_by_role("button", name="Approve with a passkey I have").click()
         page.wait_for_selector("text=Passkey “phone” registered")
-        live = [p.label for p in world.gateway.passkeys(alice) if p.revoked_at is None]
+        live = [
+            p.label
+            for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+            if p.revoked_at is None
+        ]
         assert live == ["laptop", "phone"]
 
         # revoke the laptop: a live passkey approves it
         page.locator("form[action$='/revoke'] button").first.click()
         page.wait_for_selector("text=Passkey revoked")
-        live = [p.label for p in world.gateway.passkeys(alice) if p.revoked_at is None]
+        live = [
+            p.label
+            for p in world.gateway.ledger.read(lambda tx: tx.passkeys(alice))
+            if p.revoked_at is None
+        ]
         assert live == ["phone"]
         verified = cli("ledger", "verify", str(data_dir))
         assert verified.returncode == 0, verified.stdout + verified.stderr

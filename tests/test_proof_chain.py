@@ -19,12 +19,12 @@ import pytest
 
 from undogate.chain import GENESIS, ChainedRow, row_hash
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import Operation
 from undogate.ledger import DB_NAME, Ledger
 from undogate.ledger.migrations import _MIGRATIONS, _chain_events, _split_sql
 
-from .conftest import OWNER, cli, two_record_job
+from .serving import cli
+from .worlds import OWNER, LocalGateway, two_record_job
 
 ATTACKER_DROPS = (
     "DROP TRIGGER events_append_only_update",
@@ -36,7 +36,7 @@ ATTACKER_DROPS = (
 def history(server: ContractServer, data_dir: Path, open_gateway: Any) -> tuple[Path, str]:
     """A closed ledger with a job applied and undone (and a second job prepared after
     it): (its file, the first job's id)."""
-    gw: Gateway
+    gw: LocalGateway
     gw, job_id = two_record_job(server, data_dir, open_gateway)
     for operation in (Operation.APPLY, Operation.UNDO):
         preview = gw.preview(OWNER, job_id, operation)

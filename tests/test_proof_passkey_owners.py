@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     EnrolmentCodeExpired,
     EnrolmentCodeRequired,
@@ -34,12 +33,11 @@ from undogate.errors import (
     UndogateError,
 )
 from undogate.jobs import Actor, JobState
-from undogate.ledger import DB_NAME, Event
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import DB_NAME, Event, open_chain
+from undogate.operations import owner_passkeys
 from undogate.passkeys import Approval
 from undogate.proof.ledger_check import verify_ledger
 
-from .conftest import OWNER, make_config, resource
 from .ledger.conftest import credential
 from .postgres import PostgresCluster
 from .soft_authenticator import SoftAuthenticator, unb64
@@ -51,17 +49,17 @@ from .test_proof_passkeys import (
     approval,
     confirm,
     enrolment_code,
-    prepare,
     preview,
     register,
     revoke,
 )
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def gw(
     request: pytest.FixtureRequest, server: ContractServer, data_dir: Path, open_gateway: Any
-) -> Gateway:
+) -> LocalGateway:
     """A resource that requires the passkey, on each engine (PostgreSQL: a ledger that
     running servers share, where the CLI enrols beside them)."""
     shared: dict[str, str] = {}
@@ -69,101 +67,110 @@ def gw(
         cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
         shared["ledger"] = cluster.fresh_database()
     passkey_resource = resource(server, "customer", PATH, require_passkey=True)
-    gateway: Gateway = open_gateway(make_config(server, data_dir, passkey_resource, **shared))
+    gateway: LocalGateway = open_gateway(make_config(server, data_dir, passkey_resource, **shared))
     return gateway
 
 
-def passkey_events(gw: Gateway) -> list[Event]:
+def passkey_events(gw: LocalGateway) -> list[Event]:
     """Every event of the ledger that is not a job's (registrations, codes, approvals)."""
     return [e for e in gw.ledger.read(lambda tx: tx.events_since(0, 0, 1000)) if e.job_id is None]
 
 
-def live(gw: Gateway, actor: Actor = OWNER) -> list[str]:
-    return [p.id for p in gw.passkeys(actor.owner_id) if p.revoked_at is None]
+def live(gw: LocalGateway, actor: Actor = OWNER) -> list[str]:
+    return [
+        p.id for p in gw.ledger.read(lambda tx: tx.passkeys(actor.owner_id)) if p.revoked_at is None
+    ]
 
 
 def refused(
-    gw: Gateway, attempt: Callable[[], object], error: type[UndogateError]
+    gw: LocalGateway, attempt: Callable[[], object], error: type[UndogateError]
 ) -> UndogateError:
     """Run ``attempt``; it must raise ``error`` and leave the ledger's passkey side as
     it was (no registration, revocation, approval or spent code)."""
-    before = (gw.passkeys(OWNER.owner_id), len(passkey_events(gw)))
+    before = (gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)), len(passkey_events(gw)))
     with pytest.raises(UndogateError) as caught:
         attempt()
     assert type(caught.value) is error, caught.value
-    assert (gw.passkeys(OWNER.owner_id), len(passkey_events(gw))) == before
+    assert (
+        gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)),
+        len(passkey_events(gw)),
+    ) == before
     return caught.value
 
 
-def test_a_key_alone_cannot_enrol_a_first_passkey(gw: Gateway) -> None:
+def test_a_key_alone_cannot_enrol_a_first_passkey(gw: LocalGateway) -> None:
     mine = addition(SoftAuthenticator())
-    refused(gw, lambda: gw.register_passkey(OWNER, mine), EnrolmentCodeRequired)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, mine), EnrolmentCodeRequired)
     wrong = "AAAA-BBBB-CCCC-DDDD-EEEE-FFFF"
-    refused(gw, lambda: gw.register_passkey(OWNER, mine, wrong), EnrolmentCodeUnknown)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, mine, wrong), EnrolmentCodeUnknown)
     bobs = enrolment_code(gw, BOB.owner_id)  # a real code, for another owner
-    refused(gw, lambda: gw.register_passkey(OWNER, mine, bobs), EnrolmentCodeUnknown)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, mine, bobs), EnrolmentCodeUnknown)
     # No live passkey to approve it: a passkey's own signature is no way in either.
     own = approval(gw, SoftAuthenticator(), mine)
-    refused(gw, lambda: gw.register_passkey(OWNER, mine, None, own), EnrolmentCodeRequired)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, mine, None, own), EnrolmentCodeRequired)
 
     code = enrolment_code(gw, OWNER.owner_id)
     typed = code.lower().replace("-", " ")  # as a person may type it
-    kept = gw.register_passkey(OWNER, mine, typed)
+    kept = owner_passkeys.register(gw, OWNER, mine, typed)
     assert live(gw) == [kept.id]
     registered = passkey_events(gw)[-1]
     assert registered.operation == "passkey_registered" and registered.target == kept.id
     assert registered.detail is not None and "enrolment_code_sha256" in registered.detail
     # The code enrols once, and only a first passkey.
     second = addition(SoftAuthenticator())
-    refused(gw, lambda: gw.register_passkey(OWNER, second, code), PasskeyApprovalRequired)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, second, code), PasskeyApprovalRequired)
 
 
-def test_an_enrolment_code_holds_once_for_fifteen_minutes(gw: Gateway) -> None:
+def test_an_enrolment_code_holds_once_for_fifteen_minutes(gw: LocalGateway) -> None:
     first = SoftAuthenticator()
     code = enrolment_code(gw, OWNER.owner_id)
-    gw.register_passkey(OWNER, addition(first), code)
+    owner_passkeys.register(gw, OWNER, addition(first), code)
     revoke(gw, first, live(gw)[0])  # no live passkey again: a code is needed again
     again = addition(SoftAuthenticator())
-    refused(gw, lambda: gw.register_passkey(OWNER, again, code), EnrolmentCodeUsed)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, again, code), EnrolmentCodeUsed)
 
     late = enrolment_code(gw, OWNER.owner_id)
     now = gw.clock()
     gw.clock = lambda: now + 15 * 60 + 1
-    refused(gw, lambda: gw.register_passkey(OWNER, again, late), EnrolmentCodeExpired)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, again, late), EnrolmentCodeExpired)
     gw.clock = lambda: now + 15 * 60 - 1
-    gw.register_passkey(OWNER, again, late)
+    owner_passkeys.register(gw, OWNER, again, late)
     assert len(live(gw)) == 1
 
 
-def test_a_second_passkey_needs_a_live_ones_approval_of_exactly_it(gw: Gateway) -> None:
+def test_a_second_passkey_needs_a_live_ones_approval_of_exactly_it(gw: LocalGateway) -> None:
     key = register(gw, OWNER)
     other = SoftAuthenticator()
     added = addition(other, "phone")
-    refused(gw, lambda: gw.register_passkey(OWNER, added), PasskeyApprovalRequired)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added), PasskeyApprovalRequired)
     # The new passkey approving itself: it is not a live passkey of the owner.
     itself = approval(gw, other, added)
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, itself), PasskeyUnknown)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added, None, itself), PasskeyUnknown)
     # An approval of adding another passkey (the thief's, say) adds nothing else.
     elsewhere = approval(gw, key, addition(SoftAuthenticator(), "phone"))
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, elsewhere), PasskeyWrongAct)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added, None, elsewhere), PasskeyWrongAct)
     # The same passkey, another name: another act.
     renamed = approval(gw, key, addition(other, "work phone"))
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, renamed), PasskeyWrongAct)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added, None, renamed), PasskeyWrongAct)
     bobs = approval(gw, register(gw, BOB), added)
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, bobs), PasskeyUnknown)
-    asked = gw.passkey_challenge(OWNER.owner_id, added)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added, None, bobs), PasskeyUnknown)
+    asked = owner_passkeys.act_challenge(gw, OWNER.owner_id, added)
     unverified = Approval(key.approve(unb64(asked.challenge), verified=False), asked.expires_at_ms)
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, unverified), PasskeyNotVerified)
+    refused(
+        gw, lambda: owner_passkeys.register(gw, OWNER, added, None, unverified), PasskeyNotVerified
+    )
     no_expiry = Approval(key.approve(unb64(asked.challenge)), None)
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, no_expiry), InvalidRequest)
+    refused(gw, lambda: owner_passkeys.register(gw, OWNER, added, None, no_expiry), InvalidRequest)
     stale = approval(gw, key, added)
     now = gw.clock()
     gw.clock = lambda: now + gw.config.server.preview_ttl_s + 1
-    refused(gw, lambda: gw.register_passkey(OWNER, added, None, stale), PasskeyApprovalExpired)
+    refused(
+        gw, lambda: owner_passkeys.register(gw, OWNER, added, None, stale), PasskeyApprovalExpired
+    )
     gw.clock = lambda: now
 
     approved = approval(gw, key, added)
-    kept = gw.register_passkey(OWNER, added, None, approved)
+    kept = owner_passkeys.register(gw, OWNER, added, None, approved)
     assert len(live(gw)) == 2 and live(gw)[1] == kept.id
     *_, approval_event, registered = passkey_events(gw)
     assert approval_event.operation == "passkey_approved"
@@ -173,48 +180,52 @@ def test_a_second_passkey_needs_a_live_ones_approval_of_exactly_it(gw: Gateway) 
     assert registered.detail is not None and registered.detail["approved_by"] == live(gw)[0]
     # Spent: the same approval adds nothing again.
     with pytest.raises(InvalidRequest, match="registered already"):
-        gw.register_passkey(OWNER, added, None, approved)
+        owner_passkeys.register(gw, OWNER, added, None, approved)
     # The new passkey approves previews.
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = other.approve(unb64(str(shown.passkey_challenge)))
     assert confirm(gw, shown, assertion) is JobState.APPLIED
 
 
-def test_revoking_a_passkey_needs_a_live_ones_approval_of_exactly_that(gw: Gateway) -> None:
+def test_revoking_a_passkey_needs_a_live_ones_approval_of_exactly_that(gw: LocalGateway) -> None:
     key = register(gw, OWNER)
     other = SoftAuthenticator()
-    gw.register_passkey(OWNER, addition(other), None, approval(gw, key, addition(other)))
+    owner_passkeys.register(gw, OWNER, addition(other), None, approval(gw, key, addition(other)))
     first, second = live(gw)
-    refused(gw, lambda: gw.revoke_passkey(OWNER, first, None), PasskeyApprovalRequired)
+    refused(gw, lambda: owner_passkeys.revoke(gw, OWNER, first, None), PasskeyApprovalRequired)
     of_second = approval(gw, key, second)
-    refused(gw, lambda: gw.revoke_passkey(OWNER, first, of_second), PasskeyWrongAct)
+    refused(gw, lambda: owner_passkeys.revoke(gw, OWNER, first, of_second), PasskeyWrongAct)
     stranger = approval(gw, SoftAuthenticator(), first)
-    refused(gw, lambda: gw.revoke_passkey(OWNER, first, stranger), PasskeyUnknown)
+    refused(gw, lambda: owner_passkeys.revoke(gw, OWNER, first, stranger), PasskeyUnknown)
 
-    gw.revoke_passkey(OWNER, first, approval(gw, other, first))  # another one approves
+    owner_passkeys.revoke(gw, OWNER, first, approval(gw, other, first))  # another one approves
     assert live(gw) == [second]
     *_, approval_event, revoked = passkey_events(gw)
     assert approval_event.operation == "passkey_approved" and approval_event.target == second
     assert revoked.operation == "passkey_revoked" and revoked.target == first
     assert revoked.detail == {"approved_by": second}
     # A revoked passkey approves no revocation either; the last one revokes itself.
-    refused(gw, lambda: gw.revoke_passkey(OWNER, second, approval(gw, key, second)), PasskeyRevoked)
+    refused(
+        gw,
+        lambda: owner_passkeys.revoke(gw, OWNER, second, approval(gw, key, second)),
+        PasskeyRevoked,
+    )
     revoke(gw, other, second)
     assert live(gw) == []
 
 
 def test_a_lost_device_is_replaced_from_the_host_in_the_chain(
-    gw: Gateway, server: ContractServer, data_dir: Path
+    gw: LocalGateway, server: ContractServer, data_dir: Path
 ) -> None:
     lost = register(gw, OWNER)
     also = SoftAuthenticator()
-    gw.register_passkey(OWNER, addition(also), None, approval(gw, lost, addition(also)))
+    owner_passkeys.register(gw, OWNER, addition(also), None, approval(gw, lost, addition(also)))
     old = live(gw)
     with pytest.raises(EnrolmentNotNeeded):
-        gw.issue_passkey_enrolment(HOST, OWNER.owner_id)
+        owner_passkeys.issue_enrolment(gw, HOST, OWNER.owner_id)
     assert live(gw) == old
 
-    issued = gw.issue_passkey_enrolment(HOST, OWNER.owner_id, replace=True)
+    issued = owner_passkeys.issue_enrolment(gw, HOST, OWNER.owner_id, replace=True)
     assert issued.revoked == tuple(old) and live(gw) == []
     *_, first, second, made = passkey_events(gw)
     assert [(e.operation, e.target) for e in (first, second)] == [
@@ -226,8 +237,8 @@ def test_a_lost_device_is_replaced_from_the_host_in_the_chain(
     assert made.detail is not None and made.detail["revoked"] == old
 
     new = SoftAuthenticator()
-    gw.register_passkey(OWNER, addition(new), issued.code)
-    shown = preview(gw, prepare(gw))
+    owner_passkeys.register(gw, OWNER, addition(new), issued.code)
+    shown = preview(gw, prepare(gw, status="vip"))
     with pytest.raises(PasskeyRevoked):  # the lost device approves nothing
         confirm(gw, shown, lost.approve(unb64(str(shown.passkey_challenge))))
     assert server.attempt_count(PATH) == 0
@@ -238,17 +249,17 @@ def test_a_lost_device_is_replaced_from_the_host_in_the_chain(
 
 
 def test_an_enrolment_code_is_for_a_live_operator_key_and_kept_as_its_hash(
-    gw: Gateway, data_dir: Path
+    gw: LocalGateway, data_dir: Path
 ) -> None:
     with pytest.raises(NotFound):
-        gw.issue_passkey_enrolment(HOST, "op_nobody")
+        owner_passkeys.issue_enrolment(gw, HOST, "op_nobody")
     gw.ledger.write(lambda tx: credential(tx, "at_agent", "agent", owner="op_alice"))
     with pytest.raises(NotFound):  # an agent token owns no passkey
-        gw.issue_passkey_enrolment(HOST, "at_agent")
+        owner_passkeys.issue_enrolment(gw, HOST, "at_agent")
     gw.ledger.write(lambda tx: credential(tx, "op_gone"))
     gw.ledger.write(lambda tx: tx.revoke_credential("op_gone", at=gw.clock(), reason="left"))
     with pytest.raises(NotFound):
-        gw.issue_passkey_enrolment(HOST, "op_gone")
+        owner_passkeys.issue_enrolment(gw, HOST, "op_gone")
 
     code = enrolment_code(gw, OWNER.owner_id)
     typed = code.replace("-", "")

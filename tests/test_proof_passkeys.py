@@ -16,7 +16,6 @@ import pytest
 
 from undogate.chain import ChainedRow, row_hash
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     PasskeyNotVerified,
     PasskeyReplayed,
@@ -26,14 +25,16 @@ from undogate.errors import (
     PasskeyWrongPreview,
     UndogateError,
 )
-from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest, Preview
-from undogate.ledger.chain_source import open_chain
+from undogate.jobs import Actor, JobState, Operation, Preview
+from undogate.ledger import open_chain
+from undogate.operations import owner_passkeys
 from undogate.passkeys import Addition, Approval, verify_registration
 from undogate.proof.ledger_check import verify_ledger
 
-from .conftest import AGENT, OWNER, cli, make_config, resource
 from .ledger.conftest import credential
+from .serving import cli
 from .soft_authenticator import ORIGIN, RP_ID, SoftAuthenticator, unb64
+from .worlds import OWNER, LocalGateway, make_config, prepare, resource
 
 PATH = "/records/customer-123"
 BOB = Actor(id="op_bob", owner_id="op_bob", kind="operator", access_path="test")
@@ -41,14 +42,14 @@ HOST = Actor(id="host", owner_id="", kind="system", access_path="cli")
 
 
 @pytest.fixture
-def gw(server: ContractServer, data_dir: Path, open_gateway: Any) -> Gateway:
+def gw(server: ContractServer, data_dir: Path, open_gateway: Any) -> LocalGateway:
     config = make_config(server, data_dir, resource(server, "customer", PATH, require_passkey=True))
-    gateway: Gateway = open_gateway(config)
+    gateway: LocalGateway = open_gateway(config)
     return gateway
 
 
 @pytest.fixture
-def key(gw: Gateway) -> SoftAuthenticator:
+def key(gw: LocalGateway) -> SoftAuthenticator:
     return register(gw, OWNER)
 
 
@@ -61,57 +62,52 @@ def addition(authenticator: SoftAuthenticator, label: str = "laptop") -> Additio
     return Addition(registered, label, RP_ID, ORIGIN)
 
 
-def enrolment_code(gw: Gateway, owner_id: str, *, replace: bool = False) -> str:
+def enrolment_code(gw: LocalGateway, owner_id: str, *, replace: bool = False) -> str:
     """A code from the host for ``owner_id`` (an operator key the ledger holds)."""
     if gw.ledger.read(lambda tx: tx.credential(owner_id)) is None:
         gw.ledger.write(lambda tx: credential(tx, owner_id))
-    return gw.issue_passkey_enrolment(HOST, owner_id, replace=replace).code
+    return owner_passkeys.issue_enrolment(gw, HOST, owner_id, replace=replace).code
 
 
-def register(gw: Gateway, actor: Actor) -> SoftAuthenticator:
+def register(gw: LocalGateway, actor: Actor) -> SoftAuthenticator:
     """Enrol ``actor``'s owner's first passkey: a code from the host, then the page."""
     authenticator = SoftAuthenticator()
     code = enrolment_code(gw, actor.owner_id)
-    gw.register_passkey(actor, addition(authenticator), enrolment_code=code)
+    owner_passkeys.register(gw, actor, addition(authenticator), enrolment_code=code)
     return authenticator
 
 
 def approval(
-    gw: Gateway, by: SoftAuthenticator, act: Addition | str, owner: Actor = OWNER
+    gw: LocalGateway, by: SoftAuthenticator, act: Addition | str, owner: Actor = OWNER
 ) -> Approval:
     """``by``'s approval of adding ``act`` (an Addition) or revoking it (a passkey id)."""
-    asked = gw.passkey_challenge(owner.owner_id, act)
+    asked = owner_passkeys.act_challenge(gw, owner.owner_id, act)
     return Approval(by.approve(unb64(asked.challenge)), asked.expires_at_ms)
 
 
-def revoke(gw: Gateway, by: SoftAuthenticator, passkey_id: str, actor: Actor = OWNER) -> None:
-    gw.revoke_passkey(actor, passkey_id, approval(gw, by, passkey_id, actor))
+def revoke(gw: LocalGateway, by: SoftAuthenticator, passkey_id: str, actor: Actor = OWNER) -> None:
+    owner_passkeys.revoke(gw, actor, passkey_id, approval(gw, by, passkey_id, actor))
 
 
-def prepare(gw: Gateway, status: str = "vip") -> str:
-    req = PrepareRequest(
-        summary="promote", changes=(ChangeRequest(resource_id="customer", set={"status": status}),)
-    )
-    return gw.prepare(AGENT, "account-assistant", req).job.id
-
-
-def preview(gw: Gateway, job_id: str, operation: Operation = Operation.APPLY) -> Preview:
+def preview(gw: LocalGateway, job_id: str, operation: Operation = Operation.APPLY) -> Preview:
     made = gw.preview(OWNER, job_id, operation)
     assert made.token is not None and made.passkey_challenge is not None
     return made
 
 
-def confirm(gw: Gateway, shown: Preview, assertion: str | None, actor: Actor = OWNER) -> JobState:
+def confirm(
+    gw: LocalGateway, shown: Preview, assertion: str | None, actor: Actor = OWNER
+) -> JobState:
     assert shown.token is not None
     return gw.confirm(actor, shown.job_id, shown.token, passkey_assertion=assertion).job.state
 
 
-def approvals(gw: Gateway, job_id: str) -> int:
+def approvals(gw: LocalGateway, job_id: str) -> int:
     return sum(1 for e in gw.ledger.events(job_id) if e.operation == "passkey_approved")
 
 
 def refused(
-    gw: Gateway, server: ContractServer, shown: Preview, assertion: str | None
+    gw: LocalGateway, server: ContractServer, shown: Preview, assertion: str | None
 ) -> UndogateError:
     """Confirm, expect a refusal, and check nothing was sent or recorded."""
     with pytest.raises(UndogateError) as caught:
@@ -124,52 +120,52 @@ def refused(
 
 
 def test_a_preview_of_a_resource_that_requires_a_passkey_carries_its_digest(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     first, second = preview(gw, job_id), preview(gw, job_id)
     assert len(unb64(str(first.passkey_challenge))) == 32
     assert first.passkey_challenge != second.passkey_challenge  # another token, expiry
 
 
 def test_without_an_assertion_the_confirm_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assert isinstance(refused(gw, server, shown, None), PasskeyRequired)
 
 
 def test_without_user_verification_nothing_is_written(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     challenge = unb64(str(shown.passkey_challenge))
     error = refused(gw, server, shown, key.approve(challenge, verified=False))
     assert isinstance(error, PasskeyNotVerified) and "verif" in error.message
 
 
 def test_an_assertion_from_another_origin_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     challenge = unb64(str(shown.passkey_challenge))
     evil = key.approve(challenge, origin="http://localhost.evil.example")
     assert isinstance(refused(gw, server, shown, evil), PasskeyNotVerified)
 
 
 def test_the_assertion_of_one_preview_is_refused_for_another(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     signed, other = preview(gw, job_id), preview(gw, job_id)
     assertion = key.approve(unb64(str(signed.passkey_challenge)))
     assert isinstance(refused(gw, server, other, assertion), PasskeyWrongPreview)
 
 
 def test_an_approved_confirm_applies_and_a_replay_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert confirm(gw, shown, assertion) is JobState.APPLIED
@@ -186,28 +182,28 @@ def test_an_approved_confirm_applies_and_a_replay_is_refused(
 
 
 def test_a_sign_count_that_does_not_grow_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    first = preview(gw, prepare(gw))
+    first = preview(gw, prepare(gw, status="vip"))
     assert confirm(gw, first, key.approve(unb64(str(first.passkey_challenge))))
     key.sign_count = 0  # a cloned authenticator starts over
-    shown = preview(gw, prepare(gw, "churned"))
+    shown = preview(gw, prepare(gw, status="churned"))
     with pytest.raises(PasskeyNotVerified, match="sign count"):
         confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge))))
 
 
 def test_a_revoked_passkey_is_refused(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    revoke(gw, key, next(p.id for p in gw.passkeys(OWNER.owner_id)))
-    shown = preview(gw, prepare(gw))
+    revoke(gw, key, next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id))))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = key.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyRevoked)
 
 
-def test_another_owners_passkey_is_refused(gw: Gateway, server: ContractServer) -> None:
+def test_another_owners_passkey_is_refused(gw: LocalGateway, server: ContractServer) -> None:
     bobs = register(gw, BOB)
-    shown = preview(gw, prepare(gw))
+    shown = preview(gw, prepare(gw, status="vip"))
     assertion = bobs.approve(unb64(str(shown.passkey_challenge)))
     assert isinstance(refused(gw, server, shown, assertion), PasskeyUnknown)
 
@@ -215,22 +211,22 @@ def test_another_owners_passkey_is_refused(gw: Gateway, server: ContractServer) 
 def test_a_resource_without_the_requirement_needs_no_passkey(
     server: ContractServer, data_dir: Path, open_gateway: Any
 ) -> None:
-    gateway: Gateway = open_gateway(make_config(server, data_dir))
-    shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
+    gateway: LocalGateway = open_gateway(make_config(server, data_dir))
+    shown = gateway.preview(OWNER, prepare(gateway, status="vip"), Operation.APPLY)
     assert shown.passkey_challenge is None
     assert confirm(gateway, shown, None) is JobState.APPLIED
 
 
 def test_server_wide_requirement(server: ContractServer, data_dir: Path, open_gateway: Any) -> None:
-    gateway: Gateway = open_gateway(make_config(server, data_dir, require_passkey=True))
-    shown = gateway.preview(OWNER, prepare(gateway), Operation.APPLY)
+    gateway: LocalGateway = open_gateway(make_config(server, data_dir, require_passkey=True))
+    shown = gateway.preview(OWNER, prepare(gateway, status="vip"), Operation.APPLY)
     assert shown.passkey_challenge is not None
     with pytest.raises(PasskeyRequired):
         confirm(gateway, shown, None)
 
 
-def _approved_ledger(gw: Gateway, key: SoftAuthenticator) -> tuple[Path, str]:
-    job_id = prepare(gw)
+def _approved_ledger(gw: LocalGateway, key: SoftAuthenticator) -> tuple[Path, str]:
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge))))
     location = Path(gw.ledger.location)
@@ -238,7 +234,7 @@ def _approved_ledger(gw: Gateway, key: SoftAuthenticator) -> tuple[Path, str]:
     return location, job_id
 
 
-def test_ledger_verify_rechecks_every_approval(gw: Gateway, key: SoftAuthenticator) -> None:
+def test_ledger_verify_rechecks_every_approval(gw: LocalGateway, key: SoftAuthenticator) -> None:
     """An attacker who rewrites an approval and recomputes every link after it still
     fails: the signature does not cover the forged preview."""
     db, _ = _approved_ledger(gw, key)
@@ -275,7 +271,7 @@ def test_ledger_verify_rechecks_every_approval(gw: Gateway, key: SoftAuthenticat
 
 
 def test_a_receipt_carries_the_approval_and_its_passkey(
-    gw: Gateway, key: SoftAuthenticator, tmp_path: Path
+    gw: LocalGateway, key: SoftAuthenticator, tmp_path: Path
 ) -> None:
     db, job_id = _approved_ledger(gw, key)
     receipt = tmp_path / "r.json"
@@ -312,13 +308,13 @@ def test_a_receipt_carries_the_approval_and_its_passkey(
 
 
 def test_a_restore_never_brings_back_a_revoked_passkey(
-    gw: Gateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
+    gw: LocalGateway, key: SoftAuthenticator, data_dir: Path, tmp_path: Path
 ) -> None:
-    from undogate.backup import backup_ledger, restore_ledger
     from undogate.ledger import Ledger
+    from undogate.ledger.backup import backup_ledger, restore_ledger
 
     backup_ledger(data_dir, tmp_path / "before-revoking.sqlite3", overwrite=False)
-    revoked = next(p.id for p in gw.passkeys(OWNER.owner_id))
+    revoked = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
     revoke(gw, key, revoked)
     gw.ledger.close()
     assert restore_ledger(tmp_path / "before-revoking.sqlite3", data_dir).revocations_kept == 1
@@ -332,9 +328,9 @@ def test_a_restore_never_brings_back_a_revoked_passkey(
 
 
 def test_accepting_the_observed_state_needs_the_passkey_too(
-    gw: Gateway, server: ContractServer, key: SoftAuthenticator
+    gw: LocalGateway, server: ContractServer, key: SoftAuthenticator
 ) -> None:
-    job_id = prepare(gw)
+    job_id = prepare(gw, status="vip")
     shown = preview(gw, job_id)
     server.arm("apply_then_500", PATH)
     assert confirm(gw, shown, key.approve(unb64(str(shown.passkey_challenge)))) is (
@@ -349,13 +345,13 @@ def test_accepting_the_observed_state_needs_the_passkey_too(
 
 
 def test_only_a_live_passkey_of_ones_own_can_be_revoked(
-    gw: Gateway, key: SoftAuthenticator
+    gw: LocalGateway, key: SoftAuthenticator
 ) -> None:
     from undogate.errors import NotFound
 
-    mine = next(p.id for p in gw.passkeys(OWNER.owner_id))
+    mine = next(p.id for p in gw.ledger.read(lambda tx: tx.passkeys(OWNER.owner_id)))
     with pytest.raises(NotFound):
-        gw.revoke_passkey(BOB, mine, approval(gw, key, mine, BOB))
+        owner_passkeys.revoke(gw, BOB, mine, approval(gw, key, mine, BOB))
     revoke(gw, key, mine)
     with pytest.raises(NotFound):
         revoke(gw, key, mine)
@@ -363,10 +359,10 @@ def test_only_a_live_passkey_of_ones_own_can_be_revoked(
         revoke(gw, key, "no-such-passkey")
 
 
-def test_a_passkey_is_registered_once(gw: Gateway, key: SoftAuthenticator) -> None:
+def test_a_passkey_is_registered_once(gw: LocalGateway, key: SoftAuthenticator) -> None:
     from undogate.errors import InvalidRequest
 
     code = enrolment_code(gw, BOB.owner_id)
     with pytest.raises(InvalidRequest, match="registered already"):
-        gw.register_passkey(BOB, addition(key, "stolen"), enrolment_code=code)
-    assert gw.passkeys(BOB.owner_id) == []
+        owner_passkeys.register(gw, BOB, addition(key, "stolen"), enrolment_code=code)
+    assert gw.ledger.read(lambda tx: tx.passkeys(BOB.owner_id)) == []

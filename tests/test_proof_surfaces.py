@@ -23,9 +23,10 @@ import yaml
 
 from undogate.contract_server import ContractServer
 
-from .conftest import MASTER_KEY, SERVED_PATH, cli, resource, serve_log, serving
+from .serving import SERVED_PATH, cli, serve_log, serving
 from .soft_authenticator import SoftAuthenticator, b64, unb64
 from .test_cli_review import Terminal
+from .worlds import MASTER_KEY, resource
 
 
 def _config(tmp_path: Path, server: ContractServer) -> Path:

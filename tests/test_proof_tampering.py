@@ -26,16 +26,16 @@ from undogate.auth import ADMIN, ALL_SCOPES, Keyring
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 from undogate.digests import sha256_hex
-from undogate.engine import Gateway
 from undogate.errors import LedgerTampered, Unauthorized
 from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.jsonvalue import dumps
-from undogate.ledger import DB_NAME
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import DB_NAME, open_chain
+from undogate.operations.undo_offer import resource_undo_offer
 from undogate.proof.ledger_check import ChainVerdict, verify_ledger
 
-from .conftest import AGENT, OWNER, cli, make_config
 from .postgres import PostgresCluster
+from .serving import cli
+from .worlds import AGENT, OWNER, LocalGateway, make_config
 
 PATH = "/records/customer-123"
 
@@ -68,8 +68,8 @@ class Attacker:
 
 
 @dataclass
-class World:
-    gw: Gateway
+class TamperWorld:
+    gw: LocalGateway
     attacker: Attacker
     server: ContractServer
 
@@ -120,22 +120,22 @@ def world(
     request: pytest.FixtureRequest,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
-) -> Iterator[World]:
+    open_gateway: Callable[[Config], LocalGateway],
+) -> Iterator[TamperWorld]:
     if request.param == "postgres":
         cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
         url = cluster.fresh_database()
         gw = open_gateway(make_config(server, data_dir, ledger=url))
-        yield World(gw, Attacker("postgres", url), server)
+        yield TamperWorld(gw, Attacker("postgres", url), server)
     else:
         gw = open_gateway(make_config(server, data_dir))
-        yield World(gw, Attacker("sqlite", str(data_dir / DB_NAME)), server)
+        yield TamperWorld(gw, Attacker("sqlite", str(data_dir / DB_NAME)), server)
 
 
 # -- an event with an id the ledger never issued --------------------------------------------
 
 
-def test_an_event_below_the_ids_issued_is_refused_and_else_named(world: World) -> None:
+def test_an_event_below_the_ids_issued_is_refused_and_else_named(world: TamperWorld) -> None:
     """A forged ``reject`` given id -1 would sort first in the job's history."""
     job_id = world.job()
     insert = (
@@ -165,7 +165,7 @@ def test_an_event_below_the_ids_issued_is_refused_and_else_named(world: World) -
 # -- a change's before side ---------------------------------------------------------------
 
 
-def test_an_edited_before_side_is_refused_named_and_never_written_back(world: World) -> None:
+def test_an_edited_before_side_is_refused_named_and_never_written_back(world: TamperWorld) -> None:
     """The undo would write the forged value to the endpoint: it is refused before a
     write, whatever the row says."""
     job_id = world.job()
@@ -187,7 +187,7 @@ def test_an_edited_before_side_is_refused_named_and_never_written_back(world: Wo
     assert world.server.get_record(PATH)["status"] == "customer"
 
 
-def test_an_edited_after_side_is_never_applied(world: World) -> None:
+def test_an_edited_after_side_is_never_applied(world: TamperWorld) -> None:
     job_id = world.job()
     world.attacker.drop("changes_immutable", "changes")
     world.attacker.run(
@@ -201,7 +201,7 @@ def test_an_edited_after_side_is_never_applied(world: World) -> None:
 # -- credentials --------------------------------------------------------------------------
 
 
-def test_a_revocation_undone_is_refused_named_and_never_honoured(world: World) -> None:
+def test_a_revocation_undone_is_refused_named_and_never_honoured(world: TamperWorld) -> None:
     keys = Keyring(world.gw.ledger, remember_verified=False)
     issued = keys.create_operator(label="laptop")
     keys.revoke(issued.credential.id)
@@ -218,7 +218,7 @@ def test_a_revocation_undone_is_refused_named_and_never_honoured(world: World) -
     assert "its revocation was undone" in verdict.reason
 
 
-def test_a_forged_admin_key_is_never_honoured_and_is_named(world: World) -> None:
+def test_a_forged_admin_key_is_never_honoured_and_is_named(world: TamperWorld) -> None:
     """An operator key with keys:admin inserted behind the ledger: no event issued it."""
     keys = Keyring(world.gw.ledger, remember_verified=False)
     real = keys.create_operator(label="the real one")
@@ -240,7 +240,7 @@ def test_a_forged_admin_key_is_never_honoured_and_is_named(world: World) -> None
     assert "no event that issued it" in verdict.reason
 
 
-def test_a_credential_edited_behind_the_ledger_is_never_honoured(world: World) -> None:
+def test_a_credential_edited_behind_the_ledger_is_never_honoured(world: TamperWorld) -> None:
     keys = Keyring(world.gw.ledger, remember_verified=False)
     agent = keys.create_operator(label="reader", scopes=("agents:read",))
     world.attacker.drop("credentials_immutable", "credentials")
@@ -257,7 +257,7 @@ def test_a_credential_edited_behind_the_ledger_is_never_honoured(world: World) -
 # -- endpoint checks ----------------------------------------------------------------------
 
 
-def test_a_forged_passing_check_offers_no_undo_and_is_named(world: World) -> None:
+def test_a_forged_passing_check_offers_no_undo_and_is_named(world: TamperWorld) -> None:
     resource = world.gw.config.resource("customer")
     assert resource is not None
     world.attacker.run(
@@ -270,7 +270,7 @@ def test_a_forged_passing_check_offers_no_undo_and_is_named(world: World) -> Non
         json.dumps({"kind": "json_record", "steps": [], "undos": ["undo_of_create"]}),
     )
     with pytest.raises(LedgerTampered, match="no endpoint_check event for it"):
-        world.gw.undo_offer("customer")
+        resource_undo_offer(world.gw, "customer")
     verdict = world.verify()
     assert verdict.record.startswith("endpoint check ")
     assert "inserted behind the ledger" in verdict.reason
@@ -280,7 +280,7 @@ def test_a_forged_passing_check_offers_no_undo_and_is_named(world: World) -> Non
 
 
 def test_a_rejected_job_set_back_to_prepared_is_refused_named_and_never_applied(
-    world: World,
+    world: TamperWorld,
 ) -> None:
     job_id = world.job()
     world.gw.reject(OWNER, job_id)
@@ -297,7 +297,7 @@ def test_a_rejected_job_set_back_to_prepared_is_refused_named_and_never_applied(
     assert world.history(job_id)[0] is JobState.PREPARED  # as the attacker left it
 
 
-def test_verify_prints_the_row_that_does_not_match(world: World) -> None:
+def test_verify_prints_the_row_that_does_not_match(world: TamperWorld) -> None:
     job_id = world.job()
     world.attacker.run("UPDATE jobs SET state = 'applied' WHERE id = ?", job_id)
     done = cli("ledger", "verify", world.gw.ledger.location)

@@ -15,7 +15,6 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import (
     InvalidRequest,
     PasskeyApprovalExpired,
@@ -26,14 +25,15 @@ from undogate.errors import (
     PasskeyWrongPreview,
     UndogateError,
 )
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import open_chain
+from undogate.operations.undo_offer import accept_verified_undo, resource_undo_offer
 from undogate.proof.ledger_check import verify_ledger
 
-from .browser import served, web_world
+from .browser import served
 from .collections_world import contacts, record_passing_check
-from .conftest import OWNER, make_config
 from .soft_authenticator import unb64
 from .test_proof_passkeys import BOB, register
+from .worlds import OWNER, LocalGateway, make_config, web_world
 
 
 @pytest.fixture
@@ -47,29 +47,29 @@ def config(server: ContractServer, data_dir: Path) -> Config:
 
 
 @pytest.fixture
-def gw(config: Config, open_gateway: Any) -> Gateway:
-    gateway: Gateway = open_gateway(config)
+def gw(config: Config, open_gateway: Any) -> LocalGateway:
+    gateway: LocalGateway = open_gateway(config)
     record_passing_check(gateway, config)
     record_passing_check(gateway, config, "open_contacts")
     return gateway
 
 
-def refused(gw: Gateway, assertion: str | None, expires_at_ms: int | None) -> UndogateError:
+def refused(gw: LocalGateway, assertion: str | None, expires_at_ms: int | None) -> UndogateError:
     """Accept, expect a refusal, and check nothing was accepted or approved."""
     with pytest.raises(UndogateError) as caught:
-        gw.accept_verified_undo(
-            OWNER, "contacts", passkey_assertion=assertion, passkey_expires_at_ms=expires_at_ms
+        accept_verified_undo(
+            gw, OWNER, "contacts", passkey_assertion=assertion, passkey_expires_at_ms=expires_at_ms
         )
-    assert gw.undo_offer("contacts").accepted == frozenset()
+    assert resource_undo_offer(gw, "contacts").accepted == frozenset()
     assert gw.ledger.read(lambda tx: tx.latest_undo_acceptance("contacts")) is None
     return caught.value
 
 
 def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
-    gw: Gateway, data_dir: Path
+    gw: LocalGateway, data_dir: Path
 ) -> None:
     key = register(gw, OWNER)
-    offer = gw.undo_offer("contacts")
+    offer = resource_undo_offer(gw, "contacts")
     assert offer.passkey_challenge is not None and offer.awaiting_acceptance
     challenge, expires = unb64(offer.passkey_challenge), offer.passkey_expires_at_ms
     assert expires is not None
@@ -86,15 +86,15 @@ def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
     assert isinstance(refused(gw, key.approve(challenge), None), InvalidRequest)
 
     approval = key.approve(challenge)
-    accepted = gw.accept_verified_undo(
-        OWNER, "contacts", passkey_assertion=approval, passkey_expires_at_ms=expires
+    accepted = accept_verified_undo(
+        gw, OWNER, "contacts", passkey_assertion=approval, passkey_expires_at_ms=expires
     )
     assert accepted.accepted == accepted.verified == {"recreate", "undo_of_create"}
     # The next acceptance follows this one: its challenge is new, and this one is spent.
     assert accepted.passkey_challenge not in (None, offer.passkey_challenge)
     with pytest.raises(PasskeyReplayed):
-        gw.accept_verified_undo(
-            OWNER, "contacts", passkey_assertion=approval, passkey_expires_at_ms=expires
+        accept_verified_undo(
+            gw, OWNER, "contacts", passkey_assertion=approval, passkey_expires_at_ms=expires
         )
 
     with open_chain(str(data_dir)) as source:
@@ -104,11 +104,11 @@ def test_accepting_a_verified_undo_needs_the_passkey_over_that_acceptance(
     assert len(approvals) == 1 and approvals[0].row.job_id is None
 
 
-def test_an_approval_of_an_acceptance_expires(gw: Gateway) -> None:
+def test_an_approval_of_an_acceptance_expires(gw: LocalGateway) -> None:
     """The acceptance document carries its expiry (as long as a preview): an approval
     sent after it is refused, and so is one whose expiry no offer gives."""
     key = register(gw, OWNER)
-    offer = gw.undo_offer("contacts")
+    offer = resource_undo_offer(gw, "contacts")
     assert offer.passkey_challenge is not None and offer.passkey_expires_at_ms is not None
     ttl_ms = gw.config.server.preview_ttl_s * 1000
     assert offer.passkey_expires_at_ms == pytest.approx(gw.clock() * 1000 + ttl_ms, abs=5_000)
@@ -120,16 +120,16 @@ def test_an_approval_of_an_acceptance_expires(gw: Gateway) -> None:
     # An expiry an hour later than any offer made now gives (as a clock set ahead
     # would make it): refused too.
     gw.clock = lambda: started + 3600
-    late = gw.undo_offer("contacts")
+    late = resource_undo_offer(gw, "contacts")
     assert late.passkey_challenge is not None and late.passkey_expires_at_ms is not None
     gw.clock = lambda: started
     error = refused(gw, key.approve(unb64(late.passkey_challenge)), late.passkey_expires_at_ms)
     assert isinstance(error, PasskeyApprovalExpired) and "no page gives" in error.message
 
 
-def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: Gateway) -> None:
-    assert gw.undo_offer("open_contacts").passkey_challenge is None
-    accepted = gw.accept_verified_undo(OWNER, "open_contacts")
+def test_a_resource_that_requires_no_passkey_is_accepted_without_one(gw: LocalGateway) -> None:
+    assert resource_undo_offer(gw, "open_contacts").passkey_challenge is None
+    accepted = accept_verified_undo(gw, OWNER, "open_contacts")
     assert accepted.accepted == accepted.verified
 
 
@@ -156,4 +156,4 @@ def test_the_api_refuses_an_acceptance_without_the_passkey(
             assert done.status_code in (400, 403) and done.json()["error"]["code"] == code, (
                 done.text
             )
-    assert world.gateway.undo_offer("notes").accepted == frozenset()
+    assert resource_undo_offer(world.gateway, "notes").accepted == frozenset()

@@ -18,7 +18,6 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import LimitReached, QuotaExceeded, RateLimited, UndogateError
 from undogate.jobs import (
     TERMINAL_STATES,
@@ -31,15 +30,13 @@ from undogate.jobs import (
     PrepareRequest,
 )
 from undogate.jsonvalue import JsonValue
-from undogate.ledger import Ledger, Reader
-from undogate.ledger.postgres import PostgresTransaction
+from undogate.ledger import Ledger
 from undogate.ledger.sql_jobs import COUNT_AGENT_SQL, COUNT_OWNER_SQL
-from undogate.ledger.sqlite import SQLiteTransaction
 from undogate.mcp.tools import Refusal, agent_error
 from undogate.operations.quotas import PrepareRate
 
-from .conftest import AGENT, MASTER_KEY, OWNER, TICKET, resource
 from .postgres import PostgresCluster
+from .worlds import AGENT, MASTER_KEY, OWNER, TICKET, LocalGateway, confirmed, resource
 
 PATH = "/records/customer-123"
 OTHER = Actor(id="other-agent", owner_id=AGENT.owner_id, kind="agent", access_path="test")
@@ -78,7 +75,7 @@ def quota_config(
 
 
 def prepare(
-    gw: Gateway, actor: Actor = AGENT, key: str | None = None, **set_: JsonValue
+    gw: LocalGateway, actor: Actor = AGENT, key: str | None = None, **set_: JsonValue
 ) -> Prepared:
     target = "ticket" if actor.id == OTHER.id else "customer"
     req = PrepareRequest(
@@ -89,27 +86,15 @@ def prepare(
     return gw.prepare(actor, actor.id, req)
 
 
-def run(gw: Gateway, job_id: str, op: Operation) -> JobState:
-    preview = gw.preview(OWNER, job_id, op)
-    assert preview.token is not None, preview.blockers
-    return gw.confirm(OWNER, job_id, preview.token).job.state
-
-
-def unresolved(gw: Gateway, actor: Actor = AGENT) -> int:
-    def count(tx: Reader) -> int:
-        assert isinstance(tx, SQLiteTransaction | PostgresTransaction)  # the engine's SQL
-        return int(
-            tx.connection.execute(COUNT_AGENT_SQL, (actor.owner_id, actor.id, 10**6)).fetchone()[0]
-        )
-
-    return gw.ledger.read(count)
+def unresolved(gw: LocalGateway, actor: Actor = AGENT) -> int:
+    return gw.ledger.read(lambda tx: tx.count_unresolved(actor.owner_id, actor.id, stop_at=10**6))
 
 
 # -- quotas of unresolved jobs -----------------------------------------------------------
 
 
 def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_room(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(quota_config(server, data_dir, max_unresolved_jobs_per_agent=2))
     rejected = prepare(gw, notes="a").job.id
@@ -125,13 +110,15 @@ def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_r
     with pytest.raises(QuotaExceeded):
         prepare(gw, tier="gold")
 
-    assert run(gw, applied, Operation.APPLY) is JobState.APPLIED  # applied: resolved too
+    assert (
+        confirmed(gw, applied, Operation.APPLY).job.state is JobState.APPLIED
+    )  # applied: resolved too
     later = prepare(gw, tier="gold").job.id
     with pytest.raises(QuotaExceeded):
         prepare(gw, notes="b")
 
     server.arm("apply_then_500", PATH)  # a job that needs review still holds its place
-    assert run(gw, uncertain, Operation.APPLY) is JobState.NEEDS_REVIEW
+    assert confirmed(gw, uncertain, Operation.APPLY).job.state is JobState.NEEDS_REVIEW
     with pytest.raises(QuotaExceeded):
         prepare(gw, notes="b")
     assert unresolved(gw) == 2
@@ -142,7 +129,7 @@ def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_r
 
 
 def test_every_state_counts_exactly_as_documented(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     # docs/limits.md: applied, undone, rejected and invalidated are resolved.
     resolved = {JobState.APPLIED, JobState.UNDONE, JobState.REJECTED, JobState.INVALIDATED}
@@ -166,7 +153,7 @@ def test_every_state_counts_exactly_as_documented(
 
 
 def test_the_owner_quota_spans_its_agents_and_never_another_owner(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -199,7 +186,7 @@ def test_the_owner_quota_spans_its_agents_and_never_another_owner(
 def test_concurrent_prepares_from_one_agent_never_overshoot(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     limits: dict[str, int],
     refusal: type[UndogateError],
 ) -> None:
@@ -238,7 +225,7 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
 def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     postgres_cluster: PostgresCluster,
     limits: dict[str, int],
     refusal: type[UndogateError],
@@ -270,7 +257,7 @@ def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
 
 
 def test_refusals_come_before_any_read_of_the_resource(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -288,7 +275,7 @@ def test_refusals_come_before_any_read_of_the_resource(
         prepare(gw, status="other")
     assert server.armed_faults() == [("weak_etag", PATH, 1)]
     server.clear_faults()
-    gw.reject(OWNER, gw.list_jobs(OWNER.owner_id, AGENT.id)[0][0])
+    gw.reject(OWNER, gw.ledger.list_jobs(OWNER.owner_id, AGENT.id)[0][0])
     gw.reject(OWNER, prepare(gw).job.id)  # the second and last token of the burst
     server.arm("weak_etag", PATH)
     with pytest.raises(RateLimited):
@@ -297,7 +284,7 @@ def test_refusals_come_before_any_read_of_the_resource(
 
 
 def test_a_full_ledger_refuses_before_any_read_and_takes_no_token(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     # The quotas and the ledger's limits are checked in one read, before the rate.
     gw = open_gateway(
@@ -318,7 +305,7 @@ def test_a_full_ledger_refuses_before_any_read_and_takes_no_token(
 
 
 def test_the_rate_limit_says_when_to_retry_and_is_per_agent(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(quota_config(server, data_dir, max_prepares_per_minute=1, prepare_burst=2))
     prepare(gw, status="a")
@@ -369,7 +356,7 @@ def test_the_bucket_refills_at_its_rate_and_a_refusal_takes_nothing() -> None:
 
 
 def test_a_replay_is_neither_counted_nor_refused(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     gw = open_gateway(
         quota_config(
@@ -391,13 +378,13 @@ def test_a_replay_is_neither_counted_nor_refused(
     with pytest.raises(RateLimited):
         prepare(gw, key="k2", status="other")
     assert prepare(gw, key="k1").job.id == original.job.id
-    assert len(gw.list_jobs(OWNER.owner_id, AGENT.id)) == 1
+    assert len(gw.ledger.list_jobs(OWNER.owner_id, AGENT.id)) == 1
 
 
 # -- counting stays cheap ----------------------------------------------------------------------
 
 
-def test_counting_reads_only_the_unresolved_index(gateway: Gateway) -> None:
+def test_counting_reads_only_the_unresolved_index(gateway: LocalGateway) -> None:
     assert isinstance(gateway.ledger, Ledger)
     with gateway.ledger.raw() as c:
         for sql, args in ((COUNT_AGENT_SQL, ("o", "a", 9)), (COUNT_OWNER_SQL, ("o", 9))):

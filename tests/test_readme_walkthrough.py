@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import free_port, wait_healthy
 from .processes import stop
+from .serving import free_port, wait_healthy
 from .test_cli_review import Terminal
 
 README = Path(__file__).parent.parent / "README.md"

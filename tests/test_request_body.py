@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from undogate.request_body import MAX_BODY_BYTES
+from undogate.api.request_body import MAX_BODY_BYTES
 
 TRIES = 5
 MIB = 1024 * 1024

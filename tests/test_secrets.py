@@ -21,29 +21,34 @@ import pytest
 from rich.console import Console
 from starlette.testclient import TestClient
 
-from undogate.api import create_app
 from undogate.auth import Keyring
-from undogate.cli.review import _render_requests
-from undogate.config import parse_config
-from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
-from undogate.errors import MissingToken, UndogateError
-from undogate.jobs import ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.redact import (
+from undogate.cli.redact import (
     REDACTED,
     RedactSecrets,
     install_redaction,
     secret_forms,
     uninstall_redaction,
 )
+from undogate.cli.review import _render_requests
+from undogate.config import parse_config
+from undogate.contract_server import ContractServer
+from undogate.errors import MissingToken, UndogateError
+from undogate.jobs import JobState, Operation
+from undogate.service import Service
 from undogate.testing import FaultProxy
 from undogate.views import agent_receipt, job_receipt
-from undogate.web import web_routes
 
-from .browser import prepare_via_api
-from .conftest import AGENT, OWNER, make_config, resource
 from .object_stores import AZURE_KEY_ENV, S3_SECRET_ENV, BlobServer, S3Server
 from .test_web import csrf_of, sign_in
+from .worlds import (
+    OWNER,
+    LocalGateway,
+    make_config,
+    prepare,
+    prepare_via_api,
+    resource,
+    review_app,
+)
 
 VAR = "CUSTOMER_SERVICE_TOKEN"
 PATH = "/records/customer-123"
@@ -59,14 +64,6 @@ def new_token(scheme: str) -> str:
 def token_server() -> Iterator[ContractServer]:
     with ContractServer(None, token="unset") as srv:
         yield srv
-
-
-def prepare(gw: Gateway, **set_: object) -> str:
-    request = PrepareRequest(
-        summary="Promote the lead",
-        changes=(ChangeRequest(resource_id="customer", set=dict(set_)),),
-    )
-    return gw.prepare(AGENT, "account-assistant", request).job.id
 
 
 class Evidence:
@@ -96,7 +93,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
     scheme: str,
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -132,7 +129,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
     seen.add(preview, undo, applied, undone, final)
     for job in (applied, undone, final):
         seen.add(json.dumps(job_receipt(job), default=str), json.dumps(agent_receipt(job)))
-    seen.add(*gw.events(OWNER.owner_id, job_id))
+    seen.add(*gw.ledger.events(job_id))
     for record in caplog.records:
         seen.add(record.getMessage(), repr(record.__dict__))
         if record.exc_info:
@@ -151,7 +148,7 @@ def test_a_full_apply_and_undo_leaks_the_token_nowhere(
 def test_a_missing_variable_refuses_with_its_name_never_a_value(
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
 ) -> None:
     token = new_token("bearer")
     token_server.token = token
@@ -180,7 +177,7 @@ def test_a_missing_variable_refuses_with_its_name_never_a_value(
 def test_a_rotated_token_is_used_at_the_next_dispatch_without_a_restart(
     token_server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
 ) -> None:
     first, second = new_token("bearer"), new_token("bearer")
     token_server.token = first
@@ -369,7 +366,7 @@ def scheme_world(request: pytest.FixtureRequest) -> Iterator[SchemeWorld]:
 def test_every_scheme_leaks_its_credential_nowhere(
     scheme_world: SchemeWorld,
     data_dir: Path,
-    open_gateway: Callable[..., Gateway],
+    open_gateway: Callable[..., LocalGateway],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
@@ -411,7 +408,7 @@ def test_every_scheme_leaks_its_credential_nowhere(
         seen.add(shown.text, dry.text, done.text)
         return dry.json(), done.json()
 
-    app = create_app(gw, keyring, routes=web_routes(gw, keyring))
+    app = review_app(Service(gw, keyring))
     with TestClient(app) as client:
         job_id = prepare_via_api(client, agent.key, body)
         assert sign_in(client, operator.key).status_code == 200

@@ -15,8 +15,8 @@ import httpx
 
 from undogate.ledger.postgres import PostgresStore
 
-from .conftest import SERVE, cli, free_port, wait_healthy
 from .postgres import PostgresCluster
+from .serving import SERVE, cli, free_port, wait_healthy
 
 
 def test_workers_are_refused_on_a_sqlite_ledger_with_a_clear_code(tmp_path: Path) -> None:

@@ -1,18 +1,27 @@
-"""The one door every surface calls (``service.py``): one bearer parser, one
+"""The one door every surface calls (``service/``): one bearer parser, one
 authentication, and surfaces that reach the gateway and the keyring only through it."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
+from undogate.auth import Principal
 from undogate.errors import Forbidden, NotFound, Unauthorized
-from undogate.jobs import ChangeRequest, PrepareRequest
-from undogate.service import MAX_KEY_CHARS, Service, bearer_key
+from undogate.jobs import (
+    ChangeRequest,
+    Confirmation,
+    Job,
+    JobState,
+    Operation,
+    PrepareRequest,
+)
+from undogate.service import MAX_KEY_CHARS, AgentCaller, Reader, Reviewer, bearer_key
+
+from .worlds import ApiWorld
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "undogate"
 SURFACES = ("api", "web", "mcp")
@@ -26,44 +35,49 @@ def test_one_bearer_parser_words_its_refusal_as_the_surface_asks() -> None:
             bearer_key(header, ask="send it so")
 
 
-def test_authentication_refuses_what_no_key_can_be(api_world: Any) -> None:
-    service = Service(api_world.gateway, api_world.keyring)
+def test_authentication_refuses_what_no_key_can_be(api_world: ApiWorld) -> None:
+    access = api_world.service.access
     with pytest.raises(Unauthorized, match="missing, unknown or revoked"):
-        anyio.run(service.authenticate, "ugo_" + "a" * MAX_KEY_CHARS)
+        anyio.run(access.authenticate, "ugo_" + "a" * MAX_KEY_CHARS)
     with pytest.raises(Unauthorized, match=r"^as /mcp words it$"):
         anyio.run(
-            lambda: service.authenticate_bearer(
+            lambda: access.authenticate_bearer(
                 "Bearer " + "a" * (MAX_KEY_CHARS + 1), ask="-", over_long="as /mcp words it"
             )
         )
-    principal = anyio.run(service.authenticate, api_world.keys["owner"])
+    principal = anyio.run(access.authenticate, api_world.keys["owner"])
     assert principal.kind == "operator"
     with pytest.raises(Forbidden):
-        anyio.run(service.sign_in, api_world.keys["agent"])
+        anyio.run(access.sign_in, api_world.keys["agent"])
 
 
-def test_a_job_is_seen_only_by_its_owner_and_acted_on_only_with_write(api_world: Any) -> None:
-    service = Service(api_world.gateway, api_world.keyring)
+def test_a_job_is_seen_only_by_its_owner_and_acted_on_only_with_write(api_world: ApiWorld) -> None:
+    service = api_world.service
+
+    async def caller(key: str) -> Principal:
+        found = api_world.keys[key]
+        assert found is not None
+        return await service.access.authenticate(found)
 
     async def scenario() -> None:
-        agent = await service.authenticate(api_world.keys["agent"])
+        agent = await caller("agent")
         request = PrepareRequest(
             summary="promote",
             changes=(ChangeRequest(resource_id="customer", set={"status": "customer"}),),
         )
-        job = (await service.prepare(agent, "api", request)).job
-        owner = await service.authenticate(api_world.keys["owner"])
-        assert (await service.job(owner, job.id)).id == job.id
-        other = await service.authenticate(api_world.keys["other_operator"])
+        job = (await service.agents.prepare(AgentCaller.of(agent, "api"), request)).job
+        owner = Reader.of(await caller("owner"), "api")
+        assert (await service.reviewers.job(owner, job.id)).id == job.id
+        other = Reader.of(await caller("other_operator"), "api")
         with pytest.raises(NotFound):
-            await service.job(other, job.id)
-        reader = await service.authenticate(api_world.keys["reader"])
+            await service.reviewers.job(other, job.id)
+        reader = await caller("reader")
         with pytest.raises(NotFound):  # the reader is another owner: nothing to see
-            await service.job(reader, job.id)
+            await service.reviewers.job(Reader.of(reader, "api"), job.id)
         with pytest.raises(Forbidden):
-            await service.reject(reader, "api", job.id)
+            Reviewer.of(reader, "api")
         with pytest.raises(Forbidden):  # an agent token reads no jobs
-            await service.job(agent, job.id)
+            Reader.of(agent, "api")
 
     anyio.run(scenario)
 
@@ -76,3 +90,34 @@ def test_surfaces_reach_the_gateway_and_keyring_only_through_the_service() -> No
                 if isinstance(node, ast.Attribute) and node.attr in ("gateway", "keyring"):
                     found.append(f"{path.relative_to(PACKAGE)}:{node.lineno} .{node.attr}")
     assert found == []
+
+
+def test_a_confirm_loads_its_job_once(api_world: ApiWorld) -> None:
+    """The door loads the job (deciding whether the key may see it) and the confirm works
+    on that job; the job it answers with is the one its last commit wrote."""
+    service, ledger = api_world.service, api_world.gateway.ledger
+    loads: list[str] = []
+    load_job = ledger.load_job
+
+    def counted(job_id: str, *, with_actions: bool = True) -> Job | None:
+        loads.append(job_id)
+        return load_job(job_id, with_actions=with_actions)
+
+    async def scenario() -> Confirmation:
+        agent = await service.access.authenticate(api_world.keys["agent"])
+        request = PrepareRequest(
+            summary="promote",
+            changes=(ChangeRequest(resource_id="customer", set={"status": "customer"}),),
+        )
+        job = (await service.agents.prepare(AgentCaller.of(agent, "api"), request)).job
+        owner = await service.access.authenticate(api_world.keys["owner"])
+        reviewer = Reviewer.of(owner, "api")
+        _, preview = await service.reviewers.preview(reviewer, job.id, Operation.APPLY)
+        assert preview.token is not None
+        ledger.load_job = counted  # type: ignore[method-assign]
+        return await service.reviewers.confirm(reviewer, job.id, preview.token)
+
+    done = anyio.run(scenario)
+    assert loads == [done.job.id]
+    assert done.job.state is JobState.APPLIED
+    assert [a.status.value for a in done.job.actions] == ["done"]

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from undogate.urls import dot_segment, normalised_url, remove_dot_segments
+from undogate.net.urls import dot_segment, normalised_url, remove_dot_segments
 
 
 @pytest.mark.parametrize(
@@ -117,6 +117,6 @@ def test_normalising_is_idempotent_and_agrees_with_what_is_sent(path: str) -> No
     url = "https://records.example.com/" + path.replace("?", "")
     once = normalised_url(url)
     assert normalised_url(once) == once
-    # httpx (what RemoteHTTP sends) escapes what must be escaped and removes plain dot
+    # httpx (what PinnedClient sends) escapes what must be escaped and removes plain dot
     # segments; the wire form names the same object as the written one.
     assert normalised_url(str(httpx.URL(url))) == once

@@ -16,14 +16,12 @@ import pytest
 
 from undogate.adapters.dav.content import Instance
 from undogate.config import parse_config
-from undogate.engine import Gateway
 from undogate.errors import ConfigError, InvalidRequest
 from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.views import agent_receipt, job_receipt
 
 from .caldav_servers import DavCollections
-from .conftest import OWNER
 from .dav_world import (
     CONTACT,
     dav_gateway,
@@ -36,6 +34,7 @@ from .dav_world import (
     server_of,
 )
 from .davservers import run
+from .worlds import OWNER, LocalGateway
 
 FIELDS = ["FN", "EMAIL", "TEL", "ORG", "TITLE", "NOTE"]
 # Long enough to be folded: icalendar folds it at 74 octets, Radicale (vobject) at 75.
@@ -48,14 +47,16 @@ def dav(request: pytest.FixtureRequest) -> DavCollections:
 
 
 @pytest.fixture
-def contact(dav: DavCollections, data_dir: Path) -> Iterator[tuple[Gateway, DavCollections, str]]:
+def contact(
+    dav: DavCollections, data_dir: Path
+) -> Iterator[tuple[LocalGateway, DavCollections, str]]:
     path, _ = seed(dav, dav.addressbook, CONTACT, ".vcf")
     with dav_gateway(data_dir, dav_resource(dav, "ada", "vcard", path, FIELDS)) as gw:
         yield gw, dav, path
 
 
 def test_email_and_note_change_and_undo_leaving_every_other_property(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
     start, _ = held(dav, path)
@@ -104,7 +105,7 @@ def test_email_and_note_change_and_undo_leaving_every_other_property(
     ],
 )
 def test_each_property_applies_and_undoes(
-    contact: tuple[Gateway, DavCollections, str], name: str, value: object
+    contact: tuple[LocalGateway, DavCollections, str], name: str, value: object
 ) -> None:
     gw, dav, path = contact
     before = properties(held(dav, path)[0])
@@ -120,7 +121,7 @@ def test_each_property_applies_and_undoes(
 
 
 def test_remove_takes_every_instance_and_undo_puts_each_back(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
     before = properties(held(dav, path)[0])
@@ -134,7 +135,7 @@ def test_remove_takes_every_instance_and_undo_puts_each_back(
 
 
 def test_an_outside_edit_of_a_touched_property_refuses_the_undo_and_writes_nothing(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
     job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Call back on Monday"}))
@@ -148,7 +149,7 @@ def test_an_outside_edit_of_a_touched_property_refuses_the_undo_and_writes_nothi
 
 
 def test_an_outside_edit_of_an_untouched_property_is_kept_by_the_undo(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
     job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Call back on Monday"}))
@@ -161,7 +162,7 @@ def test_an_outside_edit_of_an_untouched_property_is_kept_by_the_undo(
 
 
 def test_a_stale_card_refuses_the_apply_and_the_server_keeps_the_outside_edit(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
     job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Ours"}))
@@ -173,7 +174,7 @@ def test_a_stale_card_refuses_the_apply_and_the_server_keeps_the_outside_edit(
     assert properties(held(dav, path)[0])["TITLE"] == (Instance("Mathematician"),)
 
 
-def test_what_a_change_may_name(contact: tuple[Gateway, DavCollections, str]) -> None:
+def test_what_a_change_may_name(contact: tuple[LocalGateway, DavCollections, str]) -> None:
     gw, _, _ = contact
     refusals: list[tuple[JsonObject, str]] = [
         ({"set": {"UID": "x"}}, "not a property"),
@@ -217,7 +218,7 @@ def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
 
 
 def test_every_surface_shows_a_property_table_and_the_agent_only_names(
-    contact: tuple[Gateway, DavCollections, str],
+    contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, _, _ = contact
     job = prepare(gw, ChangeRequest("ada", set={"EMAIL": "ada@new.example"}, remove=["NOTE"]))

@@ -14,22 +14,31 @@ import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from undogate.api import STATUS_BY_CODE, create_app
+from undogate.api import STATUS_BY_CODE
 from undogate.auth import Keyring
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
-from undogate.web import CSP, SESSION_COOKIE, WebSettings, web_routes
+from undogate.service import Service
+from undogate.web import CSP, SESSION_COOKIE, WebSettings
 from undogate.web.refusals import known_codes, refusal_for_code
 
-from .browser import RECORD, WebWorld, prepare_body, prepare_via_api, served, web_world
+from .browser import served
+from .worlds import (
+    RECORD,
+    LocalGateway,
+    WebWorld,
+    prepare_body,
+    prepare_via_api,
+    review_app,
+    web_world,
+)
 
 CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
 
 
 @pytest.fixture
 def world(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> WebWorld:
     return web_world(server, data_dir, open_gateway)
 
@@ -239,7 +248,7 @@ def test_open_an_older_job_by_id(world: WebWorld) -> None:
 
 
 def test_sessions_end_on_sign_out_revocation_and_idle_expiry(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     now = [1_000_000.0]
     settings = WebSettings(session_idle_s=60, session_absolute_s=3600, clock=lambda: now[0])
@@ -476,7 +485,7 @@ def test_invisible_and_blank_looking_characters_are_marked_on_every_page(
 
 
 def test_the_cli_shows_control_characters_in_values_as_escapes() -> None:
-    from undogate.terminal_values import value_text
+    from undogate.cli.terminal_values import value_text
 
     shown = value_text("a\u202eb\u009b2J\x1b[31m").plain
     assert all(ch.isprintable() for ch in shown), shown
@@ -576,7 +585,7 @@ def test_a_blocked_undo_says_why_once_and_shows_what_it_would_have_written(
 
 
 def test_a_session_and_its_previews_survive_a_restart(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
     """Sessions live in the ledger: a gateway restarted on the same ledger (a new
     process would hold nothing else) still knows the reviewer and the preview they
@@ -596,7 +605,7 @@ def test_a_session_and_its_previews_survive_a_restart(
     assert files and not any(token.group(1).encode() in f.read_bytes() for f in files)
     again = open_gateway(world.gateway.config)
     keyring = Keyring(again.ledger, known_agents=lambda: {"account-assistant"})
-    app = create_app(again, keyring, routes=web_routes(again, keyring))
+    app = review_app(Service(again, keyring))
     with TestClient(app, cookies=cookies) as client:
         page = client.get(preview_path)
         assert page.status_code == 200

@@ -19,18 +19,15 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 
-from .browser import (
+from .browser import ServedApp, chromium_missing, save_shot, served
+from .worlds import (
     DOCUMENT,
     RECORD,
-    ServedApp,
+    LocalGateway,
     WebWorld,
-    chromium_missing,
     prepare_body,
     prepare_via_api,
-    save_shot,
-    served,
     web_world,
 )
 
@@ -53,7 +50,7 @@ TIMEOUT_MS = 15_000
 
 @pytest.fixture
 def world(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> WebWorld:
     return web_world(server, data_dir, open_gateway)
 
@@ -211,7 +208,7 @@ def test_an_expired_preview_refuses_to_confirm(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
     world = web_world(server, data_dir, open_gateway, preview_ttl_s=1.5)
     with served(world.app) as site:

@@ -13,20 +13,19 @@ from typing import Any
 import httpx
 import pytest
 
-from undogate.api import create_app
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
-from undogate.web import web_routes
+from undogate.service import Service
 
 from .browser import ServedApp, chromium_missing, save_shot, served
 from .collections_world import CONTACTS, contacts, seed
-from .conftest import make_config
 from .kintoserver import PASSWORD, USER, kinto_server
 from .test_kinto_collections import BUCKET, collection, listed
 from .test_web_browser import open_page, sign_in
+from .worlds import LocalGateway, make_config, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -36,8 +35,8 @@ COPY = "/collections/contacts-copy"
 
 @pytest.fixture
 def world(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
-) -> Iterator[tuple[ServedApp, Gateway, dict[str, str]]]:
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> Iterator[tuple[ServedApp, LocalGateway, dict[str, str]]]:
     gw = open_gateway(
         make_config(
             server,
@@ -51,7 +50,7 @@ def world(
     agent = keyring.create_agent_token(
         owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
     )
-    app = create_app(gw, keyring, routes=web_routes(gw, keyring))
+    app = review_app(Service(gw, keyring))
     with served(app) as site:
         yield site, gw, {"alice": alice.key, "agent": agent.key}
 
@@ -63,7 +62,7 @@ def _prepare(site: ServedApp, key: str, change: dict[str, Any]) -> httpx.Respons
 
 
 def test_create_acknowledged_then_undo_accepted_and_run(
-    browser: Any, world: tuple[ServedApp, Gateway, dict[str, str]], server: ContractServer
+    browser: Any, world: tuple[ServedApp, LocalGateway, dict[str, str]], server: ContractServer
 ) -> None:
     site, gw, keys = world
     made = _prepare(site, keys["agent"], {"create": {"email": "ann@example.com"}, "id": "ann"})
@@ -88,7 +87,9 @@ def test_create_acknowledged_then_undo_accepted_and_run(
     page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
     assert set(server.collection_records(CONTACTS)) == {"ann"}
 
-    assert check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", {}).passed
+    assert check_endpoint(
+        Context(gw.config, gw.ledger, gw.http, environ={}), "contacts-copy"
+    ).passed
     page.goto(f"{site.url}/resources/contacts/undo")
     assert "Accept the verified undo" in page.inner_text("main")
     page.get_by_role("button", name="Accept the verified undo").click()
@@ -108,7 +109,7 @@ def test_create_acknowledged_then_undo_accepted_and_run(
 
 
 def test_a_deletion_shows_the_pre_image_and_an_ambiguous_upsert_is_no_job(
-    browser: Any, world: tuple[ServedApp, Gateway, dict[str, str]], server: ContractServer
+    browser: Any, world: tuple[ServedApp, LocalGateway, dict[str, str]], server: ContractServer
 ) -> None:
     site, _, keys = world
     seed(server, "ann", email="ann@example.com", name="<b>Ann</b>", status="lead")
@@ -131,7 +132,7 @@ def test_a_deletion_shows_the_pre_image_and_an_ambiguous_upsert_is_no_job(
 
 
 def test_on_kinto_a_create_and_its_undo_by_clicking(
-    browser: Any, data_dir: Path, open_gateway: Callable[..., Gateway], tmp_path: Path
+    browser: Any, data_dir: Path, open_gateway: Callable[..., LocalGateway], tmp_path: Path
 ) -> None:
     """The same on a real Kinto 26.5: the create needs the tick until its undo is
     verified (check-endpoint on the copy) and accepted (the undo page); then the undo
@@ -158,7 +159,7 @@ def test_on_kinto_a_create_and_its_undo_by_clicking(
         agent = keyring.create_agent_token(
             owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
         )
-        with served(create_app(gw, keyring, routes=web_routes(gw, keyring))) as site:
+        with served(review_app(Service(gw, keyring))) as site:
             made = _prepare(site, agent.key, {"create": {"email": "ann@example.com"}})
             job_id = made.json()["job_id"]
             w = open_page(browser)
@@ -172,7 +173,9 @@ def test_on_kinto_a_create_and_its_undo_by_clicking(
             page.locator("#confirm").click()
             page.wait_for_url(f"{site.url}/jobs/{job_id}/receipt")
             assert [r["email"] for r in listed(kinto, "web").values()] == ["ann@example.com"]
-            assert check_endpoint(gw.config, gw.ledger, gw.http, "contacts-copy", env).passed
+            assert check_endpoint(
+                Context(gw.config, gw.ledger, gw.http, environ=env), "contacts-copy"
+            ).passed
             page.goto(f"{site.url}/resources/contacts/undo")
             page.get_by_role("button", name="Accept the verified undo").click()
             page.wait_for_url(f"{site.url}/resources/contacts/undo")

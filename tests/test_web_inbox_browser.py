@@ -11,24 +11,15 @@ from typing import Any
 
 import pytest
 
-from undogate.api import create_app
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.web import web_routes
+from undogate.service import Service
 
-from .browser import (
-    DOCUMENT,
-    RECORD,
-    ServedApp,
-    chromium_missing,
-    save_shot,
-    served,
-)
-from .conftest import resource
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .test_web_browser import open_page
+from .worlds import DOCUMENT, RECORD, LocalGateway, resource, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -38,7 +29,7 @@ JOBS = 104
 
 @pytest.fixture
 def inbox_site(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> Iterator[tuple[ServedApp, str, list[str]]]:
     """A served review UI whose operator has more than 100 jobs across two resources:
     waiting, one rejected, one quarantined (its write's outcome unknown)."""
@@ -80,7 +71,7 @@ def inbox_site(
     token = gw.preview(reviewer, ids[2], Operation.APPLY).token
     assert token is not None
     assert gw.confirm(reviewer, ids[2], token).job.state is JobState.NEEDS_REVIEW
-    app = create_app(gw, keyring, routes=web_routes(gw, keyring))
+    app = review_app(Service(gw, keyring))
     with served(app) as site:
         yield site, alice.key, ids
 

@@ -28,30 +28,25 @@ from typing import Any
 import httpx
 import pytest
 
-from undogate.api import create_app
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.jobs import JobState
-from undogate.web import web_routes
+from undogate.service import Service
 
 from .browser import (
     ARTIFACTS,
-    DOCUMENT,
-    RECORD,
     ServedApp,
     accessibility_problems,
     chromium_missing,
     layout_problems,
-    prepare_via_api,
     save_shot,
     served,
     tab_to,
 )
 from .collections_world import CONTACTS, contacts, record_passing_check
-from .conftest import resource
 from .test_web_browser import TIMEOUT_MS, Watched
+from .worlds import DOCUMENT, RECORD, LocalGateway, prepare_via_api, resource, review_app
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -75,7 +70,7 @@ REAL = "lead\u200b"  # the character itself
 @dataclass
 class Tour:
     site: ServedApp
-    gateway: Gateway
+    gateway: LocalGateway
     server: ContractServer
     keys: dict[str, str]
     owner: str
@@ -92,7 +87,7 @@ class Tour:
 
 @pytest.fixture
 def tour(
-    server: ContractServer, data_dir: Path, open_gateway: Callable[..., Gateway]
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
 ) -> Iterator[Tour]:
     fields = ["status", "owner", "tier", "balance", "website"]
     config: Config = parse_config(
@@ -128,7 +123,7 @@ def tour(
     agent = keyring.create_agent_token(
         owner_id=alice.credential.id, agent_id="account-assistant", label="assistant"
     )
-    with served(create_app(gw, keyring, routes=web_routes(gw, keyring))) as site:
+    with served(review_app(Service(gw, keyring))) as site:
         yield Tour(site, gw, server, {"alice": alice.key, "agent": agent.key}, alice.credential.id)
 
 

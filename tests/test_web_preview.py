@@ -14,10 +14,11 @@ import pytest
 from starlette.testclient import TestClient
 
 from undogate.contract_server import ContractServer
+from undogate.net import PinnedClient, RemoteResponse
 from undogate.views import request_view
 
-from .browser import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
 from .test_web import csrf_of, signed_in
+from .worlds import DOCUMENT, RECORD, WebWorld, prepare_body, prepare_via_api, web_world
 
 LONG_TIER = " ".join(["platinum-with-priority-support"] * 8)  # 255 characters of words
 TAGS = re.compile(r"<[^>]+>")
@@ -208,3 +209,30 @@ def test_confirming_still_needs_the_preview_the_requests_came_from(world: WebWor
         )
         assert done.status_code == 200
         assert world.server.write_count(RECORD) == 1
+
+
+def test_the_page_shows_the_writes_its_preview_planned_from_one_read_each(
+    world: WebWorld,
+) -> None:
+    """The requests on the page are the preview's own (``Preview.requests``): making a
+    preview reads each resource once, and nothing reads it again to show them."""
+    reads: list[tuple[str, str]] = []
+
+    class CountingHTTP(PinnedClient):  # the real client, counting what it sends
+        def send(self, method: str, url: str, **options: Any) -> RemoteResponse:
+            reads.append((method, url))
+            return super().send(method, url, **options)
+
+    counting = CountingHTTP()
+    world.gateway.wire.http = counting
+    try:
+        with signed_in(world) as client:
+            job_id = rich_job(client, world)
+            reads.clear()  # what preparing read is not the preview's
+            page, _ = open_preview(client, job_id)
+    finally:
+        counting.close()
+    assert len(re.findall(r'<li class="request">', requests_section(page))) == 2
+    assert sorted(reads) == sorted(
+        [("GET", world.server.url(RECORD)), ("GET", world.server.url(DOCUMENT))]
+    )

@@ -18,15 +18,9 @@ import pytest
 
 from undogate.contract_server import ContractServer
 
-from .browser import (
-    ServedApp,
-    WebWorld,
-    chromium_missing,
-    prepare_body,
-    save_shot,
-    served,
-)
+from .browser import ServedApp, chromium_missing, save_shot, served
 from .test_web_browser import open_page, prepare, sign_in
+from .worlds import WebWorld, prepare_body
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -71,7 +65,7 @@ OVERFLOW_PROBE = """
 
 @pytest.fixture
 def world(server: ContractServer, data_dir: Path, open_gateway: Any) -> WebWorld:
-    from .browser import web_world
+    from .worlds import web_world
 
     return web_world(server, data_dir, open_gateway)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from undogate.auth import Principal
 from undogate.ledger import Ledger
-from undogate.service import Principal
 from undogate.web.sessions import SessionStore
 
 

@@ -24,11 +24,12 @@ import pytest
 
 from undogate.errors import IrreversibleNotAcknowledged
 from undogate.jobs import JobState, Operation
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
+from undogate.operations.undo_offer import accept_verified_undo
 from undogate.testing import FaultProxy
 from undogate.testing.proxy import Seen
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     apache_binary,
@@ -39,6 +40,7 @@ from .davservers import (
     text_resource,
     wsgidav_server,
 )
+from .worlds import OWNER
 
 NEW = "Created by the agent.\n"
 
@@ -77,12 +79,12 @@ def test_apache_digest_creates_and_undoes_only_once_verified(
         with pytest.raises(IrreversibleNotAcknowledged):
             gw.confirm(OWNER, job.id, preview.token)
         assert dav.get("new.md").status_code == 404  # nothing written
-        result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {})
+        result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy")
         steps = {s.name: s for s in result.steps}
         assert result.passed and result.undos == ("undo_of_create",), result.steps
         assert steps["stale_delete_refused"].evidence == {"status": 412, "unchanged": True}
         assert sorted(p.name for p in dav.root.iterdir()) == ["copy.md"]  # no probe left
-        gw.accept_verified_undo(OWNER, "notes")
+        accept_verified_undo(gw, OWNER, "notes")
         done = run(gw, job.id, Operation.APPLY)
         assert done.state is JobState.APPLIED
         assert done.actions[-1].method == "PUT" and dav.disk("new.md") == NEW.encode()
@@ -97,8 +99,10 @@ def test_apache_digest_refuses_the_undo_of_a_create_edited_since(
 ) -> None:
     dav = apache_digest
     with dav_gateway(data_dir, *_resources(dav)) as (gw, _):
-        assert check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {}).passed
-        gw.accept_verified_undo(OWNER, "notes")
+        assert check_endpoint(
+            Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy"
+        ).passed
+        accept_verified_undo(gw, OWNER, "notes")
         job = prepare_text(gw, "notes", NEW)
         run(gw, job.id, Operation.APPLY)
         dav.put("new.md", b"Someone else's text.\n", "text/markdown")
@@ -112,7 +116,7 @@ def test_apache_digest_refuses_the_undo_of_a_create_edited_since(
 def test_apache_default_etags_verify_no_create_undo(data_dir: Path) -> None:
     with apache_server() as dav, dav_gateway(data_dir, *_resources(dav)) as (gw, _):
         dav.wait_strong_etag("copy.md", timeout_s=3)
-        result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {})
+        result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy")
         # The §11 check fails already (a read-back right after a write sees a weak tag),
         # so the create probes never run: creates stay irreversible.
         assert not result.passed and result.undos == ()
@@ -126,7 +130,7 @@ def test_wsgidav_check_of_a_document_create(tmp_path: Path, data_dir: Path) -> N
     root = tmp_path / "dav"
     root.mkdir()
     with wsgidav_server(root) as dav, dav_gateway(data_dir, *_resources(dav)) as (gw, _):
-        result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {})
+        result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy")
         assert not result.passed and result.undos == ()
         assert "probe_document_created" not in {s.name for s in result.steps}
         assert sorted(p.name for p in root.iterdir()) == ["copy.md"]
@@ -150,7 +154,9 @@ def test_an_endpoint_whose_create_replaces_what_exists_fails_the_check(
     try:
         resources = [{**r, "url": proxy.url(r["url"])} for r in _resources(dav)]
         with dav_gateway(data_dir, *resources) as (gw, _):
-            result = check_endpoint(gw.config, gw.ledger, gw.http, "notes-copy", {})
+            result = check_endpoint(
+                Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy"
+            )
     finally:
         proxy.stop()
     steps = {s.name: s for s in result.steps}

@@ -12,7 +12,6 @@ from undogate.adapters import WebDavTextAdapter, adapter_for
 from undogate.adapters.webdav_text import is_text_media_type
 from undogate.contract_server import ContractServer
 from undogate.diffs import NO_NEWLINE_MARK, diff_hunks, diff_stats, split_lines, unified_diff
-from undogate.engine import Gateway
 from undogate.errors import InvalidRequest, RemoteContractBreach
 from undogate.jobs import (
     ActionStatus,
@@ -23,8 +22,8 @@ from undogate.jobs import (
     PrepareRequest,
 )
 
-from .conftest import AGENT, OWNER, resource
 from .davservers import HookedHTTP, dav_gateway, last_action, prepare_text, run
+from .worlds import AGENT, OWNER, LocalGateway, resource
 
 NOTES = "/docs/notes.md"
 PLAIN = "/docs/plain.txt"
@@ -36,7 +35,7 @@ def text_res(server: ContractServer, rid: str, path: str) -> dict[str, Any]:
 
 
 @pytest.fixture
-def gw(server: ContractServer, data_dir: Path) -> Iterator[tuple[Gateway, HookedHTTP]]:
+def gw(server: ContractServer, data_dir: Path) -> Iterator[tuple[LocalGateway, HookedHTTP]]:
     with dav_gateway(
         data_dir,
         text_res(server, "notes", NOTES),
@@ -77,7 +76,7 @@ def test_text_media_types(value: str, ok: bool) -> None:
 
 
 def test_prepare_records_both_texts_and_the_exact_media_type(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
@@ -102,7 +101,7 @@ def test_prepare_records_both_texts_and_the_exact_media_type(
     ],
 )
 def test_prepare_refuses_bad_text_changes(
-    gw: tuple[Gateway, HookedHTTP], change: ChangeRequest, message: str
+    gw: tuple[LocalGateway, HookedHTTP], change: ChangeRequest, message: str
 ) -> None:
     gateway, _ = gw
     with pytest.raises(InvalidRequest, match=message):
@@ -110,26 +109,28 @@ def test_prepare_refuses_bad_text_changes(
 
 
 def test_plan_refuses_lone_surrogates(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     res = gateway.config.resource("notes")
     assert res is not None
     adapter = adapter_for(res.kind)
-    snap = gateway.remote.read(res)
+    snap = gateway.wire.read(res)
     request = ChangeRequest(resource_id="notes", text="bad \ud800")
     with pytest.raises(InvalidRequest, match="not valid Unicode"):
         adapter.plan(res, request, snap, gateway.config.limits)
 
 
-def test_prepare_refuses_a_no_op(gw: tuple[Gateway, HookedHTTP], server: ContractServer) -> None:
+def test_prepare_refuses_a_no_op(
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
+) -> None:
     gateway, _ = gw
     with pytest.raises(InvalidRequest, match="no-op"):
         prepare_text(gateway, "plain", server.get_text(PLAIN))
 
 
 def test_exactly_the_limit_is_accepted(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     text = "é" * (32 * 1024)  # 64 KiB of UTF-8 exactly
@@ -147,7 +148,7 @@ def test_exactly_the_limit_is_accepted(
     ],
 )
 def test_prepare_refuses_documents_that_break_the_contract(
-    gw: tuple[Gateway, HookedHTTP],
+    gw: tuple[LocalGateway, HookedHTTP],
     server: ContractServer,
     body: bytes,
     media_type: str,
@@ -161,7 +162,7 @@ def test_prepare_refuses_documents_that_break_the_contract(
 
 @pytest.mark.parametrize("fault", ["weak_etag", "no_etag"])
 def test_prepare_refuses_weak_or_missing_etags(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer, fault: str
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer, fault: str
 ) -> None:
     gateway, _ = gw
     server.arm(fault, PLAIN)
@@ -170,7 +171,7 @@ def test_prepare_refuses_weak_or_missing_etags(
 
 
 def test_charset_utf8_is_accepted_and_sent_back_verbatim(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     server.set_text(PLAIN, "before\n", media_type="text/plain;Charset=UTF-8")
@@ -190,7 +191,7 @@ def test_charset_utf8_is_accepted_and_sent_back_verbatim(
 
 
 def test_apply_then_undo_restores_the_exact_bytes(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     start = server.raw_bytes(NOTES)
@@ -214,7 +215,7 @@ def test_apply_then_undo_restores_the_exact_bytes(
 
 
 def test_bytes_survive_exactly_crlf_bom_and_no_final_newline(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     start = "\ufeffline one\r\nline two\r\nno newline at the end"
@@ -227,7 +228,7 @@ def test_bytes_survive_exactly_crlf_bom_and_no_final_newline(
 
 
 def test_outside_edit_after_apply_blocks_undo_as_conflict(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
@@ -248,7 +249,7 @@ def test_outside_edit_after_apply_blocks_undo_as_conflict(
 
 
 def test_identical_bytes_under_a_new_etag_is_a_conflict(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
@@ -261,7 +262,7 @@ def test_identical_bytes_under_a_new_etag_is_a_conflict(
 
 
 def test_media_type_change_after_apply_is_a_conflict(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "plain", "new plain\n")
@@ -271,7 +272,7 @@ def test_media_type_change_after_apply_is_a_conflict(
 
 
 def test_outside_edit_between_last_read_and_put_is_refused_by_if_match(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     job = prepare_text(gateway, "notes", NEW_NOTES)
@@ -286,7 +287,7 @@ def test_outside_edit_between_last_read_and_put_is_refused_by_if_match(
 
 
 def test_undo_guard_rechecked_at_confirm(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "plain", "v2\n")
@@ -310,7 +311,7 @@ def test_undo_guard_rechecked_at_confirm(
     ],
 )
 def test_uncertain_write_outcomes(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer, fault: str, detail: str
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer, fault: str, detail: str
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "plain", "changed\n")
@@ -324,7 +325,7 @@ def test_uncertain_write_outcomes(
 
 
 def test_weak_etag_on_read_back_is_uncertain(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     job = prepare_text(gateway, "plain", "changed\n")
@@ -339,7 +340,7 @@ def test_weak_etag_on_read_back_is_uncertain(
 
 
 def test_read_back_with_a_different_media_type_is_uncertain(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     job = prepare_text(gateway, "plain", "changed\n")
@@ -352,7 +353,7 @@ def test_read_back_with_a_different_media_type_is_uncertain(
 
 
 def test_identical_bytes_written_by_someone_else_before_the_read_back_are_not_ours(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = gw
     job = prepare_text(gateway, "plain", "changed\n")
@@ -366,7 +367,7 @@ def test_identical_bytes_written_by_someone_else_before_the_read_back_are_not_ou
 
 
 def test_a_text_document_is_quarantined_whole(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     first = prepare_text(gateway, "plain", "one\n")
@@ -378,7 +379,7 @@ def test_a_text_document_is_quarantined_whole(
 
 
 def test_dry_run_shows_the_exact_put(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "plain", "dry\n")
@@ -398,7 +399,7 @@ def test_dry_run_shows_the_exact_put(
 
 
 def test_later_job_must_be_undone_first_and_then_the_earlier_one_conflicts(
-    gw: tuple[Gateway, HookedHTTP], server: ContractServer
+    gw: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = gw
     first = prepare_text(gateway, "plain", "first\n")
@@ -430,7 +431,7 @@ MIXED = [
 
 
 @pytest.fixture
-def mixed(server: ContractServer, data_dir: Path) -> Iterator[tuple[Gateway, HookedHTTP]]:
+def mixed(server: ContractServer, data_dir: Path) -> Iterator[tuple[LocalGateway, HookedHTTP]]:
     server.set_record("/records/extra-a", {"status": "new", "owner": "lee"})
     server.set_record("/records/extra-b", {"status": "new", "owner": "max"})
     server.set_text("/docs/guide.md", "# Guide\n\nStep one.\n", media_type="text/markdown")
@@ -461,7 +462,7 @@ def snapshot(server: ContractServer) -> dict[str, bytes]:
 
 
 def test_mixed_job_of_eight_applies_in_order_and_undoes_in_reverse(
-    mixed: tuple[Gateway, HookedHTTP], server: ContractServer
+    mixed: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, http = mixed
     start = snapshot(server)
@@ -483,7 +484,7 @@ def test_mixed_job_of_eight_applies_in_order_and_undoes_in_reverse(
 
 
 def test_mixed_job_refusal_in_the_middle_stops_the_rest(
-    mixed: tuple[Gateway, HookedHTTP], server: ContractServer
+    mixed: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = mixed
     start = snapshot(server)
@@ -509,7 +510,7 @@ def test_mixed_job_refusal_in_the_middle_stops_the_rest(
 
 
 def test_mixed_job_uncertain_in_the_middle_stops_the_rest(
-    mixed: tuple[Gateway, HookedHTTP], server: ContractServer
+    mixed: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = mixed
     start = snapshot(server)
@@ -530,7 +531,7 @@ def test_mixed_job_uncertain_in_the_middle_stops_the_rest(
 
 
 def test_mixed_undo_refused_in_the_middle_stops_the_rest(
-    mixed: tuple[Gateway, HookedHTTP], server: ContractServer
+    mixed: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = mixed
     start = snapshot(server)
@@ -551,7 +552,7 @@ def test_mixed_undo_refused_in_the_middle_stops_the_rest(
 
 
 def test_mixed_undo_conflict_on_one_document_writes_nothing(
-    mixed: tuple[Gateway, HookedHTTP], server: ContractServer
+    mixed: tuple[LocalGateway, HookedHTTP], server: ContractServer
 ) -> None:
     gateway, _ = mixed
     job = gateway.prepare(AGENT, "account-assistant", mixed_request()).job

@@ -18,20 +18,19 @@ import pytest
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.engine import Gateway
 from undogate.errors import ConfigError, InvalidRequest, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
 from undogate.ledger.postgres import PostgresStore
-from undogate.net import RemoteHTTP
+from undogate.net import PinnedClient
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
-from undogate.service import Service
+from undogate.service import Reader, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
 
-from .conftest import AGENT, OWNER, resource
 from .postgres import PostgresCluster
 from .webhook_receiver import Receiver, new_secret, wait_until
+from .worlds import AGENT, OWNER, LocalGateway, resource
 
 SECRET_ENV = "UNDOGATE_TEST_WEBHOOK_SECRET"
 PATH = "/records/customer-123"
@@ -69,9 +68,9 @@ def receiver() -> Iterator[Receiver]:
 class Hooked:
     """A gateway with webhooks, and its delivery task driven pass by pass."""
 
-    def __init__(self, gw: Gateway, secret: str | None) -> None:
+    def __init__(self, gw: LocalGateway, secret: str | None) -> None:
         self.gw = gw
-        self.http = RemoteHTTP(request_timeout_s=2.0)
+        self.http = PinnedClient(request_timeout_s=2.0)
         env = {SECRET_ENV: secret} if secret else {}
         self.delivery = WebhookDelivery(gw.config.webhooks, gw.ledger, self.http, env)
 
@@ -85,7 +84,10 @@ class Hooked:
         return self.gw.confirm(OWNER, job_id, preview.token).job.state
 
     def messages(self, status: str | None = None) -> list[OutboxMessage]:
-        return self.gw.webhook_messages(OWNER.owner_id, ("account-assistant",), status)
+        agents = ("account-assistant",)
+        return self.gw.ledger.read(
+            lambda r: r.webhook_messages(OWNER.owner_id, agents, status=status)
+        )
 
     def deliver_until(self, done: Callable[[list[OutboxMessage]], bool]) -> list[OutboxMessage]:
         def step() -> bool:
@@ -100,7 +102,7 @@ class Hooked:
 def hooked(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
 ) -> Iterator[Hooked]:
     gw = open_gateway(parse_config(webhook_config(server, data_dir, receiver.url)))
@@ -171,7 +173,7 @@ def test_needs_review_is_announced_when_a_write_goes_uncertain(
 def test_the_outbox_works_the_same_on_a_postgresql_ledger(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
     postgres_cluster: PostgresCluster,
 ) -> None:
@@ -192,7 +194,7 @@ def test_the_outbox_works_the_same_on_a_postgresql_ledger(
 def test_the_lease_sweep_announces_the_jobs_of_a_process_that_died(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
     postgres_cluster: PostgresCluster,
 ) -> None:
@@ -254,7 +256,7 @@ def test_which_state_change_announces_what() -> None:
 def test_an_endpoint_gets_only_the_events_it_subscribed_to(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
 ) -> None:
     data = webhook_config(server, data_dir, receiver.url, endpoint={"events": ["job.rejected"]})
@@ -293,7 +295,7 @@ def test_a_receiver_that_is_down_gets_the_message_when_it_comes_back(
 def test_a_receiver_that_never_answers_holds_up_a_pass_once_not_per_message(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
 ) -> None:
     """It accepts the connection and says nothing: its first message waits out the time
@@ -359,7 +361,7 @@ def test_backoff_doubles_up_to_its_ceiling() -> None:
 def test_an_unset_secret_signs_nothing_and_is_warned_about(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
 ) -> None:
     gw = open_gateway(parse_config(webhook_config(server, data_dir, receiver.url)))
@@ -401,7 +403,7 @@ def test_a_2xx_delivers_whatever_follows_it(
 def test_the_network_policy_applies_to_webhook_urls(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -430,7 +432,7 @@ def test_the_network_policy_applies_to_webhook_urls(
 def test_a_name_that_does_not_resolve_is_not_named_in_the_log(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -510,7 +512,7 @@ def test_webhook_section_rules_beyond_one_endpoint() -> None:
 def test_an_operator_sees_only_the_messages_about_jobs_it_may_see(
     server: ContractServer,
     data_dir: Path,
-    open_gateway: Callable[[Config], Gateway],
+    open_gateway: Callable[[Config], LocalGateway],
     receiver: Receiver,
 ) -> None:
     data = webhook_config(server, data_dir, receiver.url)
@@ -527,8 +529,8 @@ def test_an_operator_sees_only_the_messages_about_jobs_it_may_see(
     service = Service(gw, keyring)
 
     async def seen(key: str, status: str | None = None) -> list[str]:
-        principal = await service.authenticate(key)
-        return [m.event for m in await service.webhook_messages(principal, status)]
+        reader = Reader.of(await service.access.authenticate(key), "test")
+        return [m.event for m in await service.reviewers.webhook_messages(reader, status)]
 
     assert anyio.run(seen, owner.key) == ["job.prepared"]
     assert anyio.run(seen, owner.key, "failed") == []

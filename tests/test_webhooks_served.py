@@ -18,16 +18,17 @@ import yaml
 
 from undogate.contract_server import ContractServer
 
-from .conftest import MASTER_KEY, SERVE, cli, free_port, resource, serve_log, serving, wait_healthy
 from .postgres import PostgresCluster
+from .serving import SERVE, cli, free_port, serve_log, serving, wait_healthy
 from .webhook_receiver import Receiver, new_secret, wait_until
+from .worlds import MASTER_KEY, resource
 
 SECRET_ENV = "UNDOGATE_TEST_WEBHOOK_SECRET"
 PATH = "/records/customer-123"
 CSRF_RE = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-class Gateway:
+class WebhookWorld:
     """A config with one webhook endpoint, its operator and agent keys; ``serve`` runs it."""
 
     def __init__(
@@ -116,7 +117,7 @@ def test_the_outbox_outlives_a_restart_and_a_receiver_that_was_down(
     tmp_path: Path, server: ContractServer, receiver: Receiver
 ) -> None:
     # The receiver is not started: it is down. Enough attempts to outlast this serve.
-    gw = Gateway(tmp_path, server, receiver, attempts=100)
+    gw = WebhookWorld(tmp_path, server, receiver, attempts=100)
     with serving(gw.config, gw.env) as (url, proc):
         job_id = gw.prepare(url)
         wait_until(lambda: "attempt 1 of 100 failed" in serve_log(proc), what="a failed attempt")
@@ -145,7 +146,7 @@ def test_a_failing_receiver_is_shown_to_operators_everywhere(
 ) -> None:
     receiver.status = 500
     receiver.start()
-    gw = Gateway(tmp_path, server, receiver)
+    gw = WebhookWorld(tmp_path, server, receiver)
     with serving(gw.config, gw.env) as (url, proc):
         job_id = gw.prepare(url)
         wait_until(lambda: bool(gw.messages(url, "failed")), what="the message failing")
@@ -192,7 +193,7 @@ def test_a_failing_receiver_is_shown_to_operators_everywhere(
 def test_serve_warns_about_an_unset_webhook_secret(
     tmp_path: Path, server: ContractServer, receiver: Receiver
 ) -> None:
-    gw = Gateway(tmp_path, server, receiver)
+    gw = WebhookWorld(tmp_path, server, receiver)
     env = {k: v for k, v in gw.env.items() if k != SECRET_ENV}
     warning = f"webhook ops-chat: its secret variable {SECRET_ENV} is not set"
     with serving(gw.config, env) as (_, proc):
@@ -204,7 +205,7 @@ def test_a_write_cut_off_by_a_crash_is_announced_once_recovery_quarantines_it(
     tmp_path: Path, server: ContractServer, receiver: Receiver
 ) -> None:
     receiver.start()
-    gw = Gateway(tmp_path, server, receiver)
+    gw = WebhookWorld(tmp_path, server, receiver)
     auth = {"Authorization": f"Bearer {gw.operator}"}
     with serving(gw.config, {**gw.env, "UNDOGATE_CRASH_AT": "apply:after_response"}) as (url, proc):
         job_id = gw.prepare(url)
@@ -237,7 +238,7 @@ def test_workers_on_a_postgresql_ledger_deliver_each_message_once(
     """Every worker of ``serve --workers`` runs the delivery task over the one outbox:
     they race for the same due messages, and each is claimed, sent and recorded once."""
     receiver.start()
-    gw = Gateway(tmp_path, server, receiver, ledger=postgres_cluster.fresh_database())
+    gw = WebhookWorld(tmp_path, server, receiver, ledger=postgres_cluster.fresh_database())
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     parent = subprocess.Popen(

@@ -23,12 +23,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from undogate.engine import Gateway
 from undogate.errors import RemoteContractBreach
 from undogate.jobs import ActionStatus, JobState, Operation
+from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 
-from .conftest import OWNER
 from .davservers import (
     DavServer,
     HookedHTTP,
@@ -39,6 +38,7 @@ from .davservers import (
     text_resource,
     wsgidav_server,
 )
+from .worlds import OWNER, LocalGateway
 
 START = "First line.\nSecond line.\n"
 
@@ -58,7 +58,7 @@ def doc(dav: DavServer, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def gw(dav: DavServer, doc: str, data_dir: Path) -> Iterator[tuple[Gateway, HookedHTTP]]:
+def gw(dav: DavServer, doc: str, data_dir: Path) -> Iterator[tuple[LocalGateway, HookedHTTP]]:
     with dav_gateway(data_dir, text_resource("doc", dav.url(doc))) as pair:
         yield pair
 
@@ -111,7 +111,7 @@ def test_wsgidav_put_answers_204_with_the_new_etag(dav: DavServer, doc: str) -> 
 
 
 def test_wsgidav_outside_edit_between_apply_and_undo_is_conflict(
-    gw: tuple[Gateway, HookedHTTP], dav: DavServer, doc: str
+    gw: tuple[LocalGateway, HookedHTTP], dav: DavServer, doc: str
 ) -> None:
     gateway, _ = gw
     job = prepare_text(gateway, "doc", "Rewritten by the agent.\n")
@@ -125,7 +125,7 @@ def test_wsgidav_outside_edit_between_apply_and_undo_is_conflict(
 
 
 def test_wsgidav_stale_if_match_is_refused_with_nothing_changed(
-    gw: tuple[Gateway, HookedHTTP], dav: DavServer, doc: str
+    gw: tuple[LocalGateway, HookedHTTP], dav: DavServer, doc: str
 ) -> None:
     gateway, http = gw
     job = prepare_text(gateway, "doc", "Rewritten by the agent.\n")
@@ -148,7 +148,7 @@ def test_wsgidav_weak_or_missing_etag_is_never_read(dav: DavServer, doc: str) ->
 
 
 def test_wsgidav_same_second_write_keeps_the_etag_so_the_gateway_records_uncertain(
-    gw: tuple[Gateway, HookedHTTP], dav: DavServer, doc: str
+    gw: tuple[LocalGateway, HookedHTTP], dav: DavServer, doc: str
 ) -> None:
     gateway, http = gw
     same_size = START.replace("First", "Frist")
@@ -183,7 +183,7 @@ def test_wsgidav_same_size_same_second_edit_is_invisible_to_if_match(
 
 
 def test_wsgidav_identical_bytes_rewritten_later_is_a_conflict(
-    gw: tuple[Gateway, HookedHTTP], dav: DavServer, doc: str
+    gw: tuple[LocalGateway, HookedHTTP], dav: DavServer, doc: str
 ) -> None:
     gateway, _ = gw
     after = "Rewritten by the agent.\n"
@@ -231,7 +231,9 @@ def test_the_endpoint_check_refuses_wsgidav(dav: DavServer, data_dir: Path) -> N
         gateway,
         http,
     ):
-        result = check_endpoint(gateway.config, gateway.ledger, http, "notes-copy", {})
+        result = check_endpoint(
+            Context(gateway.config, gateway.ledger, http, environ={}), "notes-copy"
+        )
 
     assert not result.passed
     assert {s.name: s.passed for s in result.steps} == {

@@ -16,7 +16,7 @@ from typing import Any
 
 from standardwebhooks.webhooks import Webhook
 
-from .conftest import free_port
+from .serving import free_port
 
 
 def new_secret() -> str:

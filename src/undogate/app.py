@@ -7,19 +7,17 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 
 from .api import create_app
-from .auth import Keyring
-from .engine import Gateway
 from .mcp.http import McpApp
 from .service import Service
 from .web import WebSettings, WebUI
 
 
-def build_app(gateway: Gateway, keyring: Keyring) -> Starlette:
+def build_app(service: Service) -> Starlette:
     """The whole served surface: ``/api/v1``, the review pages and ``/mcp``."""
-    service = Service(gateway, keyring)
     mcp = McpApp(service)
-    routes = [Route("/mcp", endpoint=mcp), *WebUI(service, WebSettings(), gateway.ledger).routes()]
-    return create_app(gateway, keyring, routes=routes, lifespan=mcp.lifespan, service=service)
+    pages = WebUI(service, WebSettings(), service.context.ledger)
+    routes = [Route("/mcp", endpoint=mcp), *pages.routes()]
+    return create_app(service, routes=routes, lifespan=mcp.lifespan)
 
 
 __all__ = ["build_app"]

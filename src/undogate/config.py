@@ -20,11 +20,12 @@ from pydantic_core import PydanticCustomError
 
 from .adapters import adapter_for, copy_authentication_problem, header_problems, kind_problem
 from .errors import ConfigError
+from .ledger import ledger_url_problem
 from .net import NetworkFlags, configured_url_problems
+from .net.urls import dot_segment, normalised_url
 from .resources import COMMON_KEYS, ID_PATTERN, KINDS_CONTEXT, KindSettings, StrictModel
 from .resources import Limits as Limits
 from .resources import Resource as Resource
-from .urls import dot_segment, normalised_url
 from .webhooks.settings import WebhookSettings, webhook_problems
 
 _M = TypeVar("_M", bound=BaseModel)
@@ -64,31 +65,6 @@ class ServerSettings(StrictModel):
     def operation_timeout_s(self) -> float:
         """One preview or confirm stops at min(45 s, http_timeout_s)."""
         return min(45.0, self.http_timeout_s)
-
-
-def ledger_url_problem(url: str) -> str | None:
-    """Why ``url`` cannot name the ledger (None when it can). The message never repeats
-    the URL: it may carry the very password it refuses."""
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError:
-        return "must be a URL like postgresql://user@host:5432/database"
-    if parts.scheme not in ("postgresql", "postgres"):
-        return (
-            "must be a postgresql:// URL (leave server.ledger out for the embedded SQLite "
-            "ledger under data_dir)"
-        )
-    if parts.password is not None or "password" in parts.query.lower():
-        return (
-            "must not carry a password: give it in the PGPASSWORD environment variable "
-            "(or a ~/.pgpass file), never in the config"
-        )
-    if not parts.hostname or not parts.path.strip("/"):
-        return "must name a host and a database: postgresql://user@host:5432/database"
-    if port is not None and not 0 < port < 65536:
-        return "has a port out of range"
-    return None
 
 
 class Agent(StrictModel):

@@ -11,8 +11,7 @@ from functools import partial
 import psycopg
 import pytest
 
-from undogate.ledger import Store, Transaction
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import Store, Transaction, open_chain
 from undogate.ledger.postgres import PostgresStore
 from undogate.proof.ledger_check import verify_ledger
 

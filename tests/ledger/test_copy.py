@@ -16,8 +16,7 @@ from undogate.cli import main
 from undogate.errors import InvalidRequest, LedgerInUse
 from undogate.jobs import ActionStatus, ChangeState, JobState, Observation
 from undogate.jsonvalue import JsonNumber
-from undogate.ledger import Ledger, Store, Transaction
-from undogate.ledger.chain_source import open_chain
+from undogate.ledger import Ledger, Store, Transaction, open_chain
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_copy import copy_sqlite_to_postgres
 from undogate.ledger.postgres_schema import TABLES

@@ -4,12 +4,14 @@ migration without its PostgreSQL twin fails here."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from undogate.jobs import RUNNING_STATES, TERMINAL_STATES, UNRESOLVED_STATES
 from undogate.ledger import Ledger
 from undogate.ledger.postgres import PostgresStore
 from undogate.ledger.postgres_schema import TABLES
@@ -104,3 +106,32 @@ def test_both_engines_hold_the_same_schema(
     assert mine["triggers"] <= theirs["triggers"]
     # A floor, not a count: migrations are appended (by several branches at once).
     assert len(mine["indexes"]) >= 14 and sum(map(len, mine["columns"].values())) > 80
+
+
+def _states_in(definition: str) -> set[str]:
+    return set(re.findall(r"'([a-z_]+)'", definition))
+
+
+def test_the_job_state_indexes_list_the_state_tables_states(
+    tmp_path: Path, postgres_cluster: PostgresCluster
+) -> None:
+    """A job state added to ``jobs.STATES`` and not to the partial indexes that select by
+    state (both engines) fails here: quotas and recovery would read a stale index."""
+    wanted = {
+        "jobs_unresolved": {s.value for s in UNRESOLVED_STATES},
+        "jobs_running": {s.value for s in RUNNING_STATES},
+        "jobs_unfinished": {s.value for s in TERMINAL_STATES},  # NOT IN: the finished ones
+    }
+    Ledger.open(tmp_path / "data").close()
+    conn = sqlite3.connect(tmp_path / "data" / "ledger.sqlite3")
+    try:
+        mine = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'"))
+    finally:
+        conn.close()
+    url = postgres_cluster.fresh_database()
+    PostgresStore.open(url).close()
+    with psycopg.connect(url) as pg:
+        theirs: dict[str, str] = dict(pg.execute("SELECT indexname, indexdef FROM pg_indexes"))
+    for name, states in wanted.items():
+        assert _states_in(mine[name]) == states, (name, mine[name])
+        assert _states_in(theirs[name]) == states, (name, theirs[name])

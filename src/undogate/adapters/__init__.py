@@ -4,17 +4,17 @@ Importing this package registers the built-in kinds (``json_record``, ``webdav_t
 ``json_collection``, and the contacts' and calendars': ``vcard``, ``vcard_collection``,
 ``icalendar``, ``icalendar_collection``); kinds from outside arrive through the
 ``undogate.kinds`` entry point (``registry``). Core code meets kinds only through the
-registry: ``adapter_for``, ``kind_names``, ``installed_kinds``. ``Remote`` sends any
-kind's requests, with the credential ``credentials`` adds (whose rules for static
-headers ``config`` asks).
+registry: ``adapter_for``, ``kind_names``, ``installed_kinds``. ``Wire`` sends any kind's
+requests, with the credential ``credentials`` adds (whose rules for static headers
+``config`` asks).
 
 What a kind's author builds on (docs/kinds.md) is exported here: ``Adapter`` and the
 values it trades in, ``KindSettings``, the change members and shapes, the endpoint
 check's steps and ``WholeResourceAdapter``, and the view helpers.
 """
 
-from ..etag import ETag
 from ..jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
+from ..net.etag import ETag
 from ..resources import KindSettings, Limits, Resource
 from .base import (
     RECREATE,
@@ -52,7 +52,6 @@ from .registry import (
     kind_problem,
     member_takers,
 )
-from .remote import Remote
 from .shapes import (
     ChangeMember,
     ChangeShape,
@@ -63,6 +62,7 @@ from .shapes import (
 )
 from .views import field_rows, text_diff
 from .webdav_text import WebDavTextAdapter
+from .wire import Wire
 
 __all__ = [
     "ABSENT",
@@ -92,7 +92,6 @@ __all__ = [
     "Plan",
     "Prober",
     "Reader",
-    "Remote",
     "Resource",
     "Side",
     "SideValue",
@@ -104,6 +103,7 @@ __all__ = [
     "Verdict",
     "WebDavTextAdapter",
     "WholeResourceAdapter",
+    "Wire",
     "absent_snapshot",
     "adapter_for",
     "adapters",

@@ -5,7 +5,7 @@ An ``Adapter`` is everything one kind knows, and nothing else in the house asks 
 kind it is dealing with: a change, a resource and a job carry their kind as an opaque
 key, and whoever needs kind-specific behaviour looks the adapter up in the registry
 (``registry.adapter_for``). An adapter is stateless (one instance serves its kind); what
-it needs of the world comes in as arguments, and the wire itself is ``remote.Remote``,
+it needs of the world comes in as arguments, and the wire itself is ``wire.Wire``,
 handed to a kind as a ``Reader`` (GETs only) or, on a test copy, a ``Prober``.
 
 What a kind owns, in the order a change lives through it: its settings (a model of its
@@ -25,14 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import ClassVar, Protocol
 
 from ..diffs import Hunk
 from ..errors import InvalidRequest
-from ..etag import ETag, parse_etag
 from ..jobs import ABSENT, AssertionKind, Change, ChangeRequest, ChangeView, SideValue
+from ..jobs import ConditionalWrite as ConditionalWrite  # the kinds build it; jobs.py holds it
 from ..jsonvalue import JsonObject, JsonValue
 from ..net import RemoteResponse
+from ..net.etag import ETag, parse_etag
 from ..resources import KindSettings, Limits, Resource
 from .checks.steps import CheckRun
 from .shapes import ChangeMember, ChangeShape
@@ -127,7 +128,7 @@ def absent_snapshot(
 
 
 class Reader(Protocol):
-    """What a kind may ask of the wire (``remote.Remote``) while a change is prepared,
+    """What a kind may ask of the wire (``wire.Wire``) while a change is prepared,
     previewed or confirmed: reads, nothing else. Its writes are the ``ConditionalWrite``
     values it builds, which the preview shows and the confirm sends; the credential is
     added when a request leaves, never handed to a kind."""
@@ -207,33 +208,6 @@ class Plan:
             assertion_kind=assertion_kind,
             target=self.target,
         )
-
-
-@dataclass(frozen=True)
-class ConditionalWrite:
-    """The exact request a confirm sends (auth is added at dispatch, never stored).
-
-    ``if_match`` is the version the write is conditional on, when it has one.
-    ``replaces`` is the text of the document a whole-document ``PUT`` replaces, as it
-    was read: the surfaces show the body as a line diff against it."""
-
-    method: str
-    url: str
-    headers: dict[str, str]
-    body: bytes
-    if_match: str | None
-    replaces: str | None = None
-
-    def describe(self) -> dict[str, Any]:
-        described: dict[str, Any] = {
-            "method": self.method,
-            "url": self.url,
-            "headers": dict(self.headers),
-            "body": self.body.decode("utf-8"),
-        }
-        if self.replaces is not None:
-            described["replaces"] = self.replaces
-        return described
 
 
 class Adapter(ABC):

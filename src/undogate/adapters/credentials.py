@@ -1,7 +1,7 @@
 """How a request to a resource is authenticated: the one place a credential is read and
 added.
 
-``Remote`` asks ``Credentials.headers_for`` for every request it sends, with the exact
+``Wire`` asks ``Credentials.headers_for`` for every request it sends, with the exact
 method, URL, headers and body that will leave; the answer is added to the request and
 nothing else ever holds it. A kind builds its requests without credentials and never
 sees one (docs/kinds.md). Reading the variables at each request makes rotation need no

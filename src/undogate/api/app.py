@@ -13,33 +13,29 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute
 
 from .. import views
-from ..auth import Keyring
-from ..engine import Gateway
 from ..errors import UndogateError
-from ..request_body import DrainUnreadBody
 from ..service import Service
 from .export import export_routes
 from .inbox import inbox_routes
 from .openapi import openapi_document
+from .request_body import DrainUnreadBody
 from .responses import SecurityHeaders, _http_error, _undogate_error
 from .routes import api_routes
 
 
 def create_app(
-    gateway: Gateway,
-    keyring: Keyring,
+    service: Service,
     *,
     routes: Sequence[BaseRoute] = (),
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
     exception_handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]]
     | None = None,
-    service: Service | None = None,
 ) -> Starlette:
-    """The ASGI app: the API routes plus ``routes`` (web views, the MCP mount, ...).
+    """The ASGI app over ``service``: the API routes plus ``routes`` (web views, the MCP
+    mount, ...).
 
-    Extra routes share the service (``request.app.state.undogate``; pass ``service``
-    when they hold one already), the security headers and the error mapping;
-    ``exception_handlers`` adds to (or overrides) it.
+    Extra routes share the service (``request.app.state.undogate``), the security
+    headers and the error mapping; ``exception_handlers`` adds to (or overrides) it.
     """
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         UndogateError: _undogate_error,
@@ -51,7 +47,7 @@ def create_app(
         lifespan=lifespan,
         exception_handlers=handlers,
     )
-    app.state.undogate = service or Service(gateway, keyring)
+    app.state.undogate = service
     app.state.openapi = views.json_value(openapi_document())
     app.add_middleware(SecurityHeaders)
     app.add_middleware(DrainUnreadBody)  # every client reads its answer, not a reset

@@ -13,7 +13,7 @@ from ..adapters import change_member
 from ..errors import InvalidRequest
 from ..jobs import AssertionKind, ChangeRequest, PrepareRequest
 from ..jsonvalue import JsonObject, JsonValue
-from ..request_body import parse_object, read_body
+from .request_body import parse_object, read_body
 
 # -- bodies --------------------------------------------------------------------------
 

@@ -10,14 +10,12 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import InvalidRequest
 from ..operations.inbox import parse_time
-from ..service import Service
+from ..service import Administrator
 from .responses import NO_STORE, JSONResponse
-from .routes import authenticate, endpoint, service
+from .routes import requires, service
 
 
-async def _page(request: Request, what: str) -> Response:
-    principal = await authenticate(request)
-    Service.require_admin(principal)
+async def _page(request: Request, admin: Administrator, what: str) -> Response:
     svc = service(request)
     since_text = request.query_params.get("since")
     if not since_text:
@@ -26,17 +24,18 @@ async def _page(request: Request, what: str) -> Response:
     after = request.query_params.get("after") or None
     if after is not None and len(after) > 200:
         raise InvalidRequest("after is too long", field="after")
-    return JSONResponse(await svc.export_page(principal, what, since, after), headers=NO_STORE)
+    page = await svc.administrators.export_page(admin, what, since, after)
+    return JSONResponse(page, headers=NO_STORE)
 
 
-@endpoint
-async def export_events(request: Request) -> Response:
-    return await _page(request, "events")
+@requires(Administrator)
+async def export_events(request: Request, admin: Administrator) -> Response:
+    return await _page(request, admin, "events")
 
 
-@endpoint
-async def export_jobs(request: Request) -> Response:
-    return await _page(request, "jobs")
+@requires(Administrator)
+async def export_jobs(request: Request, admin: Administrator) -> Response:
+    return await _page(request, admin, "jobs")
 
 
 def export_routes() -> list[BaseRoute]:

@@ -9,10 +9,10 @@ from starlette.routing import BaseRoute, Route
 
 from ..jsonvalue import JsonObject
 from ..operations.inbox import inbox_view, parse_filter
-from ..service import Service
+from ..service import AgentCaller, Reader, Reviewer
 from .bodies import _only, _str, _str_list, json_body
 from .responses import NO_STORE, JSONResponse
-from .routes import _agent, authenticate, endpoint, service
+from .routes import requires, service
 
 
 def query_lists(request: Request) -> dict[str, list[str]]:
@@ -23,24 +23,20 @@ def query_lists(request: Request) -> dict[str, list[str]]:
     return out
 
 
-@endpoint
-async def inbox(request: Request) -> Response:
-    principal = await authenticate(request)
-    Service.require_reader(principal)
+@requires(Reader)
+async def inbox(request: Request, reader: Reader) -> Response:
     svc = service(request)
-    page = await svc.inbox(principal, parse_filter(query_lists(request), svc.clock()))
+    page = await svc.reviewers.inbox(reader, parse_filter(query_lists(request), svc.clock()))
     return JSONResponse(inbox_view(page), headers=NO_STORE)
 
 
-@endpoint
-async def reject_jobs(request: Request) -> Response:
-    principal = await authenticate(request)
-    Service.require_reviewer(principal)
+@requires(Reviewer)
+async def reject_jobs(request: Request, reviewer: Reviewer) -> Response:
     body = await json_body(request)
     _only(body, ("jobs", "reason"))
     job_ids = _str_list(body, "jobs") or []
     reason = _str(body, "reason", max_len=2000)
-    outcomes = await service(request).reject_many(principal, "api", tuple(job_ids), reason)
+    outcomes = await service(request).reviewers.reject_many(reviewer, tuple(job_ids), reason)
     rows: list[JsonObject] = [
         {"job": o.job_id, "rejected": o.rejected, "code": o.code, "message": o.message}
         for o in outcomes
@@ -48,12 +44,10 @@ async def reject_jobs(request: Request) -> Response:
     return JSONResponse({"outcomes": list(rows)}, headers=NO_STORE)
 
 
-@endpoint
-async def job_status(request: Request) -> Response:
+@requires(AgentCaller)
+async def job_status(request: Request, agent: AgentCaller) -> Response:
     """An agent's own job: state and a reviewer's reason (opt-in ``job_status``)."""
-    principal = await authenticate(request)
-    _agent(request, principal)
-    status = await service(request).job_status(principal, request.path_params["job_id"])
+    status = await service(request).agents.job_status(agent, request.path_params["job_id"])
     return JSONResponse(status.to_json(), headers=NO_STORE)
 
 

@@ -12,22 +12,10 @@ import click
 from .. import __version__
 from ..errors import UndogateError
 from . import proof
-from .common import _KEY, _URL, FullHelpGroup, _ask, _review
+from .common import _KEY, _URL, FullHelpGroup, _ask, _review, file_copies_only
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
-
-
-def _sqlite_only(ledger_url: str | None, doing: str) -> None:
-    """``backup`` and ``restore`` copy a SQLite file; a PostgreSQL ledger has its own tools."""
-    if ledger_url is not None:
-        from ..errors import InvalidRequest
-
-        raise InvalidRequest(
-            f"the ledger is PostgreSQL (server.ledger): {doing} it with pg_dump and "
-            "pg_restore (docs/scaling.md), not with this command"
-        )
-
 
 _CONFIG = click.option(
     "--config",
@@ -55,7 +43,7 @@ def main() -> None:
 )
 def demo(data_dir: Path | None) -> None:
     """Walk prepare → preview → confirm → undo against a local contract server."""
-    from ..demo import run_demo
+    from .demo import run_demo
 
     try:
         ok = run_demo(data_dir)
@@ -206,12 +194,12 @@ def backup(config_path: Path, target: Path, overwrite: bool) -> None:
     Restore: stop the server, then `undogate restore TARGET --config ...`. Anything
     committed after the backup is not in it: that recovery history is lost.
     """
-    from ..backup import backup_ledger
     from ..config import load_config
+    from ..ledger.backup import backup_ledger
 
     try:
         server = load_config(config_path).server
-        _sqlite_only(server.ledger, "back up")
+        file_copies_only(server.ledger, "back up")
         result = backup_ledger(server.data_dir, target, overwrite=overwrite)
     except UndogateError as exc:
         _fail(exc)
@@ -231,12 +219,12 @@ def restore(config_path: Path, source: Path) -> None:
     The current ledger files are moved aside, never deleted; keys revoked in them stay
     revoked; the data dir's identity marker names the restored ledger.
     """
-    from ..backup import restore_ledger
     from ..config import load_config
+    from ..ledger.backup import restore_ledger
 
     try:
         server = load_config(config_path).server
-        _sqlite_only(server.ledger, "restore")
+        file_copies_only(server.ledger, "restore")
         result = restore_ledger(source, server.data_dir)
     except UndogateError as exc:
         _fail(exc)
@@ -572,8 +560,8 @@ def ledger_copy(source: str, target: str) -> None:
     """Copy a SQLite ledger, whole, into an empty PostgreSQL ledger, in one transaction,
     verified by row counts and a digest per table. Stop the server first. The password
     comes from PGPASSWORD, never from the URL."""
-    from ..config import ledger_url_problem
     from ..errors import InvalidRequest
+    from ..ledger import ledger_url_problem
     from ..ledger.postgres_copy import copy_sqlite_to_postgres
 
     try:

@@ -70,7 +70,7 @@ def _KEY(fn: Callable[..., None]) -> Callable[..., None]:
 def _review(url: str, key: str, fn: Any) -> None:
     from rich.console import Console
 
-    from ..client import ApiClient
+    from ..api.gateway_client import ApiClient
 
     try:
         client = ApiClient(url, key)
@@ -89,4 +89,19 @@ def _ask(prompt: str) -> str:
     return str(click.prompt(prompt, default="", show_default=False))
 
 
-__all__ = ["_KEY", "_URL", "FullHelpGroup", "_ask", "_review"]
+def file_copies_only(ledger_url: str | None, doing: str) -> None:
+    """``backup`` and ``restore`` copy a ledger file; an engine without one has its own
+    tools."""
+    from ..ledger import engine_of
+
+    engine = engine_of(ledger_url)
+    if engine.own_backup is not None:
+        from ..errors import InvalidRequest
+
+        raise InvalidRequest(
+            f"the ledger is {engine.name} (server.ledger): {doing} it with "
+            f"{engine.own_backup}, not with this command"
+        )
+
+
+__all__ = ["_KEY", "_URL", "FullHelpGroup", "_ask", "_review", "file_copies_only"]

@@ -6,14 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..client import ApiClient
-from ..config import load_config
+from ..api.gateway_client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jsonvalue import JsonObject
-from ..ledger import open_store
-from ..net import RemoteHTTP
 from ..operations.endpoint_check import CheckResult, check_endpoint, result_view
-from ..redact import install_redaction, uninstall_redaction
+from .serve import open_configured
 
 ENDPOINT_CHECK_PATH = "/api/v1/endpoint-checks"
 ENDPOINT_CHECK_TIMEOUT_S = 300.0  # a whole check: about a dozen requests, each bounded
@@ -57,23 +54,8 @@ def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, st
         ConfigError, LedgerInUse (a server owns the ledger), LedgerError, and what
         ``check_endpoint`` raises.
     """
-    config = load_config(config_path)
-    redaction = install_redaction(config.credential_variables, environ=environ)
-    try:
-        ledger = open_store(config.server)
-        try:
-            http = RemoteHTTP(
-                request_timeout_s=config.server.request_timeout_s,
-                ca_bundle=config.server.ca_bundle,
-            )
-            try:
-                return check_endpoint(config, ledger, http, test_copy_id, environ)
-            finally:
-                http.close()
-        finally:
-            ledger.close()
-    finally:
-        uninstall_redaction(redaction)
+    with open_configured(config_path, environ) as service:
+        return check_endpoint(service.context, test_copy_id)
 
 
 __all__ = ["run_endpoint_check"]

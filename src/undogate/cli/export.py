@@ -10,13 +10,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlencode
 
+from ..api.gateway_client import ApiClient
 from ..auth import ADMIN, MASTER_ENV
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..operations.export import events_page, jobs_page, write_export
 from ..operations.inbox import parse_time
-from .serve import open_service
+from .serve import open_configured
 
 
 def _cursor(after: JsonValue) -> str | None:
@@ -37,15 +37,14 @@ def run_export(
     """
     env = os.environ if environ is None else environ
     try:
-        with open_service(config_path, environ={}) as svc:
-            ledger = svc.ledger
+        with open_configured(config_path, environ={}) as svc:
             start = parse_time(since, time.time(), name="--since")
 
             def direct(what: str, after: JsonValue) -> JsonObject:
                 cursor = _cursor(after)
                 if what == "events":
-                    return events_page(ledger, start, int(cursor or 0))
-                return jobs_page(ledger, start, cursor)
+                    return events_page(svc.context, start, int(cursor or 0))
+                return jobs_page(svc.context, start, cursor)
 
             events, jobs = write_export(direct, directory)
             return events, jobs, "direct"

@@ -12,16 +12,17 @@ from urllib.parse import urlencode
 from rich.console import Console
 from rich.text import Text
 
-from ..client import ApiClient
+from ..api.gateway_client import ApiClient
+from ..jobs import STATES
 from ..jsonvalue import JsonNumber, JsonValue
 from ..operations.inbox import MAX_BULK, VIEW_WORDS
-from ..terminal_values import inert
 from .review import s
+from .terminal_values import inert
 
 Ask = Callable[[str], str]
+#: The counts of work waiting for a person: (state, words), then the quarantined jobs.
 COUNT_WORDS = (
-    ("prepared", "waiting"),
-    ("needs_review", "needs review"),
+    *((s.value, f.waiting_words[0]) for s, f in STATES.items() if f.waiting_words),
     ("quarantined", "quarantined"),
 )
 

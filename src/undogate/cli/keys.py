@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..api.gateway_client import ApiClient
 from ..auth import ADMIN, MASTER_ENV, READ, SCOPES, Keyring
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..invisibles import visible
 from ..jsonvalue import JsonNumber, JsonValue
-from .serve import open_service
+from .serve import open_configured
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def run_key_command(
     """
     env = os.environ if environ is None else environ
     try:
-        with open_service(config_path, environ={}) as svc:
+        with open_configured(config_path, environ={}) as svc:
             return _direct(svc.keyring, cmd), "direct"
     except LedgerInUse as exc:
         url = env.get("UNDOGATE_URL")

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..api.gateway_client import ApiClient
 from ..auth import MASTER_ENV
-from ..client import ApiClient
 from ..errors import InvalidRequest, LedgerInUse
 from ..jobs import Actor
 from ..jsonvalue import JsonValue
+from ..operations import owner_passkeys
 from .keys import _when
-from .serve import open_service
+from .serve import open_configured
 
 ENROLMENT_PATH = "/api/v1/admin/passkey-enrolments"
 #: Who made a code on the ledger directly, in its event: someone on the host.
@@ -34,10 +35,10 @@ def run_enrolment(
             InvalidRequest when a server owns the ledger and no URL or master key is set.
     """
     try:
-        with open_service(config_path, environ={}) as svc:
+        with open_configured(config_path, environ={}) as svc:
             owner_id = owner or svc.keyring.only_operator()
             actor = Actor(HOST, owner_id, "system", "cli")
-            issued = svc.gateway.issue_passkey_enrolment(actor, owner_id, replace=replace)
+            issued = owner_passkeys.issue_enrolment(svc.context, actor, owner_id, replace=replace)
             return issued.to_json(), "direct"
     except LedgerInUse as exc:
         url, key = environ.get("UNDOGATE_URL"), environ.get(MASTER_ENV)

@@ -15,12 +15,13 @@ from .failing import fail
 
 def _location(ledger: str | None, config_path: Path) -> str:
     """The ledger to read: LEDGER as given, else the one the config names."""
-    from ..config import ledger_url_problem, load_config
+    from ..config import load_config
+    from ..ledger import engine_of, ledger_url_problem
 
     if ledger is None:
         server = load_config(config_path).server
-        return server.ledger if server.ledger is not None else str(server.data_dir)
-    if ledger.startswith(("postgresql:", "postgres:")):
+        return server.ledger or str(server.data_dir)
+    if engine_of(ledger).schemes:  # a URL, not a path
         problem = ledger_url_problem(ledger)
         if problem is not None:
             raise InvalidRequest(f"LEDGER {problem}")
@@ -48,7 +49,7 @@ def ledger_verify(ledger: str | None, config_path: Path) -> None:
     chain recorded of it. LEDGER: a data dir, its ledger.sqlite3, or a postgresql://
     URL (default: the config's). Exit 0 with the head hash, or 1 naming the first row
     that does not match. Works while serving (the SQLite file is opened read-only)."""
-    from ..ledger.chain_source import open_chain
+    from ..ledger import open_chain
     from ..proof.ledger_check import verify_ledger
 
     try:
@@ -78,7 +79,7 @@ def export_receipt(job_id: str, ledger: str | None, config_path: Path, output: P
     """Write JOB_ID's receipt: one JSON file, its events and their chain links, its
     preview digests, assertions and passkeys, that `undogate verify-receipt` checks
     without the ledger."""
-    from ..ledger.chain_source import open_chain
+    from ..ledger import open_chain
     from ..proof.receipt import export_receipt as export
     from ..proof.receipt import passkeys_for
 

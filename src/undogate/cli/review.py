@@ -18,14 +18,15 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ..client import ApiClient, ApiError
+from ..api.gateway_client import ApiClient, ApiError
+from ..jobs import STATES
 from ..jsonvalue import JsonNumber, JsonValue
-from ..terminal_values import inert, render_rows
+from .terminal_values import inert, render_rows
 
 Ask = Callable[[str], str]
 #: The agent's ``assertion_kind``, in the words the review pages use.
 SOURCE = "source of the values (the agent's claim)"
-SETTLED_OK = {"applied", "undone", "rejected", "prepared", "partially_undone"}
+SETTLED_OK = {s.value for s, f in STATES.items() if f.ends_well}
 _VERB = {"apply": "apply", "undo": "undo", "accept_observed": "reconcile"}
 
 

@@ -1,5 +1,6 @@
-"""Running undogate: ``open_service`` (open the ledger, build the gateway and keyring),
-``serve`` (uvicorn) and ``init``. ``workers`` runs several ``serve`` processes."""
+"""Running undogate: ``open_configured`` (a config file's service, its tokens kept out of
+every log), ``serve`` (uvicorn) and ``init``. ``workers`` runs several ``serve``
+processes."""
 
 from __future__ import annotations
 
@@ -10,21 +11,20 @@ import signal
 import socket
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey, Keyring
-from ..client import is_loopback
+from ..api.gateway_client import is_loopback
+from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey
 from ..config import Config, load_config
-from ..engine import Gateway, crash_point_from_env
 from ..errors import ConfigError, InvalidRequest
-from ..ledger import Store, open_store
-from ..net import RemoteHTTP
+from ..ledger import engine_of
+from ..net import PinnedClient
 from ..operations.lease_sweep import ExpiredLeaseSweep
-from ..redact import install_redaction, uninstall_redaction
+from ..service import Service, open_service
 from ..webhooks.delivery import WebhookDelivery, webhook_warnings
 from .kinds import kind_warnings
+from .redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
 
@@ -86,29 +86,15 @@ def contract_example_config(port: int) -> str:
     )
 
 
-@dataclass
-class Opened:
-    config: Config
-    ledger: Store
-    gateway: Gateway
-    keyring: Keyring
-
-
-def known_agents(config: Config) -> Callable[[], set[str]]:
-    return lambda: {a.id for a in config.agents}
-
-
 @contextmanager
-def open_service(
+def open_configured(
     config_path: Path, environ: Mapping[str, str] | None = None, *, new_ledger: bool = False
-) -> Iterator[Opened]:
-    """Load the config, own the ledger, build the gateway and keyring; closes both.
-    ``new_ledger`` replaces a lost ledger (see ``Ledger.open``).
+) -> Iterator[Service]:
+    """Load the config and open its service (``service.open_service``), with every token
+    value it names scrubbed from the logs meanwhile.
 
     Raises:
-        ConfigError, LedgerInUse, LedgerError (LedgerMissing, LedgerForeign: the data
-        dir remembers another ledger), InvalidRequest (a short master key, or
-        ``new_ledger`` on a ledger that is whole).
+        ConfigError, and what ``service.open_service`` raises.
     """
     env = os.environ if environ is None else environ
     config = load_config(config_path)
@@ -117,28 +103,9 @@ def open_service(
         [*config.credential_variables, *config.webhooks.secret_envs], environ=env
     )
     try:
-        ledger = open_store(config.server, new_ledger=new_ledger)
-    except BaseException:
-        uninstall_redaction(redaction)
-        raise
-    http = RemoteHTTP(
-        request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
-    )
-    try:
-        gateway = Gateway(
-            config=config,
-            ledger=ledger,
-            http=http,
-            environ=env,
-            crash_at=crash_point_from_env(env),
-        )
-        keyring = Keyring.from_environ(
-            ledger, env, known_agents(config), shared_ledger=config.server.ledger is not None
-        )
-        yield Opened(config, ledger, gateway, keyring)
+        with open_service(config, env, new_ledger=new_ledger) as service:
+            yield service
     finally:
-        http.close()
-        ledger.close()
         uninstall_redaction(redaction)
 
 
@@ -214,8 +181,9 @@ def serve(
     sock = listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
     sweep: ExpiredLeaseSweep | None = None  # started once recovery has run
     try:
-        with open_service(config_path, new_ledger=new_ledger) as svc:
-            echo(svc.ledger.describe())
+        with open_configured(config_path, new_ledger=new_ledger) as svc:
+            ledger = svc.context.ledger
+            echo(ledger.describe())
             for warning in svc.config.warnings:
                 echo(f"warning: {warning}")
             for warning in missing_token_warnings(svc.config, os.environ):
@@ -229,15 +197,15 @@ def serve(
                     f"warning: listening on {host}: bearer keys cross the network in plain "
                     "HTTP; put a TLS-terminating proxy in front"
                 )
-            counts = svc.gateway.recover()
+            counts = svc.recover()
             echo(
                 "recovery: {uncertain} interrupted write(s) now uncertain, {settled} "
                 "operation(s) settled, {invalidated} job(s) invalidated".format(**counts)
             )
-            if svc.config.server.ledger is not None:
+            if engine_of(svc.config.server.ledger).shared:
                 # A shared ledger: settle, as they expire, the leases of processes that die.
                 every_s = svc.config.server.lease_s / 3
-                sweep = ExpiredLeaseSweep(svc.ledger, svc.gateway.live, every_s).start()
+                sweep = ExpiredLeaseSweep(ledger, svc.context.live, every_s).start()
             if svc.keyring.operator_count() == 0:
                 echo("warning: no operator key exists yet: run `undogate keys create-operator`")
             if not svc.keyring.has_master:
@@ -247,8 +215,8 @@ def serve(
                 )
             from ..app import build_app
 
-            app = build_app(svc.gateway, svc.keyring)
-            echo(f"undogate serving http://{host}:{port} (ledger {svc.ledger.location})")
+            app = build_app(svc)
+            echo(f"undogate serving http://{host}:{port} (ledger {ledger.location})")
             config = uvicorn.Config(app, log_level="warning", access_log=False)
             try:
                 with _webhook_delivery(svc):
@@ -265,12 +233,12 @@ def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 @contextmanager
-def _webhook_delivery(svc: Opened) -> Iterator[None]:
+def _webhook_delivery(svc: Service) -> Iterator[None]:
     """The webhook outbox's delivery task, running beside the server (its own client:
     a receiver's time limit is the webhook settings', not a resource's)."""
     settings = svc.config.webhooks
-    http = RemoteHTTP(request_timeout_s=settings.timeout_s, ca_bundle=svc.config.server.ca_bundle)
-    delivery = WebhookDelivery(settings, svc.ledger, http, os.environ)
+    http = PinnedClient(request_timeout_s=settings.timeout_s, ca_bundle=svc.config.server.ca_bundle)
+    delivery = WebhookDelivery(settings, svc.context.ledger, http, os.environ)
     delivery.start()
     try:
         yield
@@ -304,8 +272,8 @@ def init(
         echo(f"wrote {what} to {config_path}")
     elif example:
         echo(f"{config_path} exists: left as it is (--example writes only a new file)")
-    with open_service(config_path, environ={}, new_ledger=new_ledger) as svc:
-        echo(svc.ledger.describe())
+    with open_configured(config_path, environ={}, new_ledger=new_ledger) as svc:
+        echo(svc.context.ledger.describe())
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None

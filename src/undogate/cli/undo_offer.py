@@ -9,7 +9,7 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.text import Text
 
-from ..client import ApiClient
+from ..api.gateway_client import ApiClient
 from .review import Ask
 
 _WORDS = {

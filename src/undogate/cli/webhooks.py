@@ -9,9 +9,9 @@ from urllib.parse import quote
 from rich.console import Console
 from rich.table import Table
 
-from ..client import ApiClient
-from ..terminal_values import inert
+from ..api.gateway_client import ApiClient
 from .review import s
+from .terminal_values import inert
 
 
 def _when(value: Any) -> str:

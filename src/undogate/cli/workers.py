@@ -28,6 +28,7 @@ from types import FrameType
 
 from ..config import load_config
 from ..errors import SharedLedgerRequired
+from ..ledger import engine_of
 from .serve import Echo, listen, require_config_file
 
 #: A child that exits with an error sooner than this after its start failed to start.
@@ -44,7 +45,7 @@ def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: E
     """
     require_config_file(config_path)
     config = load_config(config_path)
-    if config.server.ledger is None:
+    if not engine_of(config.server.ledger).shared:
         raise SharedLedgerRequired(
             f"serve --workers {workers} needs a PostgreSQL ledger (server.ledger: "
             "postgresql://...): a SQLite ledger has one owner process. Serve it with one "

@@ -26,8 +26,8 @@ import threading
 from collections import Counter
 from urllib.parse import parse_qsl
 
-from ..etag import if_match_satisfied
 from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads_object
+from ..net.etag import if_match_satisfied
 from .faults import APPLYING_FAULTS, ArmedFaults, Fault
 from .httpd import Reply, Request, problem
 from .resources import RECORD_MEDIA_TYPE, ResourceStore, parse_media_type, record_body

@@ -28,8 +28,8 @@ from typing import Any, Literal, cast
 import jsonpatch
 import jsonpointer
 
-from ..etag import ETag, parse_etag_list
 from ..jsonvalue import JsonObject, dumps, loads, loads_object
+from ..net.etag import ETag, parse_etag_list
 from .resources import Kind
 
 WEAK_IF_MATCH = "weak_if_match"

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..digests import sha256_hex
-from ..etag import ETag
 from ..jsonvalue import JsonError, JsonObject, dumps, loads_object
+from ..net.etag import ETag
 
 RECORD_MEDIA_TYPE = "application/json"
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})

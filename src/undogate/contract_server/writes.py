@@ -16,8 +16,8 @@ from typing import Any, cast
 import jsonpatch
 import jsonpointer
 
-from ..etag import if_match_satisfied
 from ..jsonvalue import JsonError, JsonObject, loads
+from ..net.etag import if_match_satisfied
 from .faults import (
     APPLYING_FAULTS,
     CREATE_UNDER_IF_MATCH,

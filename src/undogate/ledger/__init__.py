@@ -6,25 +6,29 @@ to them. Only this package knows SQL or a database driver.
 - ``records``: the plain values the verbs return.
 - ``sql_jobs``, ``sql_admin``, ``sql_undo``, ``sql_leases``, ``sql_sessions``,
   ``sql_inbox``, ``sql_export``, ``sql_outbox``, ``sql_passkeys``: the verbs, in the SQL
-  both engines speak; ``sql_base``: what they ask of an engine (a connection, the
-  locks); ``sql_chain``: the one insert into ``events``, hash-chained (docs/proof.md),
-  and ``chain_source``: a ledger opened read-only to walk that chain.
+  both engines speak, listed once as ``sql_verbs.SqlVerbs``; ``sql_base``: what they ask
+  of an engine (a connection, the locks); ``sql_chain``: the one insert into ``events``,
+  hash-chained by ``undogate.chain`` (pure; docs/proof.md), and ``chain_source``: a ledger
+  opened read-only to walk that chain.
+- ``engines``: each engine described once (``Engine``: what names it, whether it is
+  shared, how it opens, reads its chain and checks its URL), and the one switch,
+  ``engine_of``; ``open_store(settings)`` and ``open_chain(location)`` ask it.
 - ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
-- ``opening``: ``open_store(settings)``, the engine ``server.ledger`` names.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
 - ``backup``: a consistent copy of a SQLite ledger file, and its restore.
 
 Callers import from here: ``open_store(config.server)`` opens the ledger the config
 names (``Ledger.open(data_dir)``: the SQLite ledger of a data dir); code that only uses a
-ledger takes a ``Store``.
+ledger takes a ``Store``; code that must know what the engine can do asks
+``engine_of(config.server.ledger)``.
 """
 
 from __future__ import annotations
 
+from .engines import ENGINES, Engine, engine_of, ledger_url_problem, open_chain, open_store
 from .migrations import SCHEMA_VERSION
-from .opening import open_store
 from .records import (
     Admission,
     EarlierJob,
@@ -55,10 +59,12 @@ Ledger = SQLiteStore
 
 __all__ = [
     "DB_NAME",
+    "ENGINES",
     "LOCK_NAME",
     "SCHEMA_VERSION",
     "Admission",
     "EarlierJob",
+    "Engine",
     "Event",
     "ExportedJob",
     "InFlightAction",
@@ -82,6 +88,9 @@ __all__ = [
     "Transaction",
     "UndoAcceptance",
     "UnfinishedJob",
+    "engine_of",
+    "ledger_url_problem",
+    "open_chain",
     "open_store",
     "take_lock",
 ]

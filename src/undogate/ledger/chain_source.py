@@ -1,7 +1,8 @@
 """A ledger opened for reading its chain only, with no server and no ownership: the
 SQLite file read-only (``mode=ro``; a running server may keep writing, the walk reads
 one snapshot), or a PostgreSQL URL in one ``REPEATABLE READ READ ONLY`` transaction.
-``undogate ledger verify`` and ``undogate export-receipt`` read through it."""
+``undogate ledger verify`` and ``undogate export-receipt`` read through it
+(``engines.open_chain`` picks the opener the location's engine names)."""
 
 from __future__ import annotations
 
@@ -80,18 +81,14 @@ class ChainSource:
 
 
 @contextmanager
-def open_chain(location: str) -> Iterator[ChainSource]:
-    """Open ``location`` (a data dir, its ``ledger.sqlite3``, ``sqlite:PATH``, or a
-    ``postgresql://`` URL) to read its chain.
+def sqlite_chain(location: str) -> Iterator[ChainSource]:
+    """The chain of the SQLite ledger at ``location`` (a data dir, its
+    ``ledger.sqlite3``, or ``sqlite:PATH``), read-only.
 
     Raises:
         InvalidRequest: no ledger there.
         LedgerError: it cannot be opened or read (not a ledger, no chain yet).
     """
-    if location.startswith(("postgresql://", "postgres://")):
-        with _postgres(location) as source:
-            yield source
-        return
     path = Path(location.removeprefix("sqlite:"))
     db = path if path.name == DB_NAME or path.is_file() else path / DB_NAME
     if not db.is_file():
@@ -116,7 +113,10 @@ def open_chain(location: str) -> Iterator[ChainSource]:
 
 
 @contextmanager
-def _postgres(url: str) -> Iterator[ChainSource]:
+def postgres_chain(url: str) -> Iterator[ChainSource]:
+    """The chain of the PostgreSQL ledger at ``url``, in one read-only snapshot.
+
+    Raises: LedgerError: it cannot be reached or read."""
     import psycopg  # only a PostgreSQL ledger loads its driver
 
     try:
@@ -137,4 +137,4 @@ def _postgres(url: str) -> Iterator[ChainSource]:
         conn.close()
 
 
-__all__ = ["ChainSource", "open_chain"]
+__all__ = ["ChainSource", "postgres_chain", "sqlite_chain"]

@@ -47,16 +47,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..errors import LedgerError
 from .postgres_leases import LEASE_S, Lease
 from .postgres_schema import SCHEMA_VERSION, migrate
-from .sql_admin import AdminVerbs
 from .sql_base import Cursor
-from .sql_export import ExportVerbs
-from .sql_inbox import InboxVerbs
-from .sql_jobs import JobVerbs
-from .sql_leases import LeaseVerbs
-from .sql_outbox import OutboxVerbs
-from .sql_passkeys import PasskeyVerbs
-from .sql_sessions import SessionVerbs
-from .sql_undo import UndoVerbs
+from .sql_verbs import SqlVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -94,17 +86,7 @@ class PgConnection:
         return cur
 
 
-class PostgresTransaction(
-    JobVerbs,
-    AdminVerbs,
-    LeaseVerbs,
-    SessionVerbs,
-    UndoVerbs,
-    InboxVerbs,
-    ExportVerbs,
-    OutboxVerbs,
-    PasskeyVerbs,
-):
+class PostgresTransaction(SqlVerbs):
     """The verbs of ``store.Transaction`` on one pooled connection, inside the
     transaction the store opened; a write takes the locks its checks need."""
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..chain.seals import CREDENTIAL_CREATED, CREDENTIAL_REVOKED
-from ..jobs import JobState, Operation
+from ..jobs import RUNNING_STATES, TERMINAL_STATES, JobState, Operation
 from ..jsonvalue import dumps, loads, loads_object
 from .records import InFlightAction, StoredCredential, UnfinishedJob
 from .sql_base import EngineHooks
@@ -17,7 +17,14 @@ from .sql_base import EngineHooks
 IN_FLIGHT_ACTIONS = (
     "SELECT id, job_id, change_idx, operation, lease_id FROM actions WHERE status = 'dispatching'"
 )
-RUNNING_JOBS = "SELECT id FROM jobs WHERE state IN ('applying', 'undoing')"
+# The state lists come from the state table (``jobs.STATES``), constants, never input.
+_RUNNING = ", ".join(f"'{s.value}'" for s in JobState if s in RUNNING_STATES)
+_FINISHED = ", ".join(f"'{s.value}'" for s in JobState if s in TERMINAL_STATES)
+RUNNING_JOBS = f"SELECT id FROM jobs WHERE state IN ({_RUNNING})"  # noqa: S608
+_UNFINISHED_ON = (
+    "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "  # noqa: S608
+    f"WHERE ch.resource_id = ? AND ch.fingerprint != ? AND j.state NOT IN ({_FINISHED})"
+)
 
 # With what the chain holds of each credential (seals.py): the event that issued it and
 # whether one revoked it, found through events_outside_jobs in the same statement.
@@ -60,9 +67,7 @@ class AdminVerbs(EngineHooks):
         return [
             UnfinishedJob(r[0], JobState(r[1]))
             for r in self.connection.execute(
-                "SELECT DISTINCT j.id, j.state FROM jobs j JOIN changes ch ON ch.job_id = j.id "
-                "WHERE ch.resource_id = ? AND ch.fingerprint != ? "
-                "AND j.state NOT IN ('undone', 'rejected', 'invalidated')",
+                _UNFINISHED_ON,
                 (resource_id, fingerprint),
             ).fetchall()
         ]

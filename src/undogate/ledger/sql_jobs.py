@@ -21,6 +21,8 @@ from typing import Any
 from ..errors import ChangedSincePreview, PreviewUsed
 from ..jobs import (
     ABSENT,
+    RUNNING_STATES,
+    TERMINAL_STATES,
     UNRESOLVED_STATES,
     Action,
     ActionStatus,
@@ -48,10 +50,8 @@ _COUNT = "SELECT COUNT(*) FROM (SELECT 1 FROM jobs WHERE owner_id = ? AND {} LIM
 COUNT_AGENT_SQL = _COUNT.format("agent_id = ? AND " + _UNRESOLVED)
 COUNT_OWNER_SQL = _COUNT.format(_UNRESOLVED)
 _COUNT_BOTH_SQL = f"SELECT ({COUNT_AGENT_SQL}), ({COUNT_OWNER_SQL})"
-# The states of a job a process is running (it names that process's lease).
-_RUNNING_STATES = frozenset({JobState.APPLYING, JobState.UNDOING})
-# The states a job ends in (``jobs_unfinished`` holds every other one).
-_FINISHED = ("undone", "rejected", "invalidated")
+# The states a job ends in (``jobs_unfinished`` holds every other one), in state order.
+_FINISHED = tuple(s.value for s in JobState if s in TERMINAL_STATES)
 
 
 class JobVerbs(ChainVerbs, CounterVerbs):
@@ -81,7 +81,9 @@ class JobVerbs(ChainVerbs, CounterVerbs):
 
     def count_unfinished(self, owner_id: str) -> int:
         row = self.connection.execute(
-            "SELECT COUNT(*) FROM jobs WHERE owner_id = ? AND state NOT IN (?, ?, ?)",
+            "SELECT COUNT(*) FROM jobs WHERE owner_id = ? AND state NOT IN ("  # noqa: S608
+            + ", ".join("?" * len(_FINISHED))
+            + ")",
             (owner_id, *_FINISHED),
         ).fetchone()
         return int(row[0])
@@ -251,7 +253,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     ) -> None:
         # A job that starts running names the lease of the process running it, so
         # recovery elsewhere leaves it alone while that process lives (sql_leases).
-        runner = ", runner_lease = ?" if state in _RUNNING_STATES else ""
+        runner = ", runner_lease = ?" if state in RUNNING_STATES else ""
         self.connection.execute(
             "UPDATE jobs SET state = ?, updated_at = ?, "  # noqa: S608 - constants only
             "undo_started = COALESCE(?, undo_started), "

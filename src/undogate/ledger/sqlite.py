@@ -25,15 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import LedgerError, LedgerInUse
 from .identity import LedgerIdentity, check_before_open, damage_error, remember
 from .migrations import migrate
-from .sql_admin import AdminVerbs
-from .sql_export import ExportVerbs
-from .sql_inbox import InboxVerbs
-from .sql_jobs import JobVerbs
-from .sql_leases import LeaseVerbs
-from .sql_outbox import OutboxVerbs
-from .sql_passkeys import PasskeyVerbs
-from .sql_sessions import SessionVerbs
-from .sql_undo import UndoVerbs
+from .sql_verbs import SqlVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
@@ -55,17 +47,7 @@ _NETWORK_FS = {
 }
 
 
-class SQLiteTransaction(
-    JobVerbs,
-    AdminVerbs,
-    LeaseVerbs,
-    SessionVerbs,
-    UndoVerbs,
-    InboxVerbs,
-    ExportVerbs,
-    OutboxVerbs,
-    PasskeyVerbs,
-):
+class SQLiteTransaction(SqlVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:

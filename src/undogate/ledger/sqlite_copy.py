@@ -1,4 +1,4 @@
-"""Copies of a SQLite ledger file, for ``undogate backup`` and ``restore`` (backup.py):
+"""Copies of a SQLite ledger file, for ``undogate backup`` and ``restore`` (``backup``):
 a consistent snapshot of a live ledger, the check a copy must pass, and the
 revocations a restore carries over from the ledger it replaces."""
 

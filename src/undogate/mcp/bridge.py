@@ -106,7 +106,7 @@ def run_stdio(url: str | None = None, environ: Mapping[str, str] | None = None) 
     if not url or not token:
         _say(f"set {URL_ENV} (the gateway, e.g. http://127.0.0.1:8080) and {TOKEN_ENV}")
         return 2
-    from ..client import require_safe_gateway_url
+    from ..api.gateway_client import require_safe_gateway_url
 
     try:
         require_safe_gateway_url(url)

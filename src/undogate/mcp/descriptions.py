@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..adapters import Adapter, adapters, member_takers
-from ..jobs import AssertionKind
+from ..jobs import STATES, AssertionKind
 
 INSTRUCTIONS = (
     "undogate lets you propose changes to a few configured external records and "
@@ -50,11 +50,11 @@ Returns the job id, its state, the resources and fields it will touch, and the p
 where a person reviews it. Errors start with a stable code (for example
 `stale_version`, `not_found`, `invalid_request`) followed by what to do next."""
 
-JOB_STATUS_DESCRIPTION = """\
-Read the state of a job you prepared: prepared (waiting for a person), applied,
-rejected, undone, needs_review, and so on, when it last changed, and, when a person
+JOB_STATUS_DESCRIPTION = f"""\
+Read the state of a job you prepared, when it last changed, and, when a person
 rejected it and said why, their reason. It never shows values, and only your own jobs:
-any other id is `not_found`.
+any other id is `not_found`. A job's state is one of:
+{chr(10).join(f"- `{state}`: {facts.for_agent}" for state, facts in STATES.items())}
 
 Read-only: it changes nothing. Pass the `job_id` that prepare_changes returned."""
 

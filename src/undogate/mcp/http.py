@@ -35,17 +35,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .. import views
 from ..api import error_response, parse_prepare, status_for
-from ..auth import Keyring
+from ..api.request_body import read_body
 from ..config import AGENT_TOOLS, Limits
-from ..engine import Gateway
 from ..errors import TooManyStreams, UndogateError, log_refusal
 from ..jsonvalue import JsonObject, JsonValue
-from ..request_body import read_body
-from ..service import Principal, Service
+from ..service import AgentCaller, Service
 from .tools import AgentBackend, Refusal, build_server
 from .wire import INBOUND_KEY, InboundMessage, WireRefusal, read_message
 
-PRINCIPAL_KEY = "undogate.principal"  # the ASGI scope key of the authenticated agent
+CALLER_KEY = "undogate.caller"  # the ASGI scope key of the authenticated agent
 ASK_FOR_BEARER = "send the agent token as 'Authorization: Bearer'"
 LISTEN = "subscriptions/listen"  # the one POST whose answer is a stream
 
@@ -95,11 +93,11 @@ class ServiceBackend:
     """The tools in process, as one authenticated agent."""
 
     service: Service
-    principal: Principal
+    agent: AgentCaller
 
     async def list_resources(self) -> list[JsonValue]:
         try:
-            found = self.service.list_resources(self.principal)
+            found = self.service.agents.list_resources(self.agent)
         except UndogateError as exc:
             log_refusal(exc, "MCP list_resources")
             raise Refusal.of(exc) from None
@@ -108,7 +106,7 @@ class ServiceBackend:
     async def prepare(self, body: JsonObject) -> JsonValue:
         try:
             request = parse_prepare(body)  # the API's own parser: one door for both surfaces
-            done = await self.service.prepare(self.principal, "mcp", request)
+            done = await self.service.agents.prepare(self.agent, request)
         except UndogateError as exc:
             log_refusal(exc, "MCP prepare_changes")
             raise Refusal.of(exc) from None
@@ -116,7 +114,7 @@ class ServiceBackend:
 
     async def job_status(self, job_id: str) -> JsonValue:
         try:
-            status = await self.service.job_status(self.principal, job_id)
+            status = await self.service.agents.job_status(self.agent, job_id)
         except UndogateError as exc:
             log_refusal(exc, "MCP job_status")
             raise Refusal.of(exc) from None
@@ -136,7 +134,7 @@ class McpApp:
         config = service.config
         self.streams = StreamSlots(config.limits)
         self.stream_idle_s = config.limits.mcp_stream_idle_s
-        tool_sets = {offered(service.opted_in(a.id)) for a in config.agents} | {()}
+        tool_sets = {offered(service.agents.opted_in(a.id)) for a in config.agents} | {()}
         self._servers: dict[tuple[str, ...], MCPServer[Any]] = {}
         for tools in sorted(tool_sets):
             server = build_server(tools, self._backend_for)
@@ -147,10 +145,10 @@ class McpApp:
 
     def _backend_for(self, ctx: Context[Any, Any]) -> AgentBackend:
         scope = getattr(ctx.request_context.request, "scope", None)
-        principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
-        if not isinstance(principal, Principal) or principal.agent_id is None:
+        agent = scope.get(CALLER_KEY) if isinstance(scope, dict) else None
+        if not isinstance(agent, AgentCaller):
             raise Refusal("unauthorized", "no agent token", {})
-        return ServiceBackend(self.service, principal)
+        return ServiceBackend(self.service, agent)
 
     @asynccontextmanager
     async def lifespan(self, app: object = None) -> AsyncIterator[None]:
@@ -164,7 +162,7 @@ class McpApp:
         if scope["type"] != "http":
             return
         try:
-            principal = await self._agent(scope)
+            agent = await self._agent(scope)
         except UndogateError as exc:
             log_refusal(exc, "MCP")
             await error_response(exc.code, exc.message, status=status_for(exc))(
@@ -184,10 +182,9 @@ class McpApp:
             return
         except ClientDisconnect:
             return
-        assert principal.agent_id is not None
-        server = self._servers.get(offered(self.service.agent_tools(principal)))
+        server = self._servers.get(offered(self.service.agents.tools(agent)))
         handle = (server or self._servers[()]).session_manager.handle_request
-        inner: Scope = {**scope, PRINCIPAL_KEY: principal}
+        inner: Scope = {**scope, CALLER_KEY: agent}
         if message is not None:
             inner = {**_with_body(inner, message), INBOUND_KEY: message}
             receive = _replay(message.sdk_bytes, receive)
@@ -196,20 +193,19 @@ class McpApp:
             await handle(inner, receive, send)
             return
         try:
-            with self.streams.held(principal.agent_id):
+            with self.streams.held(agent.agent_id):
                 await _until_idle(self.stream_idle_s, handle, inner, receive, send)
         except TooManyStreams as exc:
             await _refused(exc)(scope, receive, send)
 
-    async def _agent(self, scope: Scope) -> Principal:
-        """Raises: Unauthorized, Forbidden."""
+    async def _agent(self, scope: Scope) -> AgentCaller:
+        """The one question ``/mcp`` asks: an agent token. Raises: Unauthorized, Forbidden."""
         header = Headers(scope=scope).get("authorization", "")
         # An over-long token gets the same words as none (as /mcp has always said).
-        principal = await self.service.authenticate_bearer(
+        principal = await self.service.access.authenticate_bearer(
             header, ask=ASK_FOR_BEARER, over_long=ASK_FOR_BEARER
         )
-        Service.require_agent(principal, "the MCP endpoint")
-        return principal
+        return AgentCaller.of(principal, "mcp", "the MCP endpoint")
 
 
 def _refused(exc: UndogateError) -> Response:
@@ -271,9 +267,4 @@ def offered(opted: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(t for t in AGENT_TOOLS if t in opted)
 
 
-def build_mcp_app(gateway: Gateway, keyring: Keyring) -> McpApp:
-    """The streamable-HTTP app to mount at ``/mcp`` (agent token as bearer)."""
-    return McpApp(Service(gateway, keyring))
-
-
-__all__ = ["PRINCIPAL_KEY", "McpApp", "ServiceBackend", "StreamSlots", "build_mcp_app", "offered"]
+__all__ = ["CALLER_KEY", "McpApp", "ServiceBackend", "StreamSlots", "offered"]

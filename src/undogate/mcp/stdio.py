@@ -21,7 +21,7 @@ from mcp.server import MCPServer
 from mcp.shared.message import ServerMessageMetadata, SessionMessage
 from mcp.types import INVALID_REQUEST, jsonrpc_message_adapter
 
-from ..request_body import MAX_BODY_BYTES, too_large
+from ..api.request_body import MAX_BODY_BYTES, too_large
 from .wire import WireRefusal, read_message
 
 

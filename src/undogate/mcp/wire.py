@@ -27,9 +27,9 @@ from typing import Any
 from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 
 from .. import views
+from ..api.request_body import json_refusal, require_object
 from ..errors import UndogateError
 from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads
-from ..request_body import json_refusal, require_object
 
 INBOUND_KEY = "undogate.mcp_message"  # the ASGI scope key of the message on /mcp
 TOOL_CALL = "tools/call"

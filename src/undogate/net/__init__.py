@@ -1,6 +1,6 @@
 """All remote traffic goes through here: one pinned client, no redirects, no retries.
 
-``RemoteHTTP.send`` is the only way adapters reach a server. For each request it:
+``PinnedClient.send`` is the only way adapters reach a server. For each request it:
 
 1. parses the URL once (``httpx.URL``) and checks its spelling (``check_url``): scheme,
    no user-info or fragment, and no numeric host that is not a canonical IP address
@@ -17,7 +17,7 @@ from one whose fate is unknown (``sent=True``), because the engine records the f
 as a certain refusal and the second as ``uncertain``. A policy refusal raises
 ``BlockedAddress`` before anything is sent.
 
-Inside, each arrow points down: ``client`` (pinned pools, ``RemoteHTTP``, the one
+Inside, each arrow points down: ``client`` (pinned pools, ``PinnedClient``, the one
 mapping of httpcore's errors) uses ``policy`` (address classes, verdicts, the URL check;
 pure), and both use ``resolve`` (the one DNS lookup) and ``errors`` (``TransportFailure``,
 and ``ResponseTooLarge`` for a body past its bound). ``link_header`` reads an answer's
@@ -25,7 +25,7 @@ RFC 8288 ``Link`` fields (pure).
 """
 
 from ..errors import BlockedAddress
-from .client import RemoteHTTP, RemoteResponse, body_framing, sent_url
+from .client import PinnedClient, RemoteResponse, body_framing, sent_url
 from .errors import ResponseTooLarge, TransportFailure
 from .link_header import Link, parse_links
 from .policy import (
@@ -50,8 +50,8 @@ __all__ = [
     "BlockedAddress",
     "Link",
     "NetworkFlags",
+    "PinnedClient",
     "PinnedTarget",
-    "RemoteHTTP",
     "RemoteResponse",
     "Resolver",
     "ResponseTooLarge",

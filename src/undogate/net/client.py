@@ -1,6 +1,6 @@
 """The pinned client: the one way adapters reach a server. No redirects, no retries.
 
-``RemoteHTTP.send`` checks the URL with the policy (``check_url``: one resolution, every
+``PinnedClient.send`` checks the URL with the policy (``check_url``: one resolution, every
 address judged), then connects only to the checked addresses through a network backend
 that ignores the name it is handed (``_PinnedBackend``), while the request keeps the
 original ``Host`` header and TLS server name, so certificates are verified for the
@@ -260,7 +260,7 @@ def _request(
     )
 
 
-class RemoteHTTP:
+class PinnedClient:
     """The one client factory for remote traffic (SPEC §7).
 
     No proxies or certificate settings from the environment (an explicit TLS context,

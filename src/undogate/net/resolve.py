@@ -1,5 +1,5 @@
 """The one place a name becomes addresses: ``system_resolver`` asks the system resolver;
-tests hand ``check_url`` and ``RemoteHTTP`` a ``Resolver`` of their own instead.
+tests hand ``check_url`` and ``PinnedClient`` a ``Resolver`` of their own instead.
 """
 
 from __future__ import annotations

@@ -4,13 +4,13 @@ hand the writes to the dispatch loop (accept-observed goes to ``reconcile``)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-from ..adapters import Side, Snapshot, adapter_for
+from ..adapters import Snapshot
 from ..digests import sha256_hex
 from ..errors import (
     ChangedSincePreview,
-    Conflict,
     IrreversibleNotAcknowledged,
     LedgerError,
     LimitReached,
@@ -28,26 +28,19 @@ from ..jobs import (
     Operation,
 )
 from ..ledger import StoredPreview
-from ..passkeys import AssertionParts
 from . import step_up
 from .context import Context
-from .dispatch import Dispatch, PlannedWrite
-from .preview import targets_for
+from .dispatch import Dispatch
+from .preview import described, planned_writes, targets_for
 from .reconcile import accept_observed
 from .undo_offer import undo_offered
 
 log = logging.getLogger(__name__)
 
 
-def stored_preview(
-    gw: Context, owner_id: str, job_id: str, preview_token: str
-) -> StoredPreview | None:
-    """What the ledger holds about one of the job's previews: when it expires, whether
-    (and when) a confirm consumed it. None when the token is not one of this job's.
-
-    Raises: NotFound (as ``get_job``).
-    """
-    job = gw.get_job(owner_id, job_id)
+def stored_preview(gw: Context, job: Job, preview_token: str) -> StoredPreview | None:
+    """What the ledger holds about one of ``job``'s previews: when it expires, whether
+    (and when) a confirm consumed it. None when the token is not one of this job's."""
     token_hash = sha256_hex(preview_token)
     stored = gw.ledger.read(lambda tx: tx.load_preview(token_hash))
     return stored if stored is not None and stored.job_id == job.id else None
@@ -56,7 +49,7 @@ def stored_preview(
 def confirm_preview(
     gw: Context,
     actor: Actor,
-    job_id: str,
+    job: Job,
     preview_token: str,
     *,
     dry_run: bool = False,
@@ -64,7 +57,8 @@ def confirm_preview(
     acknowledge_irreversible: bool = False,
     passkey_assertion: str | None = None,
 ) -> Confirmation:
-    """Check the whole preview against fresh reads, then dispatch action by action.
+    """Check the whole preview of ``job`` (as its caller loaded it) against fresh reads,
+    then dispatch action by action.
 
     ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
     ``Unauthorized``) when the reviewer's credential no longer allows the write. An
@@ -84,7 +78,6 @@ def confirm_preview(
     assertion = None
     if passkey_assertion is not None:
         assertion = step_up.refuse_replay(gw, passkey_assertion)
-    job = gw.get_job(actor.owner_id, job_id)
     token_hash = sha256_hex(preview_token)
     # One read for both (on PostgreSQL each read is a transaction of its own).
     stored, attempts = gw.ledger.read(
@@ -111,44 +104,66 @@ def confirm_preview(
     _check_reversibility(gw, operation, targets, acknowledge_irreversible or dry_run)
     if not dry_run:
         _check_attempts(gw, job.id, attempts)
+    with _refusals_counted(gw, job.id, dry_run):
+        deadline = gw.deadline()
+        snaps = _reread(gw, job, stored, targets, deadline)
+        # The preview's writes: planned by the one definition from the versions it pinned.
+        writes = planned_writes(gw, operation, targets, snaps)
+        if dry_run and operation is not Operation.ACCEPT_OBSERVED:
+            return Confirmation(job=job, dry_run=True, requests=described(gw, writes))
+        if not dry_run and step_up.required(gw, targets):  # the passkey, before any send
+            requests = [p.write for p in writes]
+            expires_at = stored.expires_at
+            step_up.approve(
+                gw, actor, job, operation, requests, expires_at, stored.token_hash, assertion
+            )
+        if operation is Operation.ACCEPT_OBSERVED:
+            return accept_observed(gw, actor, job, targets, snaps, stored.token_hash, dry_run)
+        with gw.live.running(job.id):
+            done = Dispatch(
+                ledger=gw.ledger,
+                wire=gw.wire,
+                actor_label=actor.label,
+                access_path=actor.access_path,
+                job=job,
+                operation=operation,
+                writes=writes,
+                token_hash=stored.token_hash,
+                deadline=deadline,
+                reauthorize=reauthorize,
+                crash_point=gw.crash_point,
+                notifier=gw.notifier,
+            ).run()
+        return Confirmation(job=done)
+
+
+@contextmanager
+def _refusals_counted(gw: Context, job_id: str, dry_run: bool) -> Iterator[None]:
+    """A refused attempt still counts (a successful one counts in its first commit)."""
     try:
-        return _confirm_checked(gw, actor, job, stored, targets, dry_run, reauthorize, assertion)
+        yield
     except UndogateError:
         if not dry_run:
             try:
-                _count_attempt(gw, job.id)
+                gw.ledger.write(lambda tx: tx.count_confirm_attempt(job_id))
             except LedgerError:
-                log.warning("could not count a refused confirmation of %s", job.id)
+                log.warning("could not count a refused confirmation of %s", job_id)
         raise
 
 
-def _confirm_checked(
-    gw: Context,
-    actor: Actor,
-    job: Job,
-    stored: StoredPreview,
-    targets: list[Change],
-    dry_run: bool,
-    reauthorize: Callable[[], None] | None,
-    assertion: AssertionParts | None,
-) -> Confirmation:
-    seen_versions, operation, token_hash = stored.snapshot, stored.operation, stored.token_hash
+def _reread(
+    gw: Context, job: Job, stored: StoredPreview, targets: list[Change], deadline: float
+) -> dict[int, Snapshot]:
+    """Every target read again, before anything is sent.
 
-    def step_up_approval(writes: list[PlannedWrite]) -> None:
-        """Before anything is sent: the passkey, where one is required."""
-        if step_up.required(gw, targets):
-            requests = step_up.planned(p.write for p in writes)
-            step_up.approve(
-                gw, actor, job, operation, requests, stored.expires_at, token_hash, assertion
-            )
-
-    deadline = gw.deadline()
+    Raises: ChangedSincePreview (a version moved since the preview pinned it), and what
+    a read raises."""
     snaps: dict[int, Snapshot] = {}
     for change in targets:
         snap = gw.read_change(change, deadline)
         # Versions are ETag headers as the preview pinned them (or ``absent``): equal
         # text is the strong comparison, since a snapshot's tag is always strong.
-        if str(seen_versions[str(change.index)]) != snap.version:
+        if str(stored.snapshot[str(change.index)]) != snap.version:
             raise ChangedSincePreview(
                 f"{change.resource_id} changed since the preview; nothing was written. "
                 "Preview again to see the current values",
@@ -156,53 +171,7 @@ def _confirm_checked(
                 job=job.id,
             )
         snaps[change.index] = snap
-    if operation is Operation.ACCEPT_OBSERVED:
-        if not dry_run:
-            step_up_approval([])
-        return accept_observed(gw, actor, job, targets, snaps, token_hash, dry_run)
-    writes: list[PlannedWrite] = []
-    target_side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
-    for change in targets:
-        res = gw.resource(change.resource_id)
-        adapter = adapter_for(change.kind)
-        snap = snaps[change.index]
-        if operation is Operation.APPLY and not adapter.shows(change, snap, Side.BEFORE):
-            raise Conflict(
-                f"{change.resource_id}'s values changed since the job was prepared; "
-                "nothing was written. Prepare a new job from the current values",
-                resource=change.resource_id,
-            )
-        if operation is Operation.UNDO and not adapter.undo_guard_holds(change, snap):
-            raise Conflict(
-                f"{change.resource_id} changed after this job applied it; undo would "
-                "overwrite newer work, so nothing was written. Prepare a new reviewed "
-                "change instead",
-                resource=change.resource_id,
-            )
-        write = adapter.build_write(res, change, snap, target_side)
-        writes.append(PlannedWrite(change, res, adapter, write))
-    if dry_run:
-        requests = tuple(gw.remote.describe(p.resource, p.write) for p in writes)
-        return Confirmation(job=job, dry_run=True, requests=requests)
-    step_up_approval(writes)
-    with gw.live.running(job.id):
-        Dispatch(
-            ledger=gw.ledger,
-            remote=gw.remote,
-            actor_label=actor.label,
-            access_path=actor.access_path,
-            job=job,
-            operation=operation,
-            writes=writes,
-            token_hash=token_hash,
-            deadline=deadline,
-            reauthorize=reauthorize,
-            crash_point=gw.crash_point,
-            notifier=gw.notifier,
-        ).run()
-    done = gw.ledger.load_job(job.id)
-    assert done is not None
-    return Confirmation(job=done)
+    return snaps
 
 
 def _check_reversibility(
@@ -240,8 +209,3 @@ def _check_attempts(gw: Context, job_id: str, attempts: int) -> None:
             limit="max_confirm_attempts",
             job=job_id,
         )
-
-
-def _count_attempt(gw: Context, job_id: str) -> None:
-    """A refused attempt still counts (a successful one counts in its first commit)."""
-    gw.ledger.write(lambda tx: tx.count_confirm_attempt(job_id))

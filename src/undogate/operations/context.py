@@ -1,4 +1,6 @@
-"""What every operation works with: the config, the ledger, the wire, the clock."""
+"""What every operation works with: the config, the ledger, the wire, the clock, and the
+test-only crash hook (``UNDOGATE_CRASH_AT``, docs/recovery.md) that the dispatch loop fires
+at each of ``CRASH_POINTS``."""
 
 from __future__ import annotations
 
@@ -8,34 +10,43 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from ..adapters import Remote, Snapshot, adapter_for
+from ..adapters import Snapshot, Wire, adapter_for
 from ..config import Config, Resource
 from ..errors import NotFound
 from ..jobs import Change, Job, Operation
 from ..ledger import Store
-from ..net import RemoteHTTP
+from ..net import PinnedClient
 from ..webhooks.events import Notifier
 from .quotas import PrepareQuotas
 from .recovery import LiveDispatches
 
+CRASH_POINTS = ("after_intent", "after_send", "after_response", "after_readback", "after_outcome")
+CRASH_ENV = "UNDOGATE_CRASH_AT"
+
+
+def crash_point_from_env(environ: Mapping[str, str]) -> str | None:
+    """The crash hook a process was started with (``UNDOGATE_CRASH_AT=apply:after_intent``);
+    unset, it is inert."""
+    return environ.get(CRASH_ENV) or None
+
 
 @dataclass
 class Context:
-    """The gateway's parts, as the operations use them."""
+    """The gateway's parts, as the operations use them: every operation takes one."""
 
     config: Config
     ledger: Store
-    http: RemoteHTTP
+    http: PinnedClient
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
     clock: Callable[[], float] = time.time
     crash_at: str | None = None
-    remote: Remote = field(init=False)
+    wire: Wire = field(init=False)
     live: LiveDispatches = field(init=False)
     quotas: PrepareQuotas = field(init=False)
     notifier: Notifier = field(init=False)
 
     def __post_init__(self) -> None:
-        self.remote = Remote(self.http, self.config.limits, self.environ)
+        self.wire = Wire(self.http, self.config.limits, self.environ)
         self.notifier = Notifier(self.config.webhooks, self.config.server.public_url, self.clock)
         self.live = LiveDispatches(self.ledger, self.notifier)
         self.quotas = PrepareQuotas(self.config.limits)
@@ -52,7 +63,7 @@ class Context:
         Raises: NotFound, RemoteUnavailable, RemoteContractBreach, MissingToken,
         BlockedAddress."""
         res = self.resource(change.resource_id)
-        return adapter_for(change.kind).read_change(self.remote, res, change, deadline)
+        return adapter_for(change.kind).read_change(self.wire, res, change, deadline)
 
     def deadline(self) -> float:
         return time.monotonic() + self.config.server.operation_timeout_s

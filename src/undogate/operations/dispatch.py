@@ -14,9 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Adapter, ConditionalWrite, Remote, Side, Verdict, adapter_for
+from ..adapters import Side, Verdict, Wire, adapter_for
 from ..chain.seals import changes_problem, state_problem
-from ..config import Resource
 from ..errors import BlockedAddress, LedgerError, LedgerTampered, MissingToken, UndogateError
 from ..jobs import (
     JOB_MOVES,
@@ -36,6 +35,7 @@ from ..ledger import Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
 from .overlaps import check_overlaps
+from .preview import PlannedWrite
 
 
 def _lease_lost() -> LedgerError:
@@ -60,20 +60,12 @@ class Outcome:
     target: str | None = None  # the part the write landed on, once known
 
 
-@dataclass(frozen=True)
-class PlannedWrite:
-    change: Change
-    resource: Resource
-    adapter: Adapter
-    write: ConditionalWrite
-
-
 @dataclass
 class Dispatch:
     """The writes of one confirmed apply or undo, run in order until one does not land."""
 
     ledger: Store
-    remote: Remote
+    wire: Wire
     actor_label: str
     access_path: str
     job: Job
@@ -89,9 +81,12 @@ class Dispatch:
         self.running = JobState.APPLYING if self.operation is Operation.APPLY else JobState.UNDOING
         self.states = {c.index: c.state for c in self.job.changes}
         self.started = False
+        self.finished: Job | None = None
 
-    def run(self) -> None:
-        """Raises: the re-check's error when it fails before anything was recorded."""
+    def run(self) -> Job:
+        """Returns the job as the run's last commit left it.
+
+        Raises: the re-check's error when it fails before anything was recorded."""
         start_event = (
             Transition.START_APPLY if self.operation is Operation.APPLY else Transition.START_UNDO
         )
@@ -99,14 +94,16 @@ class Dispatch:
         for number, planned in enumerate(self.writes):
             last = number == len(self.writes) - 1
             if not self._step(planned, last):
-                return
+                break
+        assert self.finished is not None  # every run ends in ``_finish_rows``
+        return self.finished
 
     def _step(self, planned: PlannedWrite, last: bool) -> bool:
         """One action; False when the run stops here (its finish is then recorded)."""
         try:
             if self.reauthorize is not None:
                 self.reauthorize()
-            self.remote.check_credentials(planned.resource)
+            self.wire.check_credentials(planned.resource)
             action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:
@@ -277,12 +274,14 @@ class Dispatch:
             from_state=self.running.value,
             to_state=final.value,
         )
+        # The job as this commit leaves it, read inside it: no read of its own after.
+        self.finished = tx.load_job(self.job.id)
 
     # -- the wire ---------------------------------------------------------------------------
 
     def _send_and_verify(self, planned: PlannedWrite) -> Outcome:
         try:
-            response = self.remote.send_write(planned.resource, planned.write, self.deadline)
+            response = self.wire.send_write(planned.resource, planned.write, self.deadline)
         except (BlockedAddress, MissingToken) as exc:
             return Outcome(ActionStatus.REFUSED, detail=f"not sent: {exc.message}")
         except TransportFailure as exc:
@@ -316,7 +315,7 @@ class Dispatch:
         landed = adapter.written_target(planned.resource, planned.change, planned.write, response)
         change = replace(planned.change, target=landed)
         try:
-            snap = adapter.read_change(self.remote, planned.resource, change, self.deadline)
+            snap = adapter.read_change(self.wire, planned.resource, change, self.deadline)
         except UndogateError as exc:
             return uncertain(f"read-back failed: {exc.message}")
         self.crash_point(self.operation, "after_readback")

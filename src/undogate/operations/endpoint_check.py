@@ -19,13 +19,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..adapters import MARKER_PREFIX, CheckRun, Remote, Step, adapter_for
-from ..config import Config, Resource
+from ..adapters import MARKER_PREFIX, CheckRun, Step, adapter_for
+from ..config import Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
 from ..ledger import Store
-from ..net import RemoteHTTP
-from ..urls import normalised_url
+from ..net.urls import normalised_url
+from .context import Context
 
 __all__ = [
     "MARKER_PREFIX",
@@ -73,11 +73,8 @@ def _only_check_of(copy_id: str) -> Iterator[None]:
 
 
 def check_endpoint(
-    config: Config,
-    ledger: Store,
-    http: RemoteHTTP,
+    gw: Context,
     test_copy_id: str,
-    environ: Mapping[str, str],
     *,
     actor: str = "operator",
     access_path: str = "cli",
@@ -90,6 +87,7 @@ def check_endpoint(
         Conflict: a check of this test copy is already running in this process.
         LedgerError: the evidence could not be recorded.
     """
+    config, ledger, wire = gw.config, gw.ledger, gw.wire
     copy = config.resource(test_copy_id)
     if copy is None:
         raise NotFound(f"unknown resource {test_copy_id!r}", resource=test_copy_id)
@@ -105,7 +103,6 @@ def check_endpoint(
             resource=copy.id,
         )
     adapter = adapter_for(copy.kind)
-    remote = Remote(http, config.limits, environ)
     timeout = config.server.operation_timeout_s
     keep = _keeper(config.server.data_dir, copy.id)
     with _only_check_of(copy.id):
@@ -119,7 +116,7 @@ def check_endpoint(
                 detail={"test_copy": copy.id},
             )
         )
-        run = adapter.endpoint_check(remote, copy, production, timeout, keep)
+        run = adapter.endpoint_check(wire, copy, production, timeout, keep)
     return _record(ledger, production, copy, run, actor, access_path)
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from ..errors import InvalidRequest
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
-from ..ledger import Event, ExportedJob, Store
+from ..ledger import Event, ExportedJob
+from .context import Context
 
 PAGE = 1000
 JOB_COLUMNS = (
@@ -94,8 +95,8 @@ def job_json(j: ExportedJob) -> JsonObject:
     }
 
 
-def events_page(ledger: Store, since: float, after: int, limit: int = PAGE) -> JsonObject:
-    found = ledger.read(lambda tx: tx.events_since(since, after, limit))
+def events_page(gw: Context, since: float, after: int, limit: int = PAGE) -> JsonObject:
+    found = gw.ledger.read(lambda tx: tx.events_since(since, after, limit))
     more = len(found) == limit
     return {
         "events": [event_json(e) for e in found],
@@ -103,8 +104,8 @@ def events_page(ledger: Store, since: float, after: int, limit: int = PAGE) -> J
     }
 
 
-def jobs_page(ledger: Store, since: float, after: str | None, limit: int = PAGE) -> JsonObject:
-    found = ledger.read(lambda tx: tx.jobs_since(since, after, limit))
+def jobs_page(gw: Context, since: float, after: str | None, limit: int = PAGE) -> JsonObject:
+    found = gw.ledger.read(lambda tx: tx.jobs_since(since, after, limit))
     more = len(found) == limit
     return {"jobs": [job_json(j) for j in found], "next_after": found[-1].id if more else None}
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..errors import InvalidRequest, UndogateError
-from ..jobs import Actor, JobState
+from ..jobs import WAITING_VIEWS, Actor, JobState
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
-from ..ledger import InboxQuery, InboxRow, Store
+from ..ledger import InboxQuery, InboxRow
 from ..views import review_path
 from .context import Context
 from .reject import check_reason, reject_job
@@ -24,8 +24,7 @@ from .reject import check_reason, reject_job
 #: The inbox's views, in the order the navigation shows them: the states each keeps
 #: (none: every state), and whether it keeps only jobs holding an uncertain change.
 VIEWS: dict[str, tuple[tuple[JobState, ...], bool]] = {
-    "waiting": ((JobState.PREPARED,), False),
-    "needs_review": ((JobState.NEEDS_REVIEW,), False),
+    **{view: (states, False) for view, states in WAITING_VIEWS.items()},
     "quarantined": ((), True),
     "recent": ((), False),
 }
@@ -167,10 +166,10 @@ def parse_filter(params: Mapping[str, list[str]], now: float) -> InboxFilter:
     )
 
 
-def read_inbox(ledger: Store, query: InboxQuery, limit: int, counted: tuple[str, ...]) -> InboxPage:
+def read_inbox(gw: Context, query: InboxQuery, limit: int, counted: tuple[str, ...]) -> InboxPage:
     """One page (``query`` asks for ``limit`` + 1 rows), and the counts per state of the
     owner's jobs of the ``counted`` agents, from one snapshot."""
-    rows, counts = ledger.read(
+    rows, counts = gw.ledger.read(
         lambda tx: (tx.inbox(query), tx.inbox_counts(query.owner_id, counted))
     )
     more = len(rows) > limit
@@ -208,7 +207,7 @@ def reject_many(
     out = []
     for job_id in dict.fromkeys(job_ids):
         try:
-            reject_job(gw, actor, job_id, reason)
+            reject_job(gw, actor, gw.get_job(actor.owner_id, job_id), reason)
         except UndogateError as exc:
             out.append(BulkOutcome(job_id, False, exc.code, exc.message))
         else:

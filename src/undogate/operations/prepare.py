@@ -18,7 +18,6 @@ from ..errors import (
     NotFound,
     StaleVersion,
 )
-from ..etag import parse_etag
 from ..jobs import (
     Actor,
     Change,
@@ -29,6 +28,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
 from ..ledger import EarlierJob, LedgerUsage, Reader, Transaction
+from ..net.etag import parse_etag
 from .context import Context
 from .dispatch import change_diff
 
@@ -90,7 +90,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
     deadline = gw.deadline()
     changes: list[Change] = []
     for index, (change, res) in enumerate(zip(request.changes, resources, strict=True)):
-        plan, snap = adapter_for(res.kind).prepare(gw.remote, res, change, limits, deadline)
+        plan, snap = adapter_for(res.kind).prepare(gw.wire, res, change, limits, deadline)
         if change.expected_version is not None:
             _check_expected_version(res, change.expected_version, snap)
         changes.append(plan.change(index, res, snap, change.assertion_kind))

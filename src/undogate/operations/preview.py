@@ -1,13 +1,21 @@
 """Preview: re-read every affected resource, show current against planned per change,
-say what blocks it, and issue a single-use token."""
+say what blocks it, plan the exact writes, and issue a single-use token.
+
+``planned_writes`` is the one definition of the writes a confirm sends: the preview
+plans them from its reads (the page shows them, the passkey challenge digests them),
+and a confirm plans them again, the same way, only from reads of the very versions the
+preview pinned (``confirm`` refuses to send anything once a version moved)."""
 
 from __future__ import annotations
 
 import logging
 import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..adapters import Adapter, Side, Snapshot, adapter_for
+from ..config import Resource
 from ..digests import sha256_hex
 from ..errors import (
     Conflict,
@@ -20,6 +28,7 @@ from ..jobs import (
     Change,
     ChangeState,
     ChangeView,
+    ConditionalWrite,
     Job,
     JobState,
     Observation,
@@ -47,14 +56,65 @@ log = logging.getLogger(__name__)
 _NAMES_SHOWN = 10  # of the differing parts a blocked reconciliation names
 
 
-def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) -> Preview:
-    """Re-read every affected resource and issue a single-use token.
+@dataclass(frozen=True)
+class PlannedWrite:
+    """One write of a confirm, with what dispatching it needs to know."""
+
+    change: Change
+    resource: Resource
+    adapter: Adapter
+    write: ConditionalWrite
+
+
+def planned_writes(
+    gw: Context, operation: Operation, targets: Sequence[Change], snaps: Mapping[int, Snapshot]
+) -> list[PlannedWrite]:
+    """The writes confirming ``operation`` on ``targets`` sends, in dispatch order, from
+    the reads ``snaps`` (none for accept_observed, which writes nothing externally).
+
+    Raises:
+        Conflict: an apply's before values, or an undo's guard, no longer hold.
+    """
+    if operation is Operation.ACCEPT_OBSERVED:
+        return []
+    side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
+    writes: list[PlannedWrite] = []
+    for change in targets:
+        res = gw.resource(change.resource_id)
+        adapter = adapter_for(change.kind)
+        snap = snaps[change.index]
+        if operation is Operation.APPLY and not adapter.shows(change, snap, Side.BEFORE):
+            raise Conflict(
+                f"{change.resource_id}'s values changed since the job was prepared; "
+                "nothing was written. Prepare a new job from the current values",
+                resource=change.resource_id,
+            )
+        if operation is Operation.UNDO and not adapter.undo_guard_holds(change, snap):
+            raise Conflict(
+                f"{change.resource_id} changed after this job applied it; undo would "
+                "overwrite newer work, so nothing was written. Prepare a new reviewed "
+                "change instead",
+                resource=change.resource_id,
+            )
+        write = adapter.build_write(res, change, snap, side)
+        writes.append(PlannedWrite(change, res, adapter, write))
+    return writes
+
+
+def described(gw: Context, writes: Sequence[PlannedWrite]) -> tuple[dict[str, Any], ...]:
+    """``writes`` as they will leave (static headers, how they are authenticated, never
+    with what): what a preview shows and a confirm's dry run answers."""
+    return tuple(gw.wire.describe(p.resource, p.write) for p in writes)
+
+
+def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Preview:
+    """Re-read every resource ``job`` (as its caller loaded it) affects and issue a
+    single-use token.
 
     Raises:
         NotFound, TransitionNotAllowed, Quarantined, LaterJobOverlaps,
         RemoteUnavailable, RemoteContractBreach.
     """
-    job = gw.get_job(actor.owner_id, job_id)
     targets = targets_for(gw, job, operation)
     deadline = gw.deadline()
     views: list[ChangeView] = []
@@ -98,12 +158,17 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
     token: str | None = None
     expires_at: float | None = None
     challenge: str | None = None
+    writes: list[PlannedWrite] = []
     if not blockers:
+        writes = planned_writes(gw, operation, targets, snaps)
         token = secrets.token_urlsafe(32)
         expires_at = gw.clock() + gw.config.server.preview_ttl_s
         token_hash = sha256_hex(token)
         exp = expires_at
-        challenge = step_up.preview_challenge(gw, job, operation, targets, snaps, exp, token_hash)
+        requests = [p.write for p in writes]
+        challenge = step_up.preview_challenge(
+            gw, job, operation, targets, requests, exp, token_hash
+        )
 
         def commit(tx: Transaction) -> None:
             tx.insert_preview(
@@ -130,6 +195,7 @@ def preview_job(gw: Context, actor: Actor, job_id: str, operation: Operation) ->
         changes=tuple(views),
         blockers=tuple(blockers),
         passkey_challenge=challenge,
+        requests=described(gw, writes),
     )
 
 

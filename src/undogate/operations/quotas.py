@@ -82,7 +82,7 @@ class PrepareRate:
 
 
 class PrepareQuotas:
-    """The fair-share checks of ``Gateway.prepare``."""
+    """The fair-share checks of ``operations.prepare.prepare_job``."""
 
     def __init__(self, limits: Limits, clock: Callable[[], float] = time.monotonic) -> None:
         self.limits = limits

@@ -71,7 +71,7 @@ def accept_observed(
         if a.status in (ActionStatus.UNCERTAIN, ActionStatus.DISPATCHING)
     }
 
-    def commit(tx: Transaction) -> None:
+    def commit(tx: Transaction) -> Job:
         tx.claim_preview(token_hash, job.id, job.state.value)
         tx.count_confirm_attempt(job.id)
         for change, observation, snap in decisions:
@@ -114,9 +114,10 @@ def accept_observed(
             from_state=job.state.value,
             to_state=final.value,
         )
+        done = tx.load_job(job.id)  # as this commit leaves it: no read of its own after
+        assert done is not None
+        return done
 
-    gw.ledger.write(commit)
+    done = gw.ledger.write(commit)
     gw.crash_point(Operation.ACCEPT_OBSERVED, "after_outcome")
-    done = gw.ledger.load_job(job.id)
-    assert done is not None
     return Confirmation(job=done)

@@ -39,13 +39,15 @@ def check_reason(reason: str | None) -> str | None:
     return reason
 
 
-def reject_job(gw: Context, actor: Actor, job_id: str, reason: str | None = None) -> Job:
-    """Raises: NotFound, TransitionNotAllowed, InvalidRequest (the reason)."""
-    reason = check_reason(reason)
-    job = gw.get_job(actor.owner_id, job_id)
-    check_transition(Transition.REJECT, job.state, JobState.REJECTED)
+def reject_job(gw: Context, actor: Actor, job: Job, reason: str | None = None) -> Job:
+    """Reject ``job`` (as its caller loaded it); returns it rejected.
 
-    def commit(tx: Transaction) -> None:
+    Raises: TransitionNotAllowed, InvalidRequest (the reason)."""
+    reason = check_reason(reason)
+    check_transition(Transition.REJECT, job.state, JobState.REJECTED)
+    job_id = job.id
+
+    def commit(tx: Transaction) -> Job:
         current = tx.load_job(job_id, with_actions=False)
         assert current is not None
         check_transition(Transition.REJECT, current.state, JobState.REJECTED)
@@ -60,6 +62,8 @@ def reject_job(gw: Context, actor: Actor, job_id: str, reason: str | None = None
             to_state=JobState.REJECTED.value,
             detail={"reason": reason} if reason is not None else None,
         )
+        rejected = tx.load_job(job_id)
+        assert rejected is not None
+        return rejected
 
-    gw.ledger.write(commit)
-    return gw.get_job(actor.owner_id, job_id)
+    return gw.ledger.write(commit)

@@ -13,9 +13,8 @@ acceptance of a verified undo (``undo_offer``), and adding or revoking a passkey
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from ..adapters import ConditionalWrite, Side, Snapshot, adapter_for
 from ..config import Resource
 from ..errors import (
     InvalidRequest,
@@ -27,12 +26,12 @@ from ..errors import (
     PasskeyUnknown,
     PasskeyWrongPreview,
 )
-from ..jobs import Actor, Change, Job, Operation
+from ..jobs import Actor, Change, ConditionalWrite, Job, Operation
 from ..jsonvalue import JsonObject, from_python
 from ..ledger import StoredPasskey, Transaction
 from ..passkeys import AssertionParts, assertion_parts, verify_assertion
 from ..proof.assertions import APPROVED
-from ..proof.preview_digest import PlannedRequest, preview_digest, preview_document
+from ..proof.preview_digest import preview_digest, preview_document
 from .context import Context
 
 #: How far ahead of this process's clock the clock of another process of a shared ledger
@@ -82,32 +81,21 @@ def challenge_text(document: dict[str, object]) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
 
 
-def planned(writes: Iterable[ConditionalWrite]) -> list[PlannedRequest]:
-    return [PlannedRequest(w.method, w.url, w.if_match, w.body) for w in writes]
-
-
 def preview_challenge(
     gw: Context,
     job: Job,
     operation: Operation,
     targets: Sequence[Change],
-    snaps: Mapping[int, Snapshot],
+    writes: Sequence[ConditionalWrite],
     expires_at: float,
     token_hash: str,
 ) -> str | None:
     """The challenge a preview shows (base64url), when confirming it needs a passkey:
-    the digest of the writes a confirm will build from these same versions (a confirm
-    refuses to send anything once a version moved)."""
+    the digest of the writes it planned, which a confirm sends only after re-reading
+    the same versions (it refuses to send anything once a version moved)."""
     if not required(gw, targets):
         return None
-    writes: list[ConditionalWrite] = []
-    if operation is not Operation.ACCEPT_OBSERVED:
-        side = Side.AFTER if operation is Operation.APPLY else Side.BEFORE
-        writes = [
-            adapter_for(c.kind).build_write(gw.resource(c.resource_id), c, snaps[c.index], side)
-            for c in targets
-        ]
-    return challenge_text(_document(job, operation, planned(writes), expires_at, token_hash))
+    return challenge_text(_document(job, operation, writes, expires_at, token_hash))
 
 
 def refuse_replay(gw: Context, assertion: str) -> AssertionParts:
@@ -127,7 +115,7 @@ def approve(
     actor: Actor,
     job: Job,
     operation: Operation,
-    requests: Sequence[PlannedRequest],
+    requests: Sequence[ConditionalWrite],
     expires_at: float,
     token_hash: str,
     assertion: AssertionParts | None,
@@ -206,7 +194,7 @@ def approve_in(
 def _document(
     job: Job,
     operation: Operation,
-    requests: Sequence[PlannedRequest],
+    requests: Sequence[ConditionalWrite],
     expires_at: float,
     token_hash: str,
 ) -> dict[str, object]:

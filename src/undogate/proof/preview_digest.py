@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..jobs import ConditionalWrite
 
 FORMAT = "undogate.preview/1"
 ACCEPTANCE_FORMAT = "undogate.undo_acceptance/1"
@@ -26,21 +27,11 @@ ADDITION_FORMAT = "undogate.passkey_addition/1"
 REVOCATION_FORMAT = "undogate.passkey_revocation/1"
 
 
-@dataclass(frozen=True)
-class PlannedRequest:
-    """One request a confirm will send, as the digest covers it."""
-
-    method: str
-    url: str
-    if_match: str | None
-    body: bytes
-
-
 def preview_document(
     *,
     job_id: str,
     operation: str,
-    requests: Sequence[PlannedRequest],
+    requests: Sequence[ConditionalWrite],
     expires_at: float,
     token_hash: str,
 ) -> dict[str, Any]:
@@ -139,7 +130,6 @@ __all__ = [
     "ADDITION_FORMAT",
     "FORMAT",
     "REVOCATION_FORMAT",
-    "PlannedRequest",
     "acceptance_document",
     "addition_document",
     "canonical",

@@ -34,7 +34,7 @@ import httpx
 import pytest
 
 from ..adapters import adapter_for, change_members
-from ..engine import CRASH_POINTS
+from ..operations.context import CRASH_POINTS
 from .gateway import ServedGateway
 from .proxy import FaultProxy
 

@@ -23,8 +23,8 @@ import yaml
 
 from ..auth import Keyring
 from ..config import parse_config
-from ..engine import CRASH_ENV
 from ..ledger import open_store
+from ..operations.context import CRASH_ENV
 
 AGENT = "kit-agent"
 TOOLS = ("list_resources", "prepare_changes", "job_status")

@@ -1,6 +1,7 @@
 """The review web UI (SPEC §9): server-rendered pages for reviewers, signed in with an
-operator key. Mount it with ``create_app(gateway, keyring, routes=web_routes(...))``."""
+operator key. Mount it with ``create_app(service, routes=WebUI(service, ...).routes())``
+(``app.build_app`` does)."""
 
-from .views import CSP, SESSION_COOKIE, WebSettings, WebUI, web_routes
+from .views import CSP, SESSION_COOKIE, WebSettings, WebUI
 
-__all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]
+__all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI"]

@@ -17,7 +17,7 @@ from .. import views
 from ..errors import UndogateError
 from ..jobs import Job, JobState
 from ..operations.inbox import InboxFilter
-from ..service import Principal, Service
+from ..service import Reader, Service
 from .present import blocking_job, objects
 from .refusals import blocked_words
 
@@ -26,7 +26,7 @@ CANDIDATES = 10
 
 
 async def blocked_changes(
-    service: Service, principal: Principal, job: Job, page: Mapping[str, Any]
+    service: Service, reader: Reader, job: Job, page: Mapping[str, Any]
 ) -> list[dict[str, Any]]:
     """For each blocker of a preview (``present.preview_page``): ``sentence``,
     ``next_step``, ``change`` (the preview's change), ``expected`` (rows of field, what the
@@ -48,7 +48,7 @@ async def blocked_changes(
         in_the_way = blocking_job(blocker)
         applied = False
         if in_the_way is None and code == "conflict":
-            in_the_way = await _applied_job_holding(service, principal, job, change)
+            in_the_way = await _applied_job_holding(service, reader, job, change)
             applied = in_the_way is not None
         out.append(
             {
@@ -97,7 +97,7 @@ def _expected_rows(
 
 
 async def _applied_job_holding(
-    service: Service, principal: Principal, job: Job, change: Mapping[str, Any]
+    service: Service, reader: Reader, job: Job, change: Mapping[str, Any]
 ) -> str | None:
     """The newest applied job this key may see whose change on the same resource wrote
     exactly what the resource shows now (for the fields both jobs touch), if any."""
@@ -108,14 +108,14 @@ async def _applied_job_holding(
         limit=CANDIDATES,
     )
     try:
-        found = await service.inbox(principal, wanted)
+        found = await service.reviewers.inbox(reader, wanted)
     except UndogateError:
         return None
     for row in found.rows:
         if row.id == job.id:
             continue
         try:
-            other = await service.job(principal, row.id)
+            other = await service.reviewers.job(reader, row.id)
         except UndogateError:
             continue
         for wrote in objects(views.job_receipt(other)["changes"]):

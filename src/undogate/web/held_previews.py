@@ -17,7 +17,7 @@ import hmac
 from typing import Any
 
 from ..jobs import ABSENT, ChangeView, Observation, Operation, Preview, SideValue
-from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, loads_object
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python, loads_object
 
 
 def seal(sid: str, handle: str, token: str) -> str:
@@ -51,18 +51,16 @@ def _xor(data: bytes, pad: bytes) -> bytes:
 # -- the preview as text (its token left out) -------------------------------------------------
 
 
-def held_text(preview: Preview, requests: list[JsonObject], requests_problem: str | None) -> str:
-    """The held preview as the ledger keeps it: the preview (its token left out), and the
-    exact requests confirming it would send as they were worked out when it was made
-    (``views.request_view``), or why they could not be."""
+def held_text(preview: Preview) -> str:
+    """The held preview as the ledger keeps it: the preview (its token left out), with
+    the exact requests confirming it sends."""
     document: JsonObject = {
         "job_id": preview.job_id,
         "operation": preview.operation.value,
         "expires_at": _number(preview.expires_at),
         "changes": [_change(c) for c in preview.changes],
         "blockers": [{k: _plain(v) for k, v in b.items()} for b in preview.blockers],
-        "requests": list(requests),
-        "requests_problem": requests_problem,
+        "requests": [from_python(r) for r in preview.requests],
         # The passkey step's challenge (the preview digest): not secret, and the page
         # that shows the held preview asks the passkey to sign exactly it.
         "passkey_challenge": preview.passkey_challenge,
@@ -70,13 +68,16 @@ def held_text(preview: Preview, requests: list[JsonObject], requests_problem: st
     return dumps(document)
 
 
-def held_from_text(text: str, token: str | None) -> tuple[Preview, list[JsonObject], str | None]:
-    """What ``held_text`` kept: the preview (with ``token``), its requests, their problem."""
+def held_from_text(text: str, token: str | None) -> Preview:
+    """What ``held_text`` kept: the preview (with ``token``)."""
     document = loads_object(text)
     changes = document["changes"]
     blockers = document["blockers"]
     assert isinstance(changes, list) and isinstance(blockers, list)
-    preview = Preview(
+    # .get: a preview held before the exact requests were kept had none.
+    requests = document.get("requests") or []
+    assert isinstance(requests, list)
+    return Preview(
         job_id=str(document["job_id"]),
         operation=Operation(str(document["operation"])),
         token=token,
@@ -85,13 +86,8 @@ def held_from_text(text: str, token: str | None) -> tuple[Preview, list[JsonObje
         blockers=tuple(_unplain_object(b) for b in blockers),
         # .get: a preview held before passkeys existed needed none.
         passkey_challenge=_optional_text(document.get("passkey_challenge")),
+        requests=tuple(dict(r) for r in requests if isinstance(r, dict)),
     )
-    # .get: a preview held before the exact requests were kept had none.
-    requests = document.get("requests") or []
-    problem = document.get("requests_problem")
-    assert isinstance(requests, list)
-    held_requests = [r for r in requests if isinstance(r, dict)]
-    return preview, held_requests, str(problem) if problem is not None else None
 
 
 def _change(view: ChangeView) -> JsonObject:

@@ -10,22 +10,23 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..auth import READ, WRITE
+from ..auth import WRITE, Principal
 from ..errors import InvalidRequest
 from ..jobs import JobState
 from ..operations.inbox import VIEW_WORDS, VIEWS, parse_filter
-from ..service import Principal, Service
+from ..service import Caller, Reader, Reviewer, Service
 from .sessions import Session
 
+C = TypeVar("C", bound=Caller)
 Form = Mapping[str, str]
-View = Callable[[Request, Session, Form], Awaitable[Response]]
+View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 #: The navigation's counts for the page being rendered (one request, one task).
 NAV_COUNTS: ContextVar[Mapping[str, int] | None] = ContextVar("nav_counts", default=None)
 
@@ -39,9 +40,9 @@ class Pages(Protocol):
 
     async def notify(self, session: Session, notice: str) -> None: ...
 
-    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
-    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> Response: ...
@@ -50,8 +51,9 @@ class Pages(Protocol):
 async def nav_counts(service: Service, principal: Principal) -> None:
     """Fetch the counts the navigation shows, for this request's page (a key without
     agents:read sees none)."""
-    if READ in principal.scopes:
-        NAV_COUNTS.set(await service.inbox_counts(principal))
+    reader = Reader.may(principal, "web")
+    if reader is not None:
+        NAV_COUNTS.set(await service.reviewers.inbox_counts(reader))
 
 
 def _params(request: Request) -> dict[str, list[str]]:
@@ -74,22 +76,22 @@ class InboxPages:
 
     def routes(self) -> list[BaseRoute]:
         return [
-            Route("/inbox", self.ui._get(self.inbox), methods=["GET"]),
-            Route("/inbox/reject", self.ui._get(self.confirm_reject), methods=["GET"]),
-            Route("/inbox/reject", self.ui._post(self.reject), methods=["POST"]),
+            Route("/inbox", self.ui._get(self.inbox, Reader), methods=["GET"]),
+            Route("/inbox/reject", self.ui._get(self.confirm_reject, Reviewer), methods=["GET"]),
+            Route("/inbox/reject", self.ui._post(self.reject, Reviewer), methods=["POST"]),
         ]
 
-    def _choices(self, principal: Principal) -> dict[str, list[str]]:
-        agents = self.ui.service.visible_agents(principal)
+    def _choices(self, reader: Reader) -> dict[str, list[str]]:
+        agents = self.ui.service.reviewers.visible_agents(reader)
         resources = [r.id for r in self.ui.service.config.resources if r.agent_id in agents]
         return {"agents": agents, "resources": resources}
 
-    async def inbox(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_reader(principal)
+    async def inbox(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
         params = _params(request)
         wanted = parse_filter(params, self.ui.service.clock())
-        page = await self.ui.service.inbox(principal, wanted)
+        page = await self.ui.service.reviewers.inbox(reader, wanted)
         NAV_COUNTS.set(page.counts)
         return self.ui.render(
             "inbox.html",
@@ -102,18 +104,18 @@ class InboxPages:
             next_link=_link(params, after=page.next_after) if page.next_after else None,
             first_link=_link(params, after=None) if wanted.after else None,
             reject_link=_link(params, view=None, after=None).replace("/inbox", "/inbox/reject", 1)
-            if WRITE in principal.scopes and wanted.view == "waiting" and page.rows
+            if WRITE in reader.principal.scopes and wanted.view == "waiting" and page.rows
             else None,
-            **self._choices(principal),
+            **self._choices(reader),
         )
 
-    async def confirm_reject(self, request: Request, session: Session, form: Form) -> Response:
+    async def confirm_reject(
+        self, request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
         """The one confirmation: exactly which waiting jobs, and a reason for them all."""
-        principal = session.principal
-        Service.require_reviewer(principal)
         params = _params(request)
         wanted = parse_filter(params, self.ui.service.clock()).to_reject()
-        page = await self.ui.service.inbox(principal, wanted)
+        page = await self.ui.service.reviewers.inbox(reviewer, wanted)
         return self.ui.render(
             "inbox_reject.html",
             session,
@@ -123,14 +125,14 @@ class InboxPages:
             back=_link(params, view="waiting"),
         )
 
-    async def reject(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_reviewer(principal)
+    async def reject(
+        self, request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
         job_ids = tuple(form.get("jobs", "").split())
         if not job_ids:
             raise InvalidRequest("the form names no job; open the inbox and try again")
-        outcomes = await self.ui.service.reject_many(
-            principal, "web", job_ids, form.get("reason") or None
+        outcomes = await self.ui.service.reviewers.reject_many(
+            reviewer, job_ids, form.get("reason") or None
         )
         done = sum(1 for o in outcomes if o.rejected)
         left = len(outcomes) - done

@@ -31,13 +31,14 @@ import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..auth import WRITE
+from ..auth import Principal
 from ..errors import InvalidRequest
 from ..passkeys import (
     Addition,
@@ -46,12 +47,21 @@ from ..passkeys import (
     request_options,
     verify_registration,
 )
-from ..service import Principal, Service
+from ..service import Service, Writer
 from .sessions import Session
 
 Form = Mapping[str, str]
-View = Callable[[Request, Session, Form], Awaitable[Response]]
-Wrap = Callable[[View], Callable[[Request], Awaitable[Response]]]
+View = Callable[[Request, Session, Form, Writer], Awaitable[Response]]
+
+
+class Gate(Protocol):
+    """The UI's gate (``WebUI._get``, ``_post``), as these pages use it: for a Writer."""
+
+    def __call__(
+        self, view: View, needs: type[Writer]
+    ) -> Callable[[Request], Awaitable[Response]]: ...
+
+
 MAX_LABEL_CHARS = 80
 REGISTRATION_TTL_S = 10 * 60.0
 
@@ -130,21 +140,24 @@ class PasskeyPages:
         self.redirect = redirect
         self.notify = notify
 
-    def routes(self, get: Wrap, post: Wrap) -> list[BaseRoute]:
-        """The passkeys page's routes, through the UI's session and cross-site checks."""
+    def routes(self, get: Gate, post: Gate) -> list[BaseRoute]:
+        """The passkeys page's routes, through the UI's session and cross-site checks:
+        an operator's own passkeys are a ``Writer``'s."""
         return [
-            Route("/passkeys", get(self.page), methods=["GET"]),
-            Route("/passkeys", post(self.register), methods=["POST"]),
-            Route("/passkeys/add", post(self.add), methods=["POST"]),
-            Route("/passkeys/{passkey_id}/revoke", post(self.revoke), methods=["POST"]),
+            Route("/passkeys", get(self.page, Writer), methods=["GET"]),
+            Route("/passkeys", post(self.register, Writer), methods=["POST"]),
+            Route("/passkeys/add", post(self.add, Writer), methods=["POST"]),
+            Route("/passkeys/{passkey_id}/revoke", post(self.revoke, Writer), methods=["POST"]),
         ]
 
     def _origin(self, request: Request) -> tuple[str, str]:
         return web_origin(request, self.service.config.server.public_url)
 
-    async def page(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        passkeys = await self.service.passkeys(principal)
+    async def page(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
+        principal = writer.principal
+        passkeys = await self.service.reviewers.passkeys(writer)
         live = [p.id for p in passkeys if p.revoked_at is None]
         _, rp_id = self._origin(request)
         issued = str(int(self.service.clock()))
@@ -155,7 +168,7 @@ class PasskeyPages:
             existing=live,
             challenge=registration_challenge(session, issued),
         )
-        revoking = {p: self._approving(rp_id, live, principal, p) for p in live}
+        revoking = {p: self._approving(rp_id, live, writer, p) for p in live}
         return self.render(
             "passkeys.html",
             session,
@@ -168,10 +181,8 @@ class PasskeyPages:
             site=passkey_site(request, self.service.config.server.public_url),
         )
 
-    def _approving(
-        self, rp_id: str, live: list[str], principal: Principal, passkey_id: str
-    ) -> Revoking:
-        asked = self.service.passkey_challenge(principal, passkey_id)
+    def _approving(self, rp_id: str, live: list[str], writer: Writer, passkey_id: str) -> Revoking:
+        asked = self.service.reviewers.passkey_challenge(writer, passkey_id)
         options = request_options(rp_id=rp_id, challenge=_unb64(asked.challenge), credentials=live)
         return Revoking(options, asked.expires_at_ms)
 
@@ -196,13 +207,14 @@ class PasskeyPages:
         )
         return Addition(registered, label, rp_id, origin)
 
-    async def register(self, request: Request, session: Session, form: Form) -> Response:
+    async def register(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
         """Keep the passkey the form carries: a first one with its enrolment code,
         another with the approval ``add`` asked for."""
         addition = self._addition(request, session, form)
-        await self.service.register_passkey(
-            session.principal,
-            "web",
+        await self.service.reviewers.register_passkey(
+            writer,
             addition,
             enrolment_code=form.get("enrolment_code") or None,
             approval=form_approval(form),
@@ -212,13 +224,13 @@ class PasskeyPages:
         )
         return self.redirect("/passkeys")
 
-    async def add(self, request: Request, session: Session, form: Form) -> Response:
+    async def add(self, request: Request, session: Session, form: Form, writer: Writer) -> Response:
         """The new passkey the browser made, and the page where a live passkey of the
         owner approves adding exactly it."""
-        principal = session.principal
         addition = self._addition(request, session, form)
-        live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
-        asked = self.service.passkey_challenge(principal, addition)
+        passkeys = await self.service.reviewers.passkeys(writer)
+        live = [p.id for p in passkeys if p.revoked_at is None]
+        asked = self.service.reviewers.passkey_challenge(writer, addition)
         return self.render(
             "passkey_add.html",
             session,
@@ -230,10 +242,11 @@ class PasskeyPages:
             ),
         )
 
-    async def revoke(self, request: Request, session: Session, form: Form) -> Response:
-        await self.service.revoke_passkey(
-            session.principal, "web", str(request.path_params["passkey_id"]), form_approval(form)
-        )
+    async def revoke(
+        self, request: Request, session: Session, form: Form, writer: Writer
+    ) -> Response:
+        passkey_id = str(request.path_params["passkey_id"])
+        await self.service.reviewers.revoke_passkey(writer, passkey_id, form_approval(form))
         await self.notify(session, "Passkey revoked: it approves nothing from now on.")
         return self.redirect("/passkeys")
 
@@ -243,10 +256,12 @@ class PasskeyPages:
         """The passkey step of a form that confirms a preview or accepts a verified undo
         (its ``passkey_challenge``); None when it needs no passkey (or this key cannot
         confirm at all)."""
-        if passkey_challenge is None or WRITE not in principal.scopes:
+        writer = Writer.may(principal, "web")
+        if passkey_challenge is None or writer is None:
             return None
         _, rp_id = self._origin(request)
-        live = [p.id for p in await self.service.passkeys(principal) if p.revoked_at is None]
+        passkeys = await self.service.reviewers.passkeys(writer)
+        live = [p.id for p in passkeys if p.revoked_at is None]
         site = passkey_site(request, self.service.config.server.public_url)
         if site.problem is not None:
             return ConfirmStep(None, site.problem, site.working_url)

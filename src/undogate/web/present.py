@@ -17,6 +17,7 @@ from .. import views
 from ..adapters import adapter_for
 from ..invisibles import visible
 from ..jobs import (
+    STATES,
     AssertionKind,
     Change,
     ChangeState,
@@ -31,18 +32,17 @@ from ..jsonvalue import JsonValue
 from ..ledger import Event, JobSummary, OutboxMessage
 from .exact import MARK_CLOSE, MARK_OPEN, placeholder, shown_text, with_nested
 
-STATE_WORDS: dict[str, str] = {
-    JobState.PREPARED: "prepared, waiting for review",
-    JobState.APPLYING: "applying",
-    JobState.APPLIED: "applied",
-    JobState.PARTIALLY_APPLIED: "partially applied",
-    JobState.NEEDS_REVIEW: "needs review: an outcome is uncertain",
-    JobState.UNDOING: "undoing",
-    JobState.UNDONE: "undone",
-    JobState.PARTIALLY_UNDONE: "partially undone",
-    JobState.REJECTED: "rejected",
-    JobState.INVALIDATED: "invalidated",
-}
+STATE_WORDS: dict[str, str] = {state: facts.words for state, facts in STATES.items()}
+#: The navigation's counts of work waiting for a person: (state, one, several, view),
+#: and the jobs holding an uncertain change.
+NAV_COUNTS_SHOWN = (
+    *(
+        (s.value, *f.waiting_words, f.inbox_view)
+        for s, f in STATES.items()
+        if f.inbox_view is not None and f.waiting_words is not None
+    ),
+    ("quarantined", "quarantined", "quarantined", "quarantined"),
+)
 
 ACTION_WORDS: dict[str, str] = {
     "dispatching": "sent, outcome not yet recorded",
@@ -148,8 +148,8 @@ def buttons(job: Job, can_write: bool) -> Buttons:
         can_write=can_write,
         apply=can_start(Transition.START_APPLY, job.state) and not job.undo_started,
         undo=can_start(Transition.START_UNDO, job.state),
-        accept_observed=job.state is JobState.NEEDS_REVIEW,
-        reject=job.state is JobState.PREPARED,
+        accept_observed=can_start(Transition.ACCEPT_OBSERVED, job.state),
+        reject=can_start(Transition.REJECT, job.state),
     )
 
 
@@ -173,18 +173,9 @@ def job_notes(job: Job) -> list[str]:
         )
     elif job.undo_started:
         notes.append("An undo of this job has started: it can never be applied again.")
-    if job.state is JobState.REJECTED:
-        notes.append("This job was rejected: it can never be applied.")
-    if job.state is JobState.INVALIDATED:
-        notes.append(
-            "This job was invalidated because a resource's identity changed: "
-            + (job.invalidated_reason or "prepare a new job.")
-        )
-    if job.state is JobState.NEEDS_REVIEW:
-        notes.append(
-            "An outcome is uncertain. Preview “accept observed state” to see what the "
-            "resource shows now; accepting records your judgement and lifts the quarantine."
-        )
+    note = STATES[job.state].note
+    if note is not None:
+        notes.append(note.format(reason=job.invalidated_reason or "prepare a new job."))
     return notes
 
 

@@ -4,18 +4,19 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from ..service import Service
+from ..service import Caller, Reviewer, Service
 from .sessions import Session
 
+C = TypeVar("C", bound=Caller)
 Form = Mapping[str, str]
-View = Callable[[Request, Session, Form], Awaitable[Response]]
+View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 
 
 class Pages(Protocol):
@@ -29,9 +30,9 @@ class Pages(Protocol):
 
     async def notify(self, session: Session, notice: str) -> None: ...
 
-    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
-    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
@@ -41,16 +42,15 @@ def reject_routes(ui: Pages) -> list[BaseRoute]:
     """The confirmation page and the rejection, through the UI's session and cross-site
     checks (its ``_get``/``_post``)."""
 
-    async def ask(request: Request, session: Session, form: Form) -> Response:
-        Service.require_writer(session.principal)
-        job = await ui.service.job(session.principal, str(request.path_params["job_id"]))
+    async def ask(request: Request, session: Session, form: Form, reviewer: Reviewer) -> Response:
+        job = await ui.service.reviewers.job(reviewer, str(request.path_params["job_id"]))
         return ui.render("job_reject.html", session, job=job)
 
-    async def reject(request: Request, session: Session, form: Form) -> Response:
-        Service.require_writer(session.principal)
-        job = await ui.service.reject(
-            session.principal,
-            "web",
+    async def reject(
+        request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
+        job = await ui.service.reviewers.reject(
+            reviewer,
             str(request.path_params["job_id"]),
             form.get("reason") or None,
         )
@@ -59,8 +59,8 @@ def reject_routes(ui: Pages) -> list[BaseRoute]:
 
     path = "/jobs/{job_id}/reject"
     return [
-        Route(path, ui._get(ask), methods=["GET"]),
-        Route(path, ui._post(reject), methods=["POST"]),
+        Route(path, ui._get(ask, Reviewer), methods=["GET"]),
+        Route(path, ui._post(reject, Reviewer), methods=["POST"]),
     ]
 
 

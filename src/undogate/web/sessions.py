@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from ..auth import Principal
 from ..digests import sha256_hex
 from ..jobs import Preview
-from ..jsonvalue import JsonObject
 from ..ledger import Store, StoredWebPreview, StoredWebSession, Transaction
 from .held_previews import held_from_text, held_text, seal, unseal
 
@@ -40,11 +39,7 @@ class HeldPreview:
     """A preview the reviewer made in this session, shown at its own URL."""
 
     job_id: str
-    preview: Preview
-    # The exact requests confirming it sends (``views.request_view``), computed when
-    # it was made; ``requests_problem`` says why they could not be, when they could not.
-    requests: list[JsonObject] = field(default_factory=list)
-    requests_problem: str | None = None
+    preview: Preview  # with the exact writes confirming it sends (``Preview.requests``)
 
 
 @dataclass(slots=True)
@@ -162,17 +157,15 @@ class SessionStore:
         session: Session,
         job_id: str,
         preview: Preview,
-        requests: list[JsonObject] | None = None,
-        requests_problem: str | None = None,
     ) -> str:
-        """Keep ``preview`` (and the requests it would send) under a fresh handle (not
+        """Keep ``preview`` (with the requests it would send) under a fresh handle (not
         its token) and return the handle."""
         handle = secrets.token_urlsafe(12)
         held = StoredWebPreview(
             session_hash=session.id_hash,
             handle=handle,
             job_id=job_id,
-            preview=held_text(preview, requests or [], requests_problem),
+            preview=held_text(preview),
             sealed_token=seal(session.sid, handle, preview.token) if preview.token else None,
             created_at=self.clock(),
         )
@@ -187,8 +180,7 @@ class SessionStore:
         if held is None:
             return None
         token = unseal(session.sid, handle, held.sealed_token) if held.sealed_token else None
-        preview, requests, problem = held_from_text(held.preview, token)
-        return HeldPreview(held.job_id, preview, requests, problem)
+        return HeldPreview(held.job_id, held_from_text(held.preview, token))
 
 
 class SigninTokens:

@@ -6,7 +6,7 @@ SPEC §14)."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -14,12 +14,13 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
-from ..service import Service
+from ..service import Caller, Reader, Service, Writer
 from .passkey_pages import PasskeyPages, form_expiry
 from .sessions import Session
 
+C = TypeVar("C", bound=Caller)
 Form = Mapping[str, str]
-View = Callable[[Request, Session, Form], Awaitable[Response]]
+View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 
 
 class Pages(Protocol):
@@ -34,9 +35,9 @@ class Pages(Protocol):
 
     async def notify(self, session: Session, notice: str) -> None: ...
 
-    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
-    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]: ...
+    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
@@ -52,9 +53,9 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
     """``GET`` and ``POST /resources/{resource_id}/undo``, through the UI's session and
     cross-site checks (its ``_get``/``_post``)."""
 
-    async def show(request: Request, session: Session, form: Form) -> Response:
+    async def show(request: Request, session: Session, form: Form, reader: Reader) -> Response:
         resource_id = str(request.path_params["resource_id"])
-        offer = await ui.service.undo_offer(session.principal, resource_id)
+        offer = await ui.service.reviewers.undo_offer(reader, resource_id)
         return ui.render(
             "undo_offer.html",
             session,
@@ -71,12 +72,10 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
             passkey_retry_after="reload this page",
         )
 
-    async def accept(request: Request, session: Session, form: Form) -> Response:
-        Service.require_writer(session.principal)
+    async def accept(request: Request, session: Session, form: Form, writer: Writer) -> Response:
         resource_id = str(request.path_params["resource_id"])
-        await ui.service.accept_verified_undo(
-            session.principal,
-            "web",
+        await ui.service.reviewers.accept_verified_undo(
+            writer,
             resource_id,
             passkey_assertion=form.get("passkey_assertion") or None,
             passkey_expires_at_ms=form_expiry(form),
@@ -86,6 +85,6 @@ def undo_offer_routes(ui: Pages) -> list[BaseRoute]:
 
     path = "/resources/{resource_id}/undo"
     return [
-        Route(path, ui._get(show), methods=["GET"]),
-        Route(path, ui._post(accept), methods=["POST"]),
+        Route(path, ui._get(show, Reader), methods=["GET"]),
+        Route(path, ui._post(accept, Writer), methods=["POST"]),
     ]

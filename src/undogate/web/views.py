@@ -1,8 +1,9 @@
 """The review pages (docs/operating.md): sign-in, agents, jobs, a job, its preview and receipt.
 
-Views are thin: they establish the session, check the form came from this site with
-this session's CSRF token, call the ``Service`` (which authorizes and calls the
-gateway) and render a template. Domain errors become pages through ``refusals``
+Views are thin: the route table says, once per page, which caller it needs (``Reader``,
+``Reviewer``, ...); the gates establish the session, check the form came from this site
+with this session's CSRF token and hand the view that caller, which it passes to the
+``Service``; the view renders a template. Domain errors become pages through ``refusals``
 (words) and the API's ``status_for`` (statuses, by error class), in ``_refused``.
 
 Safety, on every response: Jinja2 autoescaping (values are always inert text), a
@@ -12,7 +13,6 @@ preview countdown, the passkey step), ``Cache-Control: no-store`` and no framing
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
 
-import anyio
 import jinja2
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
@@ -31,13 +30,12 @@ from starlette.staticfiles import StaticFiles
 
 from .. import views
 from ..api import STATUS_BY_CODE, status_for
-from ..auth import WRITE, Keyring
-from ..engine import Gateway
+from ..auth import WRITE
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
-from ..jobs import JobState, Operation, Preview
-from ..jsonvalue import JsonObject
+from ..jobs import JobState, Operation
 from ..ledger import Store
-from ..service import MAX_KEY_CHARS, Principal, Service
+from ..service import MAX_KEY_CHARS, Caller, Reader, Reviewer, Service
+from ..service.access import in_thread
 from . import exact, present
 from .blocked import blocked_changes
 from .forms import cross_site, read_form
@@ -51,6 +49,8 @@ from .undo_offer import undo_offer_routes
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+C = TypeVar("C", bound=Caller)
+VIA = "web"  # the access path the ledger records for what arrives here
 #: The label of the key signed in, for the page being rendered (one request, one task).
 SIGNED_IN_AS: ContextVar[str | None] = ContextVar("signed_in_as", default=None)
 
@@ -82,7 +82,8 @@ class WebSettings:
 
 
 Form = Mapping[str, str]
-View = Callable[[Request, Session, Form], Awaitable[Response]]
+View = Callable[[Request, Session, Form, C], Awaitable[Response]]
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def _environment() -> jinja2.Environment:
@@ -101,6 +102,7 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
+    env.globals["nav_counts_shown"] = present.NAV_COUNTS_SHOWN
     env.globals["refusal_words"] = refusal_for_code
     return env
 
@@ -133,21 +135,27 @@ class WebUI:
             Route("/", self._answering(self.home), methods=["GET"]),
             Route("/signin", self._answering(self.signin_form), methods=["GET"]),
             Route("/signin", self._answering(self.signin), methods=["POST"]),
-            Route("/signout", self._post(self.signout), methods=["POST"]),
-            Route("/agents", self._get(self.agents), methods=["GET"]),
-            Route("/agents/{agent_id}", self._get(self.agent_jobs), methods=["GET"]),
-            Route("/jobs", self._get(self.open_job), methods=["GET"]),
-            Route("/jobs/{job_id}", self._get(self.job), methods=["GET"]),
-            Route("/jobs/{job_id}/previews", self._post(self.make_preview), methods=["POST"]),
+            Route("/signout", self._post(self.signout, Caller), methods=["POST"]),
+            Route("/agents", self._get(self.agents, Reader), methods=["GET"]),
+            Route("/agents/{agent_id}", self._get(self.agent_jobs, Reader), methods=["GET"]),
+            Route("/jobs", self._get(self.open_job, Reader), methods=["GET"]),
+            Route("/jobs/{job_id}", self._get(self.job, Reader), methods=["GET"]),
             Route(
-                "/jobs/{job_id}/previews/{handle}", self._get(self.show_preview), methods=["GET"]
+                "/jobs/{job_id}/previews",
+                self._post(self.make_preview, Reviewer),
+                methods=["POST"],
             ),
-            Route("/jobs/{job_id}/confirm", self._post(self.confirm), methods=["POST"]),
-            Route("/jobs/{job_id}/receipt", self._get(self.receipt), methods=["GET"]),
+            Route(
+                "/jobs/{job_id}/previews/{handle}",
+                self._get(self.show_preview, Reader),
+                methods=["GET"],
+            ),
+            Route("/jobs/{job_id}/confirm", self._post(self.confirm, Reviewer), methods=["POST"]),
+            Route("/jobs/{job_id}/receipt", self._get(self.receipt, Reader), methods=["GET"]),
             *reject_routes(self),
             *undo_offer_routes(self),
             *InboxPages(self).routes(),
-            Route("/webhooks", self._get(self.webhooks), methods=["GET"]),
+            Route("/webhooks", self._get(self.webhooks, Reader), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),
             *self.passkey_pages.routes(self._get, self._post),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
@@ -206,7 +214,7 @@ class WebUI:
         if job_id is None or in_the_way is None:
             return None
         try:
-            job = await self.service.job(session.principal, job_id)
+            job = await self.service.reviewers.job(Reader.of(session.principal, VIA), job_id)
             op = Operation(operation) if operation else None
         except (UndogateError, ValueError):
             return {"job": in_the_way, "changes": [], "can_reject": False}
@@ -219,7 +227,7 @@ class WebUI:
     async def notify(self, session: Session, notice: str) -> None:
         """Leave ``notice`` for the session's next page (kept in the ledger, so the page
         after a redirect shows it whichever process answers)."""
-        await _off_loop(self.sessions.notify, session, notice)
+        await in_thread(self.sessions.notify, session, notice)
 
     @staticmethod
     def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse:
@@ -256,27 +264,31 @@ class WebUI:
 
     async def _session(self, request: Request) -> Session | None:
         """The live session, with its credential re-checked now (revoked keys end it)."""
-        session = await _off_loop(self.sessions.get, request.cookies.get(SESSION_COOKIE))
+        session = await in_thread(self.sessions.get, request.cookies.get(SESSION_COOKIE))
         if session is None:
             return None
         try:
-            principal = await self.service.recheck(session.principal)
+            principal = await self.service.access.recheck(session.principal)
         except UndogateError:
-            await _off_loop(self.sessions.end_for_credential, session.credential_id)
+            await in_thread(self.sessions.end_for_credential, session.credential_id)
             return None
         session.principal = principal
         return session
 
-    def _get(self, view: View) -> Callable[[Request], Awaitable[Response]]:
+    def _get(self, view: View[C], needs: type[C]) -> Endpoint:
+        """A page for a signed-in ``needs`` (declared once, in the route table)."""
+
         async def endpoint(request: Request) -> Response:
             session = await self._session(request)
             if session is None:
                 return self._redirect("/signin")
-            return await self._run(view, request, session, {})
+            return await self._run(view, needs, request, session, {})
 
         return self._answering(endpoint)
 
-    def _post(self, view: View) -> Callable[[Request], Awaitable[Response]]:
+    def _post(self, view: View[C], needs: type[C]) -> Endpoint:
+        """A form a signed-in ``needs`` sends from one of our pages, with its CSRF token."""
+
         async def endpoint(request: Request) -> Response:
             if self._cross_site(request):
                 return self._refused(None, refusal_for_code("cross_site"), status=403)
@@ -289,15 +301,17 @@ class WebUI:
                 return self._refused(session, refusal_for(exc), status=status_for(exc))
             if not session.csrf_ok(form.get("csrf")):
                 return self._refused(session, refusal_for_code("csrf"), status=403)
-            return await self._run(view, request, session, form)
+            return await self._run(view, needs, request, session, form)
 
         return self._answering(endpoint)
 
-    async def _run(self, view: View, request: Request, session: Session, form: Form) -> Response:
+    async def _run(
+        self, view: View[C], needs: type[C], request: Request, session: Session, form: Form
+    ) -> Response:
         try:
             await nav_counts(self.service, session.principal)
             SIGNED_IN_AS.set(session.principal.label)
-            return await view(request, session, form)
+            return await view(request, session, form, needs.of(session.principal, VIA))
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
             job_id = request.path_params.get("job_id")
@@ -319,12 +333,11 @@ class WebUI:
             )
 
     @staticmethod
-    def _job_id(principal: Principal, job_id: str) -> str:
+    def _job_id(job_id: str) -> str:
         """A job id as asked for; one no job can have is ``NotFound`` at once.
 
-        Raises: Forbidden (no agents:read, as the service would say), NotFound.
+        Raises: NotFound.
         """
-        Service.require_reader(principal)
         if len(job_id) > 200:
             raise NotFound("no such job")
         return job_id
@@ -379,7 +392,7 @@ class WebUI:
         if not key or len(key) > MAX_KEY_CHARS:
             return self._signin_page(request, error="Enter your operator key.")
         try:
-            principal = await self.service.sign_in(key)
+            principal = await self.service.access.sign_in(key)
         except Forbidden:
             return self._signin_page(
                 request,
@@ -388,8 +401,8 @@ class WebUI:
             )
         except UndogateError:
             return self._signin_page(request, error="That key is unknown or has been revoked.")
-        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
-        sid, _session = await _off_loop(self.sessions.create, principal)
+        await in_thread(self.sessions.end, request.cookies.get(SESSION_COOKIE))
+        sid, _session = await in_thread(self.sessions.create, principal)
         response = self._redirect("/inbox")
         response.set_cookie(
             SESSION_COOKIE,
@@ -402,8 +415,10 @@ class WebUI:
         response.delete_cookie(SIGNIN_COOKIE, path="/signin")
         return response
 
-    async def signout(self, request: Request, session: Session, form: Form) -> Response:
-        await _off_loop(self.sessions.end, request.cookies.get(SESSION_COOKIE))
+    async def signout(
+        self, request: Request, session: Session, form: Form, caller: Caller
+    ) -> Response:
+        await in_thread(self.sessions.end, request.cookies.get(SESSION_COOKIE))
         response = self._redirect("/signin?signed_out=1")
         response.delete_cookie(
             SESSION_COOKIE,
@@ -416,12 +431,12 @@ class WebUI:
 
     # -- pages -----------------------------------------------------------------------
 
-    async def agents(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_reader(principal)
+    async def agents(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
         rows = []
-        for agent_id in self.service.visible_agents(principal):
-            jobs = await self.service.list_jobs(principal, agent_id)
+        for agent_id in self.service.reviewers.visible_agents(reader):
+            jobs = await self.service.reviewers.list_jobs(reader, agent_id)
             rows.append(
                 {
                     "id": agent_id,
@@ -432,87 +447,73 @@ class WebUI:
             )
         return self.render("agents.html", session, agents=rows)
 
-    async def agent_jobs(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_reader(principal)
+    async def agent_jobs(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
         agent_id = str(request.path_params["agent_id"])
-        if agent_id not in self.service.visible_agents(principal):
+        if agent_id not in self.service.reviewers.visible_agents(reader):
             raise NotFound(f"no agent {agent_id!r}")
-        rows = await self.service.list_jobs(principal, agent_id)
+        rows = await self.service.reviewers.list_jobs(reader, agent_id)
         listing = present.job_rows(agent_id, rows)
         return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
 
-    async def webhooks(self, request: Request, session: Session, form: Form) -> Response:
+    async def webhooks(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
         status = request.query_params.get("status") or None
-        messages = await self.service.webhook_messages(session.principal, status)
+        messages = await self.service.reviewers.webhook_messages(reader, status)
         return self.render(
             "webhooks.html", session, messages=present.webhook_rows(messages), shown=status
         )
 
-    async def open_job(self, request: Request, session: Session, form: Form) -> Response:
+    async def open_job(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
         job_id = request.query_params.get("id", "").strip()
         if not job_id:
             return self._redirect("/inbox")
-        principal = session.principal
-        job = await self.service.job(principal, self._job_id(principal, job_id))
+        job = await self.service.reviewers.job(reader, self._job_id(job_id))
         return self._redirect(_job_path(job.id))
 
-    async def job(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        job, events = await self.service.events(
-            principal, self._job_id(principal, str(request.path_params["job_id"]))
+    async def job(self, request: Request, session: Session, form: Form, reader: Reader) -> Response:
+        job, events = await self.service.reviewers.events(
+            reader, self._job_id(str(request.path_params["job_id"]))
         )
         return self.render(
             "job.html",
             session,
             job=job,
-            page=present.job_page(job, self.service.verified(job), events),
+            page=present.job_page(job, self.service.reviewers.verified(job), events),
             events=history(job.id, events),
-            buttons=present.buttons(job, WRITE in principal.scopes),
+            buttons=present.buttons(job, WRITE in reader.principal.scopes),
         )
 
-    async def make_preview(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_writer(principal)
+    async def make_preview(
+        self, request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
         try:
             operation = Operation(form.get("operation", ""))
         except ValueError:
             raise InvalidRequest("unknown operation") from None
-        job, preview = await self.service.preview(
-            principal, "web", self._job_id(principal, str(request.path_params["job_id"])), operation
+        job, preview = await self.service.reviewers.preview(
+            reviewer, self._job_id(str(request.path_params["job_id"])), operation
         )
-        requests, problem = await self._planned_requests(principal, job.id, preview)
-        handle = await _off_loop(
-            self.sessions.hold_preview, session, job.id, preview, requests, problem
-        )
+        handle = await in_thread(self.sessions.hold_preview, session, job.id, preview)
         return self._redirect(_job_path(job.id, "previews", handle))
 
-    async def _planned_requests(
-        self, principal: Principal, job_id: str, preview: Preview
-    ) -> tuple[list[JsonObject], str | None]:
-        """The exact requests confirming ``preview`` would send, as the CLI shows them
-        (a dry run: nothing is sent, the token stays unused), or why there are none."""
-        if preview.token is None or preview.operation is Operation.ACCEPT_OBSERVED:
-            return [], None
-        try:
-            dry = await self.service.confirm(principal, "web", job_id, preview.token, dry_run=True)
-        except UndogateError as exc:
-            return [], refusal_for(exc).sentence
-        return [views.request_view(r) for r in dry.requests], None
-
-    async def show_preview(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        job = await self.service.job(
-            principal, self._job_id(principal, str(request.path_params["job_id"]))
-        )
+    async def show_preview(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
+        reviewers = self.service.reviewers
+        job = await reviewers.job(reader, self._job_id(str(request.path_params["job_id"])))
         handle = str(request.path_params["handle"])
-        held = await _off_loop(self.sessions.held_preview, session, handle)
+        held = await in_thread(self.sessions.held_preview, session, handle)
         if held is None or held.job_id != job.id:
             return self._refused(
                 session, refusal_for_code("preview_expired"), job_id=job.id, status=404
             )
         token = held.preview.token
-        record = await self.service.preview_record(principal, job.id, token) if token else None
+        record = await reviewers.preview_record(reader, job.id, token) if token else None
         if record is not None and record.consumed_at is not None:
             return self.render(
                 "preview_used.html",
@@ -522,33 +523,33 @@ class WebUI:
                 confirmed_at=record.consumed_at,
             )
         now = self.service.clock()
-        page = present.preview_page(held.preview, job, now, self.service.verified(job))
-        page["requests"] = exact.request_blocks(held.requests)
-        page["requests_problem"] = held.requests_problem
+        page = present.preview_page(held.preview, job, now, reviewers.verified(job))
+        # The exact writes the preview planned, as the CLI shows a dry run's.
+        planned = [views.request_view(r) for r in held.preview.requests]
+        page["requests"] = exact.request_blocks(planned)
         return self.render(
             "preview.html",
             session,
             job=job,
             handle=handle,
             page=page,
-            blocked=await blocked_changes(self.service, principal, job, page),
+            blocked=await blocked_changes(self.service, reader, job, page),
             operation=held.preview.operation.value,
-            can_write=WRITE in principal.scopes,
+            can_write=WRITE in reader.principal.scopes,
             passkey=await self.passkey_pages.confirm_step(
-                request, principal, held.preview.passkey_challenge
+                request, reader.principal, held.preview.passkey_challenge
             ),
         )
 
-    async def confirm(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        Service.require_writer(principal)
+    async def confirm(
+        self, request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
         token = form.get("preview_token", "")
         if not token or len(token) > 200:
             raise InvalidRequest("the form carries no preview token; preview again")
-        done = await self.service.confirm(
-            principal,
-            "web",
-            self._job_id(principal, str(request.path_params["job_id"])),
+        done = await self.service.reviewers.confirm(
+            reviewer,
+            self._job_id(str(request.path_params["job_id"])),
             token,
             acknowledge_irreversible=form.get("acknowledge_irreversible") == "yes",
             passkey_assertion=form.get("passkey_assertion") or None,
@@ -563,26 +564,14 @@ class WebUI:
         await self.notify(session, notice)
         return self._redirect(_job_path(job.id, "receipt"))
 
-    async def receipt(self, request: Request, session: Session, form: Form) -> Response:
-        principal = session.principal
-        job = await self.service.job(
-            principal, self._job_id(principal, str(request.path_params["job_id"]))
-        )
+    async def receipt(
+        self, request: Request, session: Session, form: Form, reader: Reader
+    ) -> Response:
+        reviewers = self.service.reviewers
+        job = await reviewers.job(reader, self._job_id(str(request.path_params["job_id"])))
         return self.render(
-            "receipt.html", session, job=job, page=present.job_page(job, self.service.verified(job))
+            "receipt.html", session, job=job, page=present.job_page(job, reviewers.verified(job))
         )
 
 
-async def _off_loop(fn: Callable[..., T], *args: Any) -> T:
-    """A session's ledger read or write, on a worker thread (never on the event loop)."""
-    return await anyio.to_thread.run_sync(functools.partial(fn, *args))
-
-
-def web_routes(
-    gateway: Gateway, keyring: Keyring, settings: WebSettings | None = None
-) -> list[BaseRoute]:
-    """The review UI's routes, to pass to ``create_app(..., routes=...)``."""
-    return WebUI(Service(gateway, keyring), settings or WebSettings(), gateway.ledger).routes()
-
-
-__all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI", "web_routes"]
+__all__ = ["CSP", "SESSION_COOKIE", "WebSettings", "WebUI"]

@@ -4,7 +4,7 @@ One daemon thread per ``undogate serve`` process (each worker of ``serve --worke
 runs its own) wakes every ``poll_s``, reads the due messages, and for each one: claims
 it for its attempt's time limit and a margin (one short write, so two processes sharing
 a ledger never both send an attempt while a claim holds; an outcome is recorded only
-while its claim holds), signs it (Standard Webhooks), POSTs it through ``RemoteHTTP``
+while its claim holds), signs it (Standard Webhooks), POSTs it through ``PinnedClient``
 (the §7 address policy, no redirects, no proxies, a time limit), and records the
 outcome. A 2xx delivers it, whatever follows the status (the body is never read, so a
 long or endless one neither delays nor fails it); anything else (a refused address, a
@@ -27,7 +27,7 @@ from typing import Literal
 
 from ..errors import BlockedAddress, UndogateError
 from ..ledger import OutboxMessage, Store
-from ..net import NetworkFlags, RemoteHTTP, TransportFailure, url_host
+from ..net import NetworkFlags, PinnedClient, TransportFailure, url_host
 from .settings import WebhookEndpoint, WebhookSettings
 from .signing import BadSecret, secret_key, sign
 
@@ -104,7 +104,7 @@ class WebhookDelivery:
         self,
         settings: WebhookSettings,
         ledger: Store,
-        http: RemoteHTTP,
+        http: PinnedClient,
         environ: Mapping[str, str],
         clock: Callable[[], float] = time.time,
     ) -> None:

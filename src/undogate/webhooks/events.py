@@ -18,27 +18,20 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..jobs import Job, JobState
+from ..jobs import STATES, Job, JobState
 from ..ledger import Transaction
 from ..views import review_path
 from .settings import WebhookSettings
 
 
 def event_for(state: JobState, previous: JobState | None) -> str | None:
-    """The event a move to ``state`` from ``previous`` announces, if any."""
-    if state is JobState.PREPARED:
-        # A new job only: an apply refused before any write also lands in prepared.
-        return "job.prepared" if previous is None else None
-    if state is JobState.NEEDS_REVIEW:
-        return "job.needs_review"
-    if state in (JobState.APPLIED, JobState.PARTIALLY_APPLIED):
-        # An undo refused before anything was undone returns here: nothing new applied.
-        return None if previous is JobState.UNDOING else "job.applied"
-    if state in (JobState.UNDONE, JobState.PARTIALLY_UNDONE):
-        return "job.undone"
-    if state is JobState.REJECTED:
-        return "job.rejected"
-    return None
+    """The event a move to ``state`` from ``previous`` announces, if any: the state's
+    (``jobs.STATES``), unless the move only undid a start that changed nothing."""
+    if state is JobState.PREPARED and previous is not None:
+        return None  # an apply refused before any write also lands in prepared
+    if previous is JobState.UNDOING and STATES[state].webhook == STATES[JobState.APPLIED].webhook:
+        return None  # an undo refused before anything was undone: nothing new applied
+    return STATES[state].webhook
 
 
 class Notifier:

@@ -19,19 +19,14 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
+from ..jobs import WEBHOOK_EVENTS
 from ..net import NetworkFlags, configured_url_problems
 from ..resources import ID_PATTERN, StrictModel
 
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
-#: Every event a webhook can subscribe to (Standard Webhooks ``type``), in job order.
-EVENTS = (
-    "job.prepared",
-    "job.needs_review",
-    "job.applied",
-    "job.undone",
-    "job.rejected",
-)
+#: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states'.
+EVENTS = WEBHOOK_EVENTS
 
 
 class WebhookEndpoint(StrictModel):

@@ -38,9 +38,9 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import InvalidRequest, UndogateError
-from ...etag import ETag
 from ...jobs import Change, ChangeRequest
 from ...net import RemoteResponse, TransportFailure
+from ...net.etag import ETag
 from ...resources import Resource
 from ..base import Adapter, ConditionalWrite, Prober, Side, Snapshot, Verdict
 from .steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step

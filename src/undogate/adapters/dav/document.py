@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar
 
-from ...etag import ETag
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ...jsonvalue import JsonObject, JsonValue, dumps
 from ...net import RemoteResponse
+from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import ConditionalWrite, Plan, Side, Snapshot
 from ..checks.steps import Evidence

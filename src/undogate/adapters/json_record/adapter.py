@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import ClassVar
 
 from ...errors import InvalidRequest
-from ...etag import ETag
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ...jsonvalue import JsonObject, JsonValue, dumps, escape_token
+from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import ConditionalWrite, Plan, Side, Snapshot
 from ..checks.steps import Evidence

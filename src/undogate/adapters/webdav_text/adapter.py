@@ -24,10 +24,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ...diffs import Hunk, diff_hunks
 from ...errors import InvalidRequest, RemoteContractBreach
-from ...etag import ETag, parse_etag
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
 from ...jsonvalue import JsonObject, JsonValue, dumps
 from ...net import RemoteResponse
+from ...net.etag import ETag, parse_etag
 from ...resources import KindSettings, Limits, Resource
 from ..base import (
     UNDO_OF_CREATE,

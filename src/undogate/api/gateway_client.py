@@ -9,8 +9,8 @@ from typing import Any
 
 import httpx
 
-from .errors import InvalidRequest, UndogateError
-from .jsonvalue import JsonObject, JsonValue, dumps, from_python, loads
+from ..errors import InvalidRequest, UndogateError
+from ..jsonvalue import JsonObject, JsonValue, dumps, from_python, loads
 
 
 def is_loopback(host: str) -> bool:

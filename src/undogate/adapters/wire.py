@@ -1,7 +1,7 @@
 """The wire for every kind: reads and writes a resource over HTTP.
 
 One place sends a resource's requests, on the one pinned, policy-checked client
-(``net.RemoteHTTP``): it adds the resource's static headers and the credential for
+(``net.PinnedClient``): it adds the resource's static headers and the credential for
 exactly the request that leaves (``credentials``), applies its network flags, checks a
 read against the remote contract (SPEC §6) and hands the body to the kind's adapter to
 parse, and translates transport failures into the gateway's errors, once. A kind
@@ -18,8 +18,8 @@ from typing import Any
 
 from ..digests import sha256_label
 from ..errors import RemoteContractBreach, RemoteUnavailable
-from ..etag import ETag, parse_etag
-from ..net import NetworkFlags, RemoteHTTP, RemoteResponse, TransportFailure
+from ..net import NetworkFlags, PinnedClient, RemoteResponse, TransportFailure
+from ..net.etag import ETag, parse_etag
 from ..resources import Limits, Resource
 from .base import ConditionalWrite, Snapshot, absent_snapshot
 from .credentials import Credentials, authentication
@@ -33,10 +33,10 @@ READ_METHODS = frozenset({"GET", "HEAD", "PROPFIND", "REPORT"})
 
 
 @dataclass
-class Remote:
+class Wire:
     """Sends a resource's requests on the one HTTP client, for every kind."""
 
-    http: RemoteHTTP
+    http: PinnedClient
     limits: Limits
     environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
 

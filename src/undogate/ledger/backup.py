@@ -23,9 +23,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import InvalidRequest, LedgerError
-from .ledger import DB_NAME, LOCK_NAME, take_lock
-from .ledger.identity import (
+from ..errors import InvalidRequest, LedgerError
+from . import DB_NAME, LOCK_NAME, take_lock
+from .identity import (
     MARKER_NAME,
     check_own_ledger,
     give_ledger_id,
@@ -33,7 +33,7 @@ from .ledger.identity import (
     set_aside,
     write_marker,
 )
-from .ledger.sqlite_copy import check_file, copy_snapshot, keep_revoked, read_revocations
+from .sqlite_copy import check_file, copy_snapshot, keep_revoked, read_revocations
 
 
 @dataclass(frozen=True)

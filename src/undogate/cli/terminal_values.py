@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .invisibles import runs
-from .jsonvalue import JsonValue, dumps
+from ..invisibles import runs
+from ..jsonvalue import JsonValue, dumps
 
 #: How a marker looks in a terminal: text cannot carry a style, so an agent's literal
 #: ``⟨U+200B⟩`` prints plain and the real character's marker in reverse video.

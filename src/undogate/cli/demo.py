@@ -26,18 +26,19 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from . import views
-from .app import build_app
-from .auth import Keyring
-from .config import Config, parse_config
-from .contract_server import ContractServer
-from .diffs import unified_diff
-from .engine import Gateway
-from .jobs import Actor, Job, Operation, Preview
-from .jsonvalue import dumps, loads_object
-from .ledger import Ledger
-from .net import RemoteHTTP
-from .operations.endpoint_check import check_endpoint
+from .. import views
+from ..app import build_app
+from ..config import Config, parse_config
+from ..contract_server import ContractServer
+from ..diffs import unified_diff
+from ..jobs import Actor, Job, Operation, Preview
+from ..jsonvalue import dumps, loads_object
+from ..operations.confirm import confirm_preview
+from ..operations.context import Context
+from ..operations.endpoint_check import check_endpoint
+from ..operations.preview import preview_job
+from ..operations.undo_offer import accept_verified_undo
+from ..service import open_service
 from .terminal_values import inert, render_rows
 
 DEMO_CONFIG = "demo.yaml"  # beside this module
@@ -184,17 +185,15 @@ def _show_receipt(console: Console, job: Job) -> None:
     console.print(table)
 
 
-def _verify_create_undo(console: Console, gateway: Gateway, reviewer: Actor) -> None:
+def _verify_create_undo(console: Console, context: Context, reviewer: Actor) -> None:
     """Undo of a create is offered only once a test copy verified it and a reviewer
     accepted it (SPEC §12): the demo runs the check on its copy, then accepts."""
-    result = check_endpoint(
-        gateway.config, gateway.ledger, gateway.http, "contacts-copy", gateway.environ
-    )
+    result = check_endpoint(context, "contacts-copy")
     console.print(
         f"[bold]check-endpoint contacts-copy[/]: {'passed' if result.passed else 'FAILED'}; "
         f"verified undos: {', '.join(result.undos) or 'none'}"
     )
-    offer = gateway.accept_verified_undo(reviewer, "contacts")
+    offer = accept_verified_undo(context, reviewer, "contacts")
     console.print(
         f"[bold]accepted[/] the verified undos of contacts: {', '.join(sorted(offer.accepted))}"
     )
@@ -229,6 +228,15 @@ def _show_agent_receipt(console: Console, receipt: dict[str, Any]) -> None:
     console.print(Padding(Text(str(receipt["review"])), (0, 0, 0, 2)))
 
 
+def _preview(context: Context, reviewer: Actor, job_id: str, operation: Operation) -> Preview:
+    return preview_job(context, reviewer, context.get_job(reviewer.owner_id, job_id), operation)
+
+
+def _confirm(context: Context, reviewer: Actor, job_id: str, token: str) -> Job:
+    job = context.get_job(reviewer.owner_id, job_id)
+    return confirm_preview(context, reviewer, job, token).job
+
+
 def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
     """Run the scripted walk; True when every resource ends exactly as it started."""
     console = console or Console()
@@ -245,12 +253,9 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
         contacts_start = server.collection_records(contacts_path)
         console.print(f"[bold]contract server[/] {server.base_url}  ledger {work / 'ledger'}")
         _show_record(console, "the record at the start:", start)
-        ledger = Ledger.open(config.server.data_dir)
-        http = RemoteHTTP(request_timeout_s=config.server.request_timeout_s)
-        try:
-            gateway = Gateway(config=config, ledger=ledger, http=http)
-            gateway.recover()
-            keyring = Keyring(ledger, known_agents=lambda: {"account-assistant"})
+        with open_service(config, environ={}) as service:
+            context, keyring = service.context, service.keyring
+            service.recover()
             operator = keyring.create_operator(label="demo reviewer", actor="demo")
             agent_token = keyring.create_agent_token(
                 owner_id=operator.credential.id,
@@ -264,7 +269,7 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
                 kind="operator",
                 access_path="demo",
             )
-            with _served(build_app(gateway, keyring)) as gateway_url:
+            with _served(build_app(service)) as gateway_url:
                 console.print(f"[bold]gateway[/] {gateway_url} (API, review UI, /mcp)")
                 receipt = anyio.run(
                     _agent_prepares, f"{gateway_url}/mcp", agent_token, notes_start.decode()
@@ -272,24 +277,21 @@ def run_demo(data_dir: Path | None, console: Console | None = None) -> bool:
             _show_agent_receipt(console, receipt)
             job_id = str(receipt["job_id"])
             console.print(f"[bold]prepared[/] {job_id} (nothing written yet)")
-            _verify_create_undo(console, gateway, reviewer)
-            preview = gateway.preview(reviewer, job_id, Operation.APPLY)
+            _verify_create_undo(console, context, reviewer)
+            preview = _preview(context, reviewer, job_id, Operation.APPLY)
             _show_preview(console, preview)
             assert preview.token is not None, preview.blockers
-            applied = gateway.confirm(reviewer, job_id, preview.token).job
+            applied = _confirm(context, reviewer, job_id, preview.token)
             _show_receipt(console, applied)
             _show_record(console, "the record after the apply:", server.raw_bytes(record_path))
             _show_text(console, "the notes after the apply:", server.raw_bytes(notes_path))
             created = server.collection_records(contacts_path)
             console.print(f"contacts: {len(created)} new record, id {', '.join(sorted(created))}")
-            undo = gateway.preview(reviewer, job_id, Operation.UNDO)
+            undo = _preview(context, reviewer, job_id, Operation.UNDO)
             _show_preview(console, undo)
             assert undo.token is not None, undo.blockers
-            undone = gateway.confirm(reviewer, job_id, undo.token).job
+            undone = _confirm(context, reviewer, job_id, undo.token)
             _show_receipt(console, undone)
-        finally:
-            http.close()
-            ledger.close()
         end = server.raw_bytes(record_path)
         _show_record(console, "the record at the end:", end)
         restored = (

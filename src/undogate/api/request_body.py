@@ -23,8 +23,8 @@ from starlette.datastructures import Headers
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import InvalidRequest, PayloadTooLarge
-from .jsonvalue import JsonError, JsonObject, JsonValue, loads
+from ..errors import InvalidRequest, PayloadTooLarge
+from ..jsonvalue import JsonError, JsonObject, JsonValue, loads
 
 MAX_BODY_BYTES = 1024 * 1024
 # The largest body read to its end only so that its answer arrives, and for how long.

@@ -1,0 +1,92 @@
+"""Jobs and the job state machine. Pure: no I/O, no framework.
+
+- ``machine``: the states (``JobState``), what each means to every surface (``STATES``,
+  a ``StateFacts`` per state, and the sets derived from it), the transitions an event
+  may take (``TRANSITIONS``) and the states an operation settles in.
+- ``records``: a job, its changes and actions, and the records an operation takes and
+  returns (a prepare's request, a preview with the writes it planned, a confirmation).
+
+The machine is drawn in docs/state-machine.md.
+"""
+
+from .machine import (
+    JOB_MOVES,
+    RUNNING_STATES,
+    STATES,
+    TERMINAL_STATES,
+    TRANSITIONS,
+    UNRESOLVED_STATES,
+    WAITING_VIEWS,
+    WEBHOOK_EVENTS,
+    ActionStatus,
+    AssertionKind,
+    ChangeState,
+    JobState,
+    Observation,
+    Operation,
+    StateFacts,
+    Transition,
+    can_start,
+    check_transition,
+    require_start,
+    state_after_apply,
+    state_after_settling,
+    state_after_undo,
+)
+from .records import (
+    ABSENT,
+    Absent,
+    Action,
+    Actor,
+    Change,
+    ChangeRequest,
+    ChangeView,
+    ConditionalWrite,
+    Confirmation,
+    Job,
+    Prepared,
+    PrepareRequest,
+    Preview,
+    SideValue,
+    UndoOffer,
+)
+
+__all__ = [
+    "ABSENT",
+    "JOB_MOVES",
+    "RUNNING_STATES",
+    "STATES",
+    "TERMINAL_STATES",
+    "TRANSITIONS",
+    "UNRESOLVED_STATES",
+    "WAITING_VIEWS",
+    "WEBHOOK_EVENTS",
+    "Absent",
+    "Action",
+    "ActionStatus",
+    "Actor",
+    "AssertionKind",
+    "Change",
+    "ChangeRequest",
+    "ChangeState",
+    "ChangeView",
+    "ConditionalWrite",
+    "Confirmation",
+    "Job",
+    "JobState",
+    "Observation",
+    "Operation",
+    "PrepareRequest",
+    "Prepared",
+    "Preview",
+    "SideValue",
+    "StateFacts",
+    "Transition",
+    "UndoOffer",
+    "can_start",
+    "check_transition",
+    "require_start",
+    "state_after_apply",
+    "state_after_settling",
+    "state_after_undo",
+]

@@ -1,0 +1,5 @@
+"""``python -m undogate.mcp_server``: the same as ``undogate mcp``."""
+
+from ..mcp.bridge import main
+
+main()
