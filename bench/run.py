@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import confirm_overhead, fsyncs, ledger_scale, throughput
+from bench import confirm_overhead, fsyncs, ledger_scale, rewind_plan, throughput
 from bench.common import Stat, cluster_cpu_seconds, durable_postgres
 from bench.throughput_bounds import throughput_bounds
 
@@ -136,6 +136,8 @@ def main() -> int:
         scale = ledger_scale.run(work / "scale")
         print("4/4 fsyncs per applied action ...", flush=True)
         durability = fsyncs.run(work / "fsyncs")
+        print("   and a rewind plan's preview (500 jobs on 50 records) ...", flush=True)
+        rewind = rewind_plan.run(work / "rewind")
 
     lines = [
         "# Benchmarks",
@@ -187,6 +189,11 @@ def main() -> int:
         "| fsyncs per applied action | "
         + (f"**{durability['per_action']:.2f}** (minimum 2)" if durability else "strace missing")
         + " | report | |",
+        f"| rewind plan preview, {rewind['jobs']:.0f} jobs on {rewind['resources']:.0f} "
+        f"records (docs/rewind.md) | {rewind['median_s'] * 1000:.0f} ms "
+        f"({rewind['low_s'] * 1000:.0f}–{rewind['high_s'] * 1000:.0f}), "
+        f"{rewind['reads']:.0f} reads | one read per resource | "
+        f"{_met(rewind['reads'] == rewind['resources'])} |",
         f"| peak RSS of `undogate serve` (throughput run) | "
         f"{max(r['peak_rss_mib'] for r in every_run):.1f} MiB | report | |",
         "",

@@ -205,7 +205,7 @@ def test_a_write_only_key_cannot_see_values_through_a_preview(api_world: ApiWorl
 
 
 def test_every_blocked_preview_is_a_409_with_what_blocks_each_change(api_world: ApiWorld) -> None:
-    """A guard that blocks a preview answers one shape whatever the guard (SPEC §9): 409,
+    """A guard that blocks a preview answers one shape whatever the guard (docs/operating.md): 409,
     its code, and per blocked change what blocks it, never a 200 without a token."""
     owner = auth(api_world, "owner")
     with TestClient(api_world.app) as client:

@@ -1,4 +1,4 @@
-"""Online backup while the gateway keeps writing, then restore."""
+"""Online backup while gateways sharing the ledger keep writing, then restore."""
 
 from __future__ import annotations
 
@@ -23,15 +23,17 @@ from .serving import cli
 from .worlds import AGENT, OWNER, LocalGateway, make_config
 
 
-def _apply_one(gw: LocalGateway, n: int) -> str:
+def _apply_one(gw: LocalGateway, n: int, confirming: LocalGateway | None = None) -> str:
+    """Prepare through ``gw``; preview and confirm through ``confirming`` (default: it)."""
     request = PrepareRequest(
         summary=f"job {n}",
         changes=(ChangeRequest(resource_id="customer", set={"notes": f"note {n}"}),),
     )
     job_id = gw.prepare(AGENT, "account-assistant", request).job.id
-    token = gw.preview(OWNER, job_id, Operation.APPLY).token
+    confirming = confirming or gw
+    token = confirming.preview(OWNER, job_id, Operation.APPLY).token
     assert token is not None
-    assert gw.confirm(OWNER, job_id, token).job.state is JobState.APPLIED
+    assert confirming.confirm(OWNER, job_id, token).job.state is JobState.APPLIED
     return job_id
 
 
@@ -41,7 +43,10 @@ def test_a_backup_during_writes_restores_every_committed_receipt(
     tmp_path: Path,
     open_gateway: Callable[[Config], LocalGateway],
 ) -> None:
-    gw = open_gateway(make_config(server, data_dir))
+    # Two gateways on the one ledger (each with its connections and lease, as two
+    # processes): each job is prepared through one and confirmed through the other.
+    config = make_config(server, data_dir)
+    gws = (open_gateway(config), open_gateway(config))
     committed: list[str] = []
     stop = threading.Event()
     failures: list[BaseException] = []
@@ -50,7 +55,7 @@ def test_a_backup_during_writes_restores_every_committed_receipt(
         n = 0
         try:
             while not stop.is_set():
-                committed.append(_apply_one(gw, n))
+                committed.append(_apply_one(gws[n % 2], n, gws[(n + 1) % 2]))
                 n += 1
         except BaseException as exc:  # surfaced below
             failures.append(exc)
@@ -137,7 +142,8 @@ def test_the_backup_command_works_while_serving(served: dict[str, Any], tmp_path
         assert c.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert c.execute("SELECT COUNT(*) FROM credentials").fetchone()[0] == 2
     refused = cli("restore", str(target), "--config", str(served["config"]), env=served["env"])
-    assert refused.returncode == 2 and "owned by another process" in refused.stderr
+    assert refused.returncode == 2 and "error [ledger_in_use]" in refused.stderr
+    assert "stop every one of them first" in refused.stderr
 
 
 def test_a_restore_never_brings_a_revoked_key_back(tmp_path: Path) -> None:

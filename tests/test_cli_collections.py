@@ -1,4 +1,4 @@
-"""The reviewer CLI on a collection (SPEC §12), against a served gateway: a create is
+"""The reviewer CLI on a collection (docs/collections.md), against a served gateway: a create is
 marked irreversible and needs the typed word; check-endpoint verifies the undo, and
 accept-undo (a typed "accept") offers it; then undo removes exactly that record. Where
 the resource requires a passkey, accept-undo cannot sign and points to the undo page."""

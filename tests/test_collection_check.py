@@ -1,4 +1,4 @@
-"""The endpoint check of a collection's test copy (SPEC §11, §12) on the contract server,
+"""The endpoint check of a collection's test copy (docs/collections.md) on the contract server,
 and a reviewer's acceptance of what it verified: undo offered only where it works."""
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def test_an_ordinary_url_keeps_its_fingerprint() -> None:
 
 
 def test_a_literal_address_the_policy_refuses_is_refused_at_load() -> None:
-    """The same verdict the send would give (SPEC §7), before the first request."""
+    """The same verdict the send would give (docs/security.md), before the first request."""
     problems = url_problems_of(
         "https://169.254.169.254/latest/meta-data",
         "https://10.0.0.5/records/r1",

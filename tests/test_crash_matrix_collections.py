@@ -1,4 +1,4 @@
-"""The crash harness for records that appear and disappear (SPEC §12): a real
+"""The crash harness for records that appear and disappear (docs/collections.md): a real
 ``undogate serve`` killed with SIGKILL at each point of a create (PUT and POST), a
 delete, and the undo of a create; then started again and reconciled through the API.
 

@@ -64,9 +64,9 @@ def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> N
     shown = subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
     assert shown.returncode == 0, shown.stderr
     assert "|prepare|" in shown.stdout and "|finish_undo|" in shown.stdout
-    owner = Ledger.open(ledger_dir)
+    serving = Ledger.open(ledger_dir)  # the demo let go of it
     try:
         with pytest.raises(LedgerInUse):
-            Ledger.open(ledger_dir)
+            Ledger.open(ledger_dir, alone=True)
     finally:
-        owner.close()
+        serving.close()

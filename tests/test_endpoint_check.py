@@ -1,4 +1,4 @@
-"""The endpoint check (SPEC §11) against the real contract server and a real ledger."""
+"""The endpoint check (docs/remote-contract.md) on the real contract server and a real ledger."""
 
 from __future__ import annotations
 
@@ -241,9 +241,9 @@ def test_a_server_that_ignores_a_stale_if_match_fails_and_the_copy_is_put_back(
 def test_a_stale_write_refused_with_409_is_not_enough(
     server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP
 ) -> None:
-    """409 also means "nothing changed" (SPEC §4), but it does not show that the server
+    """409 also means "nothing changed" (docs/remote-contract.md), but does not show that the server
     compares If-Match: the stale write's JSON Patch `test` operations hold, so a 409 came
-    from something else. §11 asks for 412, so anything else fails the step."""
+    from something else. The check asks for 412, so anything else fails the step."""
     config = record_config(server, data_dir)
     server.arm("precondition_status:409", COPY)
 
@@ -469,15 +469,11 @@ def test_the_cli_exits_0_when_verified_1_when_not_and_2_when_refused(
 def test_the_check_runs_through_a_serving_gateway(
     served: dict[str, Any], server: ContractServer
 ) -> None:
-    """`undogate serve` owns the ledger: the CLI goes through POST /api/v1/endpoint-checks
-    with the operator's key, and the evidence lands in the server's ledger."""
+    """With `UNDOGATE_URL` and the operator's key the CLI goes through POST
+    /api/v1/endpoint-checks; without a key, directly on the ledger the server shares. The
+    evidence of both lands in the one ledger."""
     config, env = str(served["config"]), dict(served["env"])
     start = server.get_record(SERVED_COPY_PATH)
-    without_key = cli("check-endpoint", "customer-copy", "--config", config, env=env)
-    assert without_key.returncode == 2
-    assert "ledger_in_use" not in without_key.stderr  # the code is invalid_request ...
-    assert "set UNDOGATE_URL and UNDOGATE_KEY" in without_key.stderr  # ... with what to do
-
     done = cli(
         "check-endpoint", "customer-copy", "--config", config,
         env={**env, "UNDOGATE_KEY": str(served["operator"])},
@@ -504,6 +500,10 @@ def test_the_check_runs_through_a_serving_gateway(
     view = again.json()
     assert (view["check_id"], view["passed"], view["resource"]) == (2, True, "customer")
     assert [s["name"] for s in view["steps"]] == [n for n, _ in ALL_PASSED]
+    direct = cli("check-endpoint", "customer-copy", "--config", config, env=env)
+    assert direct.returncode == 0, direct.stdout + direct.stderr
+    assert "(directly on the ledger)" in direct.stderr
+    assert "customer: verified on a test copy (check 3 in the ledger)" in direct.stdout
 
 
 def test_the_job_page_says_attested_only_until_a_check_passes(

@@ -17,7 +17,7 @@ from undogate.adapters import kind_names
 
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "undogate"
 ADAPTERS = PACKAGE / "adapters"
-# The registered kinds, and the one SPEC §12 adds next.
+# The registered kinds, and json_collection (docs/collections.md).
 KIND_STRINGS = frozenset({*kind_names(), "json_collection"})
 KIND_NAMES = frozenset(name.upper() for name in KIND_STRINGS)
 

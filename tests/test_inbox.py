@@ -1,4 +1,4 @@
-"""The review inbox (SPEC §15) through the API, the review pages and the CLI: across
+"""The review inbox (docs/operating.md) through the API, the review pages and the CLI: across
 agents, only the key's own owner's jobs of the agents it sees, every filter, keyset pages
 past the newest 100, counts per state, bulk reject with one confirmation, and a reject's
 reason in the history."""

@@ -1,4 +1,4 @@
-"""``job_status`` (SPEC §15): an agent opted in reads its own job's state and a
+"""``job_status`` (docs/agents.md): an agent opted in reads its own job's state and a
 reviewer's reason, over MCP (both transports) and HTTP; never values, never another
 agent's job; an agent not opted in is offered no such tool and is refused over HTTP."""
 

@@ -1,5 +1,5 @@
 """json_collection end to end against the contract server's collections and a real
-SQLite ledger: create, delete, upsert, and undo only where it was verified (SPEC §12)."""
+SQLite ledger: create, delete, upsert, and undo only where it was verified (docs/collections.md)."""
 
 from __future__ import annotations
 

@@ -67,10 +67,11 @@ def test_keys_while_serving_with_the_operator_key_from_init(
     env = _env()
     operator = cli("init", "--config", str(config), env=env).stdout.strip()
     with serving(config, env) as (url, _):
-        # Without a URL and key it says exactly what to set (no master key, no restart).
+        # Without a URL and key, directly on the ledger the server shares.
         bare = _keys(config, env, *AGENT)
-        assert bare.returncode == 2
-        assert "set UNDOGATE_URL" in bare.stderr and "UNDOGATE_KEY" in bare.stderr
+        assert bare.returncode == 0, bare.stderr
+        assert "(directly on the ledger)" in bare.stderr
+        assert bare.stdout.splitlines()[0].startswith("uga_")
         asking = {**env, "UNDOGATE_URL": url, "UNDOGATE_KEY": operator}
         made = _keys(config, asking, *AGENT)
         assert made.returncode == 0, made.stderr

@@ -92,7 +92,7 @@ def test_the_endpoint_check_verifies_kinto(kinto: KintoServer, data_dir: Path) -
     assert result.passed, [(s.name, s.summary, s.message) for s in result.steps]
     steps = {s.name: s for s in result.steps}
     assert steps["stale_write_refused"].evidence == {"status": 412, "unchanged": True}
-    # Kinto refuses W/ for its syntax: a refusal with no effect, which is what §11 asks.
+    # Kinto refuses W/ for its syntax: a refusal with no effect, as the endpoint check asks.
     assert steps["weak_if_match_refused"].evidence == {"status": 400, "unchanged": True}
     assert steps["missing_not_created"].evidence == {"status": 404, "absent_after": True}
     # Kinto's own last_modified inside data moved; every allow-listed field is back.

@@ -1,19 +1,16 @@
-"""The ledger file itself: permissions, pragmas, single ownership, append-only events."""
+"""The ledger file itself: permissions, pragmas, append-only events (its sharing among
+processes: test_ledger_sharing.py)."""
 
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import stat
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from undogate.errors import LedgerError, LedgerInUse
+from undogate.errors import LedgerError
 from undogate.ledger import DB_NAME, Ledger, Transaction
 
 
@@ -69,53 +66,6 @@ def test_a_failed_write_rolls_back_whole(tmp_path: Path) -> None:
             assert c.execute("SELECT COUNT(*) FROM events").fetchone()[0] == 0
     finally:
         ledger.close()
-
-
-_HOLD = textwrap.dedent(
-    """
-    import sys, time
-    from pathlib import Path
-    from undogate.ledger import Ledger
-    ledger = Ledger.open(Path(sys.argv[1]))
-    print("owned", flush=True)
-    time.sleep(60)
-    """
-)
-
-
-def test_second_process_gets_ledger_in_use_until_owner_is_killed(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    owner = subprocess.Popen(
-        [sys.executable, "-c", _HOLD, str(data)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert owner.stdout is not None
-        assert owner.stdout.readline().strip() == "owned"
-        with pytest.raises(LedgerInUse) as info:
-            Ledger.open(data)
-        assert info.value.code == "ledger_in_use"
-        assert str(owner.pid) in info.value.message
-        probe = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                "import sys; from pathlib import Path; "
-                "from undogate.ledger import Ledger; Ledger.open(Path(sys.argv[1]))",
-                str(data),
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert probe.returncode != 0
-        assert "ledger_in_use" in probe.stderr or "LedgerInUse" in probe.stderr
-    finally:
-        owner.send_signal(signal.SIGKILL)
-        owner.wait(timeout=10)
-        if owner.stdout is not None:
-            owner.stdout.close()
-    ledger = Ledger.open(data)  # the kernel released the lock with the process
-    ledger.close()
 
 
 def test_start_up_recovery_reads_through_indexes_never_every_job(tmp_path: Path) -> None:

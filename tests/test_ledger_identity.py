@@ -123,6 +123,7 @@ def test_a_ledger_copied_in_from_another_data_dir_is_foreign(tmp_path: Path) -> 
     assert sorted(f.name for f in (tmp_path / "a").iterdir()) == [
         MARKER_NAME,
         "ledger.lock",
+        "ledger.opening.lock",
         DB_NAME,
     ]  # refused as found: not even an empty -wal or -shm left beside it
     assert "undogate restore BACKUP" in said

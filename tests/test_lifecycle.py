@@ -1,4 +1,4 @@
-"""The full job lifecycle (SPEC §3-§5): quarantine, reconciliation, ordering guards,
+"""The full job lifecycle (docs/state-machine.md): quarantine, reconciliation, ordering guards,
 invalidation, time limits and ledger limits, against the real contract server."""
 
 from __future__ import annotations

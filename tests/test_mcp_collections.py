@@ -1,6 +1,6 @@
 """A collection on a real Kinto through a served gateway: an agent prepares a create and
 an ambiguous upsert over MCP with the SDK's real client; a reviewer confirms, checks the
-test copy, accepts the verified undo and undoes, all over the HTTP API (SPEC §12)."""
+test copy, accepts the verified undo and undoes, all over the HTTP API (docs/collections.md)."""
 
 from __future__ import annotations
 

@@ -146,6 +146,26 @@ def test_a_prepared_job_is_applied_by_an_operator_through_the_api(
     run(scenario)
 
 
+def test_a_prepare_names_its_session_for_a_rewind_plan(
+    connect: Connect, world: ServedWorld, transport: str
+) -> None:
+    """The session an agent names is kept (caller-supplied); over stdio, a prepare that
+    names none is of the bridge process's own MCP session (docs/rewind.md)."""
+
+    async def scenario() -> None:
+        async with connect("account-assistant") as session:
+            named = await session.prepare(summary="s", changes=[customer_change()], session="run-7")
+            vip = {"resource": "customer", "set": {"status": "vip"}}
+            unnamed = await session.prepare(summary="t", changes=[vip])
+        kept = world.api("GET", f"/api/v1/jobs/{named['job_id']}")["session"]
+        assert kept == {"value": "run-7", "caller_supplied": True, "verified": False}
+        own = world.api("GET", f"/api/v1/jobs/{unnamed['job_id']}")["session"]
+        if transport == "stdio":
+            assert own["value"].startswith("mcp-stdio-"), own
+
+    run(scenario)
+
+
 def test_a_text_document_change_is_prepared_too(connect: Connect) -> None:
     async def scenario() -> None:
         async with connect("account-assistant") as session:

@@ -1,5 +1,8 @@
-"""A model-based test: random sequences of prepare, preview, confirm, undo, outside
-edits, server faults and restarts against the real contract server and ledger.
+"""A model-based test: random sequences of prepare, preview, confirm, undo, rewind
+plans, outside edits, server faults and restarts against the real contract server and
+ledger, through two gateways sharing that ledger (each with its own connections and
+lease, as two processes hold them): every step goes through one or the other, and a
+restart restarts one while the other keeps its work.
 
 After every step: no value the gateway did not expect was overwritten, every write the
 server took has an action in the ledger, and every recorded state change is an edge of
@@ -34,6 +37,8 @@ from undogate.jobs import TRANSITIONS, ActionStatus, ChangeRequest, Operation, P
 from undogate.jsonvalue import JsonObject
 from undogate.ledger import open_store
 from undogate.net import PinnedClient
+from undogate.operations.rewind import confirm_plan, create_plan, load_plan, preview_plan
+from undogate.operations.rewind_plan import Selection, StepVerdict
 
 from .postgres import PostgresCluster
 from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
@@ -41,6 +46,7 @@ from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
 PATH = "/records/customer-123"
 FIELDS = ("status", "owner")
 VALUES = st.sampled_from(["a", "b", "c", "d"])
+VIA = st.integers(min_value=0, max_value=1)  # which of the two gateways
 THOROUGH = os.environ.get("UNDOGATE_THOROUGH") == "1"
 #: What an action that may have reached the server ends as.
 WROTE = (ActionStatus.DONE, ActionStatus.UNCERTAIN, ActionStatus.ACCEPTED)
@@ -67,8 +73,13 @@ class GatewayModel(RuleBasedStateMachine):
             resource(self.server, "customer", PATH, fields=list(FIELDS)),
             **on_postgres,
         )
-        self.gw = self._open()
+        self.gws = [self._open(), self._open()]
         self.jobs: list[str] = []
+
+    @property
+    def gw(self) -> LocalGateway:
+        """The gateway the invariants read through (either sees the one ledger)."""
+        return self.gws[0]
 
     def _open(self) -> LocalGateway:
         ledger = open_store(self.config.server)
@@ -77,8 +88,9 @@ class GatewayModel(RuleBasedStateMachine):
         return gw
 
     def teardown(self) -> None:
-        self.gw.http.close()
-        self.gw.ledger.close()
+        for gw in self.gws:
+            gw.http.close()
+            gw.ledger.close()
         self.server.stop()
         self.tmp.cleanup()
 
@@ -86,14 +98,14 @@ class GatewayModel(RuleBasedStateMachine):
     def start(self) -> None:
         self.server.reset()
 
-    @rule(status=st.none() | VALUES, owner=st.none() | VALUES)
-    def prepare(self, status: str | None, owner: str | None) -> None:
+    @rule(status=st.none() | VALUES, owner=st.none() | VALUES, via=VIA)
+    def prepare(self, status: str | None, owner: str | None, via: int) -> None:
         values: JsonObject = {k: v for k, v in (("status", status), ("owner", owner)) if v}
         if not values:
             return
         req = PrepareRequest("model", (ChangeRequest(resource_id="customer", set=values),))
         with contextlib.suppress(UndogateError):
-            self.jobs.append(self.gw.prepare(AGENT, "account-assistant", req).job.id)
+            self.jobs.append(self.gws[via].prepare(AGENT, "account-assistant", req).job.id)
 
     @precondition(lambda self: bool(self.jobs))
     @rule(
@@ -102,11 +114,15 @@ class GatewayModel(RuleBasedStateMachine):
         fault=st.sampled_from(
             [None, None, None, "status:409", "apply_then_500", "ok_without_apply"]
         ),
+        shown_by=VIA,
+        confirmed_by=VIA,
     )
-    def operate(self, pick: int, op: Operation, fault: str | None) -> None:
+    def operate(
+        self, pick: int, op: Operation, fault: str | None, shown_by: int, confirmed_by: int
+    ) -> None:
         job_id = self.jobs[-1 - pick % len(self.jobs)]  # recent jobs are the interesting ones
         try:
-            preview = self.gw.preview(OWNER, job_id, op)
+            preview = self.gws[shown_by].preview(OWNER, job_id, op)
         except UndogateError:
             return
         if preview.token is None:
@@ -116,7 +132,7 @@ class GatewayModel(RuleBasedStateMachine):
         if fault:
             self.server.arm(fault, PATH)
         try:
-            self.gw.confirm(OWNER, job_id, preview.token)
+            self.gws[confirmed_by].confirm(OWNER, job_id, preview.token)
         except UndogateError:
             pass
         finally:
@@ -134,15 +150,52 @@ class GatewayModel(RuleBasedStateMachine):
                 assert name in change.fields
                 assert before.get(name) == expected_source.get(name)
 
+    @precondition(lambda self: bool(self.jobs))
+    @rule(
+        skip_blocked=st.booleans(),
+        fault=st.sampled_from([None, None, "status:409", "apply_then_500"]),
+    )
+    def rewind(self, skip_blocked: bool, fault: str | None) -> None:
+        """A rewind plan of all the agent's work (docs/rewind.md)."""
+        try:
+            plan = create_plan(self.gw, OWNER, Selection("account-assistant", 0.0))
+            preview = preview_plan(self.gw, OWNER, plan)
+        except UndogateError:
+            return
+        undos = [s for s in preview.plan.steps if s.verdict is StepVerdict.UNDO]
+        changes = [self.gw.get_job(OWNER.owner_id, s.job_id).changes[s.change] for s in undos]
+        before = self.server.get_record(PATH)
+        if fault:
+            self.server.arm(fault, PATH)
+        try:
+            fresh = load_plan(self.gw, OWNER.owner_id, plan.id)
+            confirm_plan(self.gw, OWNER, fresh, preview.token, skip_blocked=skip_blocked)
+        except UndogateError:
+            pass
+        finally:
+            self.server.clear_faults()
+        after = self.server.get_record(PATH)
+        # A field the plan changed held what its newest undone change wrote, and now
+        # holds what one of its undone changes found: never newer work lost.
+        for name in FIELDS:
+            if before.get(name) != after.get(name):
+                touching = [c for c in changes if name in c.fields]
+                assert touching, name
+                assert isinstance(touching[0].after, dict)
+                assert before.get(name) == touching[0].after.get(name)
+                found = [c.before.get(name) for c in touching if isinstance(c.before, dict)]
+                assert after.get(name) in found
+
     @rule(field=st.sampled_from(FIELDS), value=VALUES)
     def outside_edit(self, field: str, value: str) -> None:
         self.server.set_field(PATH, f"/{field}", value)
 
-    @rule()
-    def restart(self) -> None:
-        self.gw.http.close()
-        self.gw.ledger.close()
-        self.gw = self._open()
+    @rule(via=VIA)
+    def restart(self, via: int) -> None:
+        gw = self.gws[via]
+        gw.http.close()
+        gw.ledger.close()
+        self.gws[via] = self._open()
 
     # Only the jobs in self.jobs can have actions: a confirm is only ever asked of them.
     # Read through the store protocol, so the invariants hold the same on either engine.

@@ -1,4 +1,4 @@
-"""The address policy (SPEC §7) as an attacker would probe it: pure, no sockets."""
+"""The address policy (docs/security.md) as an attacker would probe it: pure, no sockets."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Passkeys in real Chromium (SPEC §14), with the DevTools virtual authenticator:
+"""Passkeys in real Chromium (docs/proof.md), with the DevTools virtual authenticator:
 enrol one on the passkeys page with the code from the host; confirm with user
 verification → applied; without it → refused, nothing written; one preview's assertion
 used for another → refused; a replay → refused; after revoking → refused. Accepting a
-verified undo (SPEC §12) on its page asks the passkey too. Another passkey is added,
+verified undo (docs/collections.md) on its page asks the passkey too. Another passkey is added,
 and one revoked, only with a live one's approval: a stolen key in a browser of its own
 (a session, an authenticator, no passkey of the owner's) can do neither.
 

@@ -1,4 +1,4 @@
-"""The hash chain over the events (SPEC §14, docs/proof.md): every row carries the hash
+"""The hash chain over the events (docs/proof.md): every row carries the hash
 of the one before it; ``undogate ledger verify`` recomputes it offline and names the
 first row an attacker with the file touched; a receipt checks without the ledger and
 fails after any edit.

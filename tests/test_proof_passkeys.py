@@ -1,4 +1,4 @@
-"""The passkey step-up through the gateway (SPEC §14), with a software authenticator:
+"""The passkey step-up through the gateway (docs/proof.md), with a software authenticator:
 every refusal has its code and writes nothing; an approval is recorded in the chain
 and ``ledger verify`` and a receipt check it again offline. The same flows in real
 Chromium: tests/test_passkeys_browser.py."""

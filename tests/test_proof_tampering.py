@@ -202,7 +202,7 @@ def test_an_edited_after_side_is_never_applied(world: TamperWorld) -> None:
 
 
 def test_a_revocation_undone_is_refused_named_and_never_honoured(world: TamperWorld) -> None:
-    keys = Keyring(world.gw.ledger, remember_verified=False)
+    keys = Keyring(world.gw.ledger)
     issued = keys.create_operator(label="laptop")
     keys.revoke(issued.credential.id)
     undo = "UPDATE credentials SET revoked_at = NULL WHERE id = ?"
@@ -220,7 +220,7 @@ def test_a_revocation_undone_is_refused_named_and_never_honoured(world: TamperWo
 
 def test_a_forged_admin_key_is_never_honoured_and_is_named(world: TamperWorld) -> None:
     """An operator key with keys:admin inserted behind the ledger: no event issued it."""
-    keys = Keyring(world.gw.ledger, remember_verified=False)
+    keys = Keyring(world.gw.ledger)
     real = keys.create_operator(label="the real one")
     key = "ugo_0123456789ab_" + "m" * 43
     world.attacker.run(
@@ -241,7 +241,7 @@ def test_a_forged_admin_key_is_never_honoured_and_is_named(world: TamperWorld) -
 
 
 def test_a_credential_edited_behind_the_ledger_is_never_honoured(world: TamperWorld) -> None:
-    keys = Keyring(world.gw.ledger, remember_verified=False)
+    keys = Keyring(world.gw.ledger)
     agent = keys.create_operator(label="reader", scopes=("agents:read",))
     world.attacker.drop("credentials_immutable", "credentials")
     world.attacker.run(

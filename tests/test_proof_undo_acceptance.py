@@ -1,4 +1,4 @@
-"""The passkey step-up on the acceptance of a verified undo (SPEC §12 with §14): where
+"""The passkey step-up on the acceptance of a verified undo (docs/proof.md): where
 the resource requires a passkey, the offer carries the challenge of exactly that
 acceptance (the resource, its identity, the check and the undos it verified, the
 acceptance it follows); accepting needs an assertion over it, every refusal records

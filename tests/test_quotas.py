@@ -222,19 +222,26 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
     ],
     ids=["agent-quota", "owner-quota", "ledger-limit"],
 )
-def test_two_gateways_on_one_postgresql_ledger_never_overshoot_together(
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_two_gateways_on_one_ledger_never_overshoot_together(
     server: ContractServer,
     data_dir: Path,
     open_gateway: Callable[[Config], LocalGateway],
-    postgres_cluster: PostgresCluster,
+    request: pytest.FixtureRequest,
+    engine: str,
     limits: dict[str, int],
     refusal: type[UndogateError],
     prepared: int,
 ) -> None:
-    """Two gateways, each with its own pool (what two processes hold), race 16 prepares
-    of one owner's two agents: the count runs after each job's rows are written and
-    before its commit, under the owner's lock, so exactly the quota is prepared."""
-    shared = quota_config(server, data_dir, postgres_cluster.fresh_database(), **limits)
+    """Two gateways, each with its own connections and lease (what two processes hold),
+    race 16 prepares of one owner's two agents: the count runs after each job's rows are
+    written and before its commit (under the owner's lock on PostgreSQL, under SQLite's
+    one write lock on SQLite), so exactly the quota is prepared."""
+    url = None
+    if engine == "postgres":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        url = cluster.fresh_database()
+    shared = quota_config(server, data_dir, url, **limits)
     gateways = [open_gateway(shared), open_gateway(shared)]
     threads = 16
     start = threading.Barrier(threads)

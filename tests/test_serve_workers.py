@@ -1,5 +1,5 @@
 """``undogate serve --workers N``: N serve processes on one port, each with its own lease
-on a PostgreSQL ledger; refused on SQLite (one owner process)."""
+on the ledger, on each engine (a SQLite file shared on this machine, PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -12,30 +12,27 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from undogate.ledger import SQLiteStore, Store
 from undogate.ledger.postgres import PostgresStore
 
 from .postgres import PostgresCluster
 from .serving import SERVE, cli, free_port, wait_healthy
 
 
-def test_workers_are_refused_on_a_sqlite_ledger_with_a_clear_code(tmp_path: Path) -> None:
-    config = tmp_path / "undogate.yaml"
-    config.write_text(f"server:\n  data_dir: {tmp_path / 'data'}\n")
-    refused = cli("serve", "--config", str(config), "--workers", "2", "--port", str(free_port()))
-    assert refused.returncode == 2
-    assert "error [shared_ledger_required]: serve --workers 2 needs a PostgreSQL ledger" in (
-        refused.stderr
-    )
-    assert not (tmp_path / "data").exists()  # refused before anything was opened
-
-
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
 def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
-    tmp_path: Path, postgres_cluster: PostgresCluster
+    tmp_path: Path, engine: str, request: pytest.FixtureRequest
 ) -> None:
-    url = postgres_cluster.fresh_database()
+    url = None
+    if engine == "postgres":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        url = cluster.fresh_database()
+    data_dir = tmp_path / "data"
     config = tmp_path / "undogate.yaml"
-    config.write_text(f"server:\n  ledger: {url}\n  lease_s: 2\n  data_dir: {tmp_path / 'data'}\n")
+    on_postgres = f"  ledger: {url}\n" if url else ""
+    config.write_text(f"server:\n{on_postgres}  lease_s: 2\n  data_dir: {data_dir}\n")
     assert cli("init", "--config", str(config)).returncode == 0
     port = free_port()
     parent = subprocess.Popen(
@@ -45,7 +42,10 @@ def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
         stderr=subprocess.PIPE,
         text=True,
     )
-    ledger = PostgresStore.open(url, lease_s=None)
+    # The test's own view: no lease, so it takes part in nothing.
+    ledger: Store = (
+        PostgresStore.open(url, lease_s=None) if url else SQLiteStore.open(data_dir, lease_s=None)
+    )
     try:
         wait_healthy(f"http://127.0.0.1:{port}", parent)
         assert parent.stderr is not None
@@ -83,9 +83,7 @@ def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
     ledger.close()
 
 
-def _wait_for_leases(
-    ledger: PostgresStore, count: int, besides: frozenset[str] = frozenset()
-) -> None:
+def _wait_for_leases(ledger: Store, count: int, besides: frozenset[str] = frozenset()) -> None:
     """Until ``count`` open leases exist, at least one of them not in ``besides``."""
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

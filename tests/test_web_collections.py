@@ -1,4 +1,4 @@
-"""A collection in the review UI, in real headless Chromium (SPEC §12): a create shows
+"""A collection in the review UI, in real headless Chromium (docs/collections.md): a create shows
 "Creates a new record" and is not reversible until its undo is verified and accepted, so confirming
 needs the box ticked; the resource's undo page accepts the verified undo; then the undo
 removes exactly the record, on the contract server and on a real Kinto. A deletion shows

@@ -1,11 +1,11 @@
-"""webdav_text with ``create: true`` (SPEC §12) against real servers: a document that does
+"""webdav_text with ``create: true`` (docs/collections.md) on real servers: a document that does
 not exist yet is created with ``PUT`` + ``If-None-Match: *`` and its undo is a ``DELETE``
 with ``If-Match``, offered only once the endpoint check verified it on a test copy and a
 reviewer accepted it.
 
 - Apache mod_dav with ``FileETag Digest``: the check verifies the undo of a create (a
   stale-tag ``DELETE`` is refused with 412); create and undo run end to end.
-- Apache with its default ETags: a tag is weak for a second after a write, so the §11
+- Apache with its default ETags: a tag is weak for a second after a write, so the endpoint
   check fails before the create probes run: nothing is verified, creates stay
   irreversible.
 - WsgiDAV 4.x: see the last but one test.
@@ -117,7 +117,7 @@ def test_apache_default_etags_verify_no_create_undo(data_dir: Path) -> None:
     with apache_server() as dav, dav_gateway(data_dir, *_resources(dav)) as (gw, _):
         dav.wait_strong_etag("copy.md", timeout_s=3)
         result = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "notes-copy")
-        # The §11 check fails already (a read-back right after a write sees a weak tag),
+        # The endpoint check fails already (a read-back right after a write sees a weak tag),
         # so the create probes never run: creates stay irreversible.
         assert not result.passed and result.undos == ()
         assert "probe_document_created" not in {s.name for s in result.steps}
@@ -125,7 +125,7 @@ def test_apache_default_etags_verify_no_create_undo(data_dir: Path) -> None:
 
 
 def test_wsgidav_check_of_a_document_create(tmp_path: Path, data_dir: Path) -> None:
-    """WsgiDAV 4.x fails the §11 check already (a weak If-Match matches), so the create
+    """WsgiDAV 4.x fails the endpoint check already (a weak If-Match matches), so the create
     probes never run there and nothing is verified."""
     root = tmp_path / "dav"
     root.mkdir()

@@ -1,6 +1,6 @@
-"""Signed webhooks (SPEC §15), in process: the outbox row commits with the state change,
+"""Signed webhooks (docs/webhooks.md), in process: the outbox row commits with the state change,
 the delivery task signs (verified with the ``standardwebhooks`` package), retries with
-backoff, gives up and says so, and the §7 address policy applies to the receiver. The
+backoff, gives up and says so, and the address policy applies to the receiver. The
 served path (a restart, the CLI, the log) is in tests/test_webhooks_served.py."""
 
 from __future__ import annotations
@@ -407,7 +407,7 @@ def test_the_network_policy_applies_to_webhook_urls(
     receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    # A name that resolves to loopback over https: §7 allows loopback only over http to a
+    # A name that resolves to loopback over https: the policy allows loopback only over http to a
     # literal address with allow_loopback_http; the delivery is refused before sending.
     https_loopback = f"https://localhost:{receiver.port}/hooks/undogate"
     data = webhook_config(server, data_dir, https_loopback, endpoint={"allow_loopback_http": False})

@@ -1,4 +1,4 @@
-"""Webhooks from ``undogate serve`` (SPEC §15): the delivery task runs beside the server,
+"""Webhooks from ``undogate serve`` (docs/webhooks.md): the delivery task runs beside the server,
 its outbox outlives a restart, and an operator sees every failure in the log, in
 ``undogate webhooks list`` and on the review pages, never with a secret."""
 

@@ -221,7 +221,7 @@ def test_wsgidav_accepts_a_weak_if_match_and_creates_on_if_match(dav: DavServer,
 
 
 def test_the_endpoint_check_refuses_wsgidav(dav: DavServer, data_dir: Path) -> None:
-    """The endpoint check (SPEC §11) catches both departures above, with a line each,
+    """The endpoint check (docs/remote-contract.md) catches both departures above, with a line each,
     puts the test copy back exactly and deletes the file its probe made."""
     dav.seed("prod-notes.txt", START.encode())
     dav.seed("copy-notes.txt", START.encode())

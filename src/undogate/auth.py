@@ -19,7 +19,6 @@ from __future__ import annotations
 import hmac
 import logging
 import secrets
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -174,7 +173,6 @@ class Keyring:
         master_key: str | None = None,
         known_agents: Callable[[], set[str]] | None = None,
         clock: Callable[[], float] = time.time,
-        remember_verified: bool = True,
     ) -> None:
         if master_key is not None and len(master_key) < MIN_MASTER_KEY_CHARS:
             raise InvalidRequest(
@@ -185,15 +183,8 @@ class Keyring:
         self._master_hash = sha256_hex(master_key) if master_key else None
         self._known_agents = known_agents
         self._clock = clock
-        # Keys this process has verified against the ledger, by hash: only where this
-        # process is the ledger's one owner (SQLite), so every revocation goes through
-        # ``revoke``, which empties the memo; the generation stops a lookup that raced a
-        # revocation from putting its stale answer back. On a shared ledger another
-        # process may revoke a key at any moment: every request reads the ledger.
-        self._remember = remember_verified
-        self._verified: dict[str, Principal] = {}
-        self._generation = 0
-        self._memo_lock = threading.Lock()
+        # No memo of verified keys: another process sharing the ledger (a worker, the
+        # CLI) may revoke a key at any moment, so every request reads the ledger.
 
     @classmethod
     def from_environ(
@@ -201,17 +192,8 @@ class Keyring:
         ledger: Store,
         environ: Mapping[str, str],
         known_agents: Callable[[], set[str]] | None = None,
-        *,
-        shared_ledger: bool = False,
     ) -> Keyring:
-        """``shared_ledger``: other processes write this ledger (PostgreSQL), so no
-        verified key is remembered: a revocation anywhere holds on the next request."""
-        return cls(
-            ledger,
-            master_key=environ.get(MASTER_ENV) or None,
-            known_agents=known_agents,
-            remember_verified=not shared_ledger,
-        )
+        return cls(ledger, master_key=environ.get(MASTER_ENV) or None, known_agents=known_agents)
 
     @property
     def has_master(self) -> bool:
@@ -219,14 +201,13 @@ class Keyring:
 
     # -- authenticate --------------------------------------------------------------
 
-    def verified(self, presented: str) -> Principal | None:
-        """The principal for a key already verified and not revoked since, without
-        touching the ledger (cheap enough for an event loop); None: call ``authenticate``.
-        """
+    def master(self, presented: str) -> Principal | None:
+        """The master key's principal, without touching the ledger (cheap enough for an
+        event loop); None: not the master key, call ``authenticate``."""
         presented_hash = sha256_hex(presented)
         if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
             return _MASTER
-        return self._verified.get(presented_hash)
+        return None
 
     def authenticate(self, presented: str) -> Principal:
         """The principal for a presented key.
@@ -237,8 +218,6 @@ class Keyring:
         presented_hash = sha256_hex(presented)
         if self._master_hash is not None and hmac.compare_digest(presented_hash, self._master_hash):
             return _MASTER
-        with self._memo_lock:
-            generation = self._generation
         cred_id = _credential_id(presented)
         found = None
         if cred_id is not None:
@@ -247,13 +226,7 @@ class Keyring:
         matches = hmac.compare_digest(presented_hash, stored_hash)
         if found is None or not matches or found.revoked_at is not None or _forged(found):
             raise Unauthorized("the credential is missing, unknown or revoked")
-        principal = self._principal(_info(found))
-        with self._memo_lock:
-            if self._remember and self._generation == generation:
-                if len(self._verified) >= _MAX_VERIFIED:
-                    self._verified.clear()
-                self._verified[presented_hash] = principal
-        return principal
+        return self._principal(_info(found))
 
     def recheck(self, principal: Principal) -> Principal:
         """The same credential, re-read now (for the check before each dispatch).
@@ -479,12 +452,7 @@ class Keyring:
                 )
             return tuple(cascade)
 
-        try:
-            cascade = self.ledger.write(commit)
-        finally:
-            with self._memo_lock:
-                self._generation += 1
-                self._verified.clear()
+        cascade = self.ledger.write(commit)
         return Revocation(self.get(cred_id), cascade, unresolved)
 
 
@@ -499,7 +467,6 @@ def _forged(stored: StoredCredential) -> bool:
 
 
 _MASTER = Principal("master", "master", owner_id="master")
-_MAX_VERIFIED = 10_000
 
 
 def _check_label(label: str) -> str:

@@ -38,7 +38,7 @@ class ServerSettings(StrictModel):
     # Absent: the embedded SQLite ledger under data_dir. ``postgresql://user@host:port/db``:
     # a PostgreSQL ledger; its password comes from the environment only (PGPASSWORD).
     ledger: str | None = None
-    # On a shared (PostgreSQL) ledger: how long a process's lease outlives its last
+    # How long a process's lease on the ledger outlives its last
     # renewal (renewed every third of it). A dead process's writes in flight become
     # uncertain this long after it stopped; a stall longer than this ends its lease.
     lease_s: float = Field(30.0, ge=1.0, le=3600.0)
@@ -111,7 +111,7 @@ class Config:
 
 
 def url_problems(resource: Resource) -> list[str]:
-    """The static URL rules of SPEC §2 (no DNS): those of every configured URL
+    """The static URL rules of docs/config.md (no DNS): those of every configured URL
     (``net.configured_url_problems``), then no query, and one object named by a path
     without dot segments."""
     url = resource.url

@@ -18,7 +18,7 @@ its own vocabulary in one place.
     ├── RateLimited                 rate_limited           (carries retry_after_s)
     ├── StaleVersion                stale_version
     ├── IdempotencyKeyReused        idempotency_key_reused
-    ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke SPEC §6)
+    ├── RemoteContractBreach        remote_contract_breach  (the endpoint broke the contract)
     ├── RemoteUnavailable           remote_unavailable      (a read failed: network, status)
     ├── BlockedAddress              blocked_address         (SSRF policy)
     ├── MissingToken                missing_token
@@ -27,6 +27,8 @@ its own vocabulary in one place.
     ├── PreviewUsed                 preview_used
     ├── ChangedSincePreview         changed_since_preview
     ├── Conflict                    conflict
+    │   └── RewindBlocked           rewind_blocked         (a plan step is blocked: nothing
+    │                                                       written unless skip_blocked)
     ├── Quarantined                 quarantined
     ├── LaterJobOverlaps            later_job_overlaps
     ├── ReconciliationBlocked       reconciliation_blocked
@@ -34,6 +36,7 @@ its own vocabulary in one place.
     │                                                       several records: nothing prepared)
     ├── IrreversibleNotAcknowledged irreversible_not_acknowledged
     ├── UndoNotVerified             undo_not_verified      (no verified undo to accept)
+    ├── AgentStopped                agent_stopped          (a person stopped the agent)
     ├── PasskeyRequired             passkey_required       (confirm on the preview's page)
     │   └── PasskeyApprovalRequired passkey_approval_required (adding or revoking a passkey
     │                                                       needs one of the owner's own)
@@ -53,12 +56,15 @@ its own vocabulary in one place.
     │   └── EnrolmentCodeUsed       enrolment_code_used
     ├── EnrolmentNotNeeded          enrolment_not_needed   (the owner has a live passkey)
     ├── LedgerInUse                 ledger_in_use
-    ├── SharedLedgerRequired        shared_ledger_required  (serve --workers on SQLite)
     └── LedgerError                 ledger_error
         ├── LedgerDamaged           ledger_error       (SQLite found the file damaged)
         ├── LedgerTampered          ledger_tampered    (a row the gateway acts on disagrees
         │                                               with the chain: refused, nothing
         │                                               written)
+        ├── LedgerBusy              ledger_busy        (other processes held SQLite's write
+        │                                               lock past the busy wait: retry)
+        ├── LedgerOnNetworkFilesystem ledger_network_filesystem (SQLite must be on a
+        │                                               local disk)
         ├── LedgerMissing           ledger_missing     (deleted or emptied; the data dir
         │                                               remembers it existed)
         └── LedgerForeign           ledger_foreign     (not the ledger the data dir holds)
@@ -223,6 +229,20 @@ class IrreversibleNotAcknowledged(UndogateError):
     code = "irreversible_not_acknowledged"
 
 
+class RewindBlocked(Conflict):
+    """A rewind plan holds a blocked step, and the reviewer did not skip the blocked
+    steps: nothing was written (docs/rewind.md)."""
+
+    code = "rewind_blocked"
+
+
+class AgentStopped(UndogateError):
+    """A person stopped the agent: its prepares are refused and its waiting jobs held
+    from confirmation until they resume it (docs/rewind.md)."""
+
+    code = "agent_stopped"
+
+
 class UndoNotVerified(UndogateError):
     """There is no verified undo to accept: no passing endpoint check on a test copy
     showed it works."""
@@ -312,12 +332,6 @@ class LedgerInUse(UndogateError):
     code = "ledger_in_use"
 
 
-class SharedLedgerRequired(UndogateError):
-    """Several processes asked of a ledger only one process may own (SQLite)."""
-
-    code = "shared_ledger_required"
-
-
 class LedgerError(UndogateError):
     code = "ledger_error"
 
@@ -335,6 +349,19 @@ class LedgerTampered(LedgerError):
     names the row (docs/proof.md)."""
 
     code = "ledger_tampered"
+
+
+class LedgerBusy(LedgerError):
+    """Other processes sharing a SQLite ledger held its one write lock for longer than
+    the bounded busy wait: nothing of this step was recorded; it can be tried again."""
+
+    code = "ledger_busy"
+
+
+class LedgerOnNetworkFilesystem(LedgerError):
+    """A SQLite ledger on a network filesystem, where its locks cannot be trusted."""
+
+    code = "ledger_network_filesystem"
 
 
 class LedgerMissing(LedgerError):

@@ -179,8 +179,8 @@ class KindSettings(StrictModel):
     """
 
     def fingerprint_part(self) -> dict[str, Any]:
-        """What of these settings makes it the same resource (SPEC §2), merged into its
-        fingerprint. Unless a kind says otherwise: every one of them."""
+        """What of these settings makes it the same resource (docs/config.md#identity), merged
+        into its fingerprint. Unless a kind says otherwise: every one of them."""
         return self.model_dump(mode="json")
 
 
@@ -203,11 +203,11 @@ class Resource(StrictModel):
     conditional_writes: bool = False
     allow_private_host: bool = False
     allow_loopback_http: bool = False
-    # This resource is a disposable test copy of the named one (SPEC §11). Not identity:
+    # A disposable test copy of the named resource (docs/remote-contract.md). Not identity:
     # the fingerprint below is unchanged by it.
     test_copy_of: str | None = Field(None, pattern=ID_PATTERN)
     # Confirming a write to it needs the reviewer's passkey over the exact preview
-    # (SPEC §14, docs/proof.md). Not identity: turning it on invalidates nothing.
+    # (docs/proof.md). Not identity: turning it on invalidates nothing.
     require_passkey: bool = False
     settings: KindSettings = Field(default_factory=KindSettings)
 
@@ -266,7 +266,7 @@ class Resource(StrictModel):
 
     @cached_property
     def fingerprint(self) -> str:
-        """A stable digest of everything that makes this the same resource (SPEC §2).
+        """A stable digest of all that makes this the same resource (docs/config.md#identity).
 
         The credential's *values* are deliberately absent: rotating one invalidates nothing.
         Computed once per resource (the model is frozen): every prepare asks for it.

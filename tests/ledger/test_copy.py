@@ -93,8 +93,11 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
 ) -> None:
     data = tmp_path / "data"
     source = Ledger.open(data)
+    beside = Ledger.open(data)  # a second process on the file, with a lease of its own
+    leases = {source.lease.id, beside.lease.id}  # type: ignore[union-attr]
     try:
         fill(source)
+        beside.write(lambda tx: event(tx, None, "written_beside"))
         expected = (
             [source.load_job(j) for j in ("job_1", "job_2")],
             source.events("job_1"),
@@ -106,6 +109,7 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
         )
         ledger_id = source.identity.ledger_id
     finally:
+        beside.close()
         source.close()
     with open_chain(str(data)) as chain:
         head = verify_ledger(chain)
@@ -131,6 +135,12 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
             copied.counter("op_seq"),
         ) == expected
         assert copied.read(lambda tx: tx.latest_check_passed("customer", "fp-1"))
+        copied_leases = copied.read(
+            lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+                "SELECT id FROM leases WHERE ended_reason = 'closed'"
+            ).fetchall()
+        )
+        assert {row[0] for row in copied_leases} == leases  # both processes', as they ended
         # The copy goes on: new rows take ids after the copied ones.
         insert(copied, job("job_3"))
         copied.write(lambda tx: event(tx, "job_3", "prepare", to_state="prepared"))
@@ -157,15 +167,15 @@ def test_a_sqlite_ledger_is_copied_whole_and_verified(
     assert again.exit_code == 2 and "not empty" in again.output
 
 
-def test_a_ledger_a_server_owns_is_not_copied(
+def test_a_ledger_a_process_has_open_is_not_copied(
     tmp_path: Path, postgres_cluster: PostgresCluster
 ) -> None:
-    owner = Ledger.open(tmp_path / "data")
+    serving = Ledger.open(tmp_path / "data")
     try:
         with pytest.raises(LedgerInUse):
             copy_sqlite_to_postgres(tmp_path / "data", postgres_cluster.fresh_database())
     finally:
-        owner.close()
+        serving.close()
 
 
 def test_the_copy_refuses_a_url_with_a_password(tmp_path: Path) -> None:

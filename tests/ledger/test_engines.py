@@ -100,7 +100,6 @@ def test_one_switch_names_every_engine() -> None:
     assert engine_of("/var/lib/undogate") is ENGINES[0]
     assert engine_of("sqlite:/var/lib/undogate") is ENGINES[0]
     assert [e.name for e in ENGINES] == ["SQLite", "PostgreSQL"]
-    assert [e.shared for e in ENGINES] == [False, True]
 
 
 def test_every_engine_speaks_every_verb_listed_once() -> None:

@@ -1,6 +1,6 @@
-"""The store contract for leases (SPEC §13), on every engine: what an action and a
-running job say about the process running them, and how a write learns it lost them.
-A SQLite ledger has one owner and no leases; a PostgreSQL store holds one."""
+"""The store contract for leases, on every engine: what an action and a running job say
+about the process running them, and how a write learns it lost them. A store holds a
+lease on either engine (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ def _running_job(store: Store, job_id: str = "job_1") -> int:
 def test_work_in_flight_names_the_lease_of_its_process(store: Store) -> None:
     action_id = _running_job(store)
     mine = store.read(lambda tx: tx.own_lease)
+    assert mine is not None  # every engine's store holds one
     assert store.read(lambda tx: tx.job_runners()) == {"job_1": mine}
     (in_flight,) = store.read(lambda tx: tx.in_flight_actions())
     assert (in_flight.id, in_flight.lease_id) == (action_id, mine)

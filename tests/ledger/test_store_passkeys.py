@@ -1,4 +1,4 @@
-"""The store contract, passkeys (SPEC §14): kept per owner, a challenge used once, a
+"""The store contract, passkeys (docs/proof.md): kept per owner, a challenge used once, a
 revocation final, an enrolment code kept as its hash and spent once."""
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ own keys, and the checks that need the whole resource); the members a change of 
 takes (``shapes``); parsing what a read returns; planning a change (its two sides,
 which only the adapter interprets); whether a resource shows a side; the conditional
 write that moves it from one side to the other and how that write's answer is
-classified (SPEC §4); which other changes it overlaps; what every surface shows of it
+classified (docs/remote-contract.md); which other changes it overlaps; what surfaces show of it
 (the event diff, the receipt's and the preview's values, a page's line diff, the words
-on reversibility); and its endpoint check on a test copy (SPEC §11, ``checks``).
+on reversibility); and its endpoint check on a test copy (``checks``).
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ class Side(StrEnum):
 
 
 class Verdict(StrEnum):
-    """What a write's answer alone says (SPEC §4)."""
+    """What a write's answer alone says (docs/remote-contract.md)."""
 
     REFUSED = "refused"  # certain: the server changed nothing
     UNCERTAIN = "uncertain"  # it may or may not have
     READ_BACK = "read_back"  # it says it did: a read-back decides
 
 
-# SPEC §4: these answers mean the server changed nothing.
+# These answers mean the server changed nothing (docs/remote-contract.md).
 REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 SUCCESS_STATUSES = frozenset({200, 204})
 
@@ -60,7 +60,7 @@ SUCCESS_STATUSES = frozenset({200, 204})
 ABSENT_VERSION = "absent"
 
 # What a change's undo needs verified on a test copy and accepted by a reviewer before
-# it is offered (SPEC §12): deleting what a create made, re-creating what a delete took.
+# it is offered (docs/collections.md): deleting what a create made, re-creating what a delete took.
 UNDO_OF_CREATE = "undo_of_create"
 RECREATE = "recreate"
 
@@ -69,7 +69,7 @@ def media_type_is(value: str, allowed: frozenset[str]) -> bool:
     """``value`` is one of ``allowed`` with no parameter or only ``charset=utf-8``.
 
     Type and parameter names compare case-insensitively; the charset value may be quoted
-    and must be utf-8 (SPEC §6: the bytes are strict UTF-8, whatever else is claimed).
+    and must be utf-8 (docs/remote-contract.md: the bytes are strict UTF-8, whatever is claimed).
     """
     main, *params = value.split(";")
     if main.strip().lower() not in allowed:
@@ -114,7 +114,7 @@ class Snapshot:
 def absent_snapshot(
     content: JsonValue = None, *, address: str | None = None, target: str | None = None
 ) -> Snapshot:
-    """A read that found nothing (SPEC §12: a side on which the resource does not exist)."""
+    """A read that found nothing: a side on which the resource does not exist."""
     return Snapshot(
         etag=ETag(""),
         media_type="",
@@ -139,7 +139,7 @@ class Reader(Protocol):
     def read(
         self, resource: Resource, deadline: float | None = None, *, absent_ok: bool = False
     ) -> Snapshot:
-        """GET ``resource`` and check it against the remote contract (SPEC §6)."""
+        """GET ``resource`` and check it against the remote contract."""
         ...
 
     def fetch(
@@ -160,7 +160,7 @@ class Reader(Protocol):
 
 
 class Prober(Reader, Protocol):
-    """What an endpoint check may send to a disposable test copy (SPEC §11) besides
+    """What an endpoint check may send to a disposable test copy (docs/remote-contract.md) besides
     reads: a kind's own conditional writes, and a bare request (a DELETE of a probe)."""
 
     def send_write(
@@ -339,8 +339,15 @@ class Adapter(ABC):
         return ()
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
-        """SPEC §2's undo guard. Unless a kind is stricter: it shows the after side."""
+        """The undo guard: it still shows what the job wrote, unless a kind is stricter."""
         return self.shows(change, snapshot, Side.AFTER)
+
+    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        """What the resource will show once the undo of ``change`` lands on
+        ``snapshot`` (its version aside: a rewind plan sets that), so that a plan can
+        check the guards of the changes before it (docs/rewind.md). ``None``: this kind
+        cannot foresee it, and a plan blocks the older changes on the resource."""
+        return None
 
     # -- writing -------------------------------------------------------------------------
 
@@ -351,7 +358,7 @@ class Adapter(ABC):
         """The conditional write that moves the resource to ``target`` of the change."""
 
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
-        """What the answer to ``write`` says on its own (SPEC §4's table)."""
+        """What the answer to ``write`` says on its own (docs/remote-contract.md's table)."""
         if response.status in REFUSAL_STATUSES:
             return Verdict.REFUSED
         if response.status not in SUCCESS_STATUSES:
@@ -367,7 +374,7 @@ class Adapter(ABC):
         target: Side,
     ) -> str | None:
         """Why the read-back after a successful answer does not show the write landed
-        (``None``: it did). SPEC §4/§6: a new version, the one the write answered if it
+        (``None``: it did; docs/remote-contract.md): a new version, the one the write answered if it
         answered one, and the desired values. A resource that is gone shows only the
         side on which it does not exist."""
         if not snapshot.exists:
@@ -415,7 +422,7 @@ class Adapter(ABC):
     def reversibility(self, change: Change) -> str:
         """What undo can restore of the change, in plain words."""
 
-    # -- the endpoint check (SPEC §11) ---------------------------------------------------
+    # -- the endpoint check (docs/remote-contract.md) -------------------------------------
 
     @abstractmethod
     def endpoint_check(

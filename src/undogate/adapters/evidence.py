@@ -1,4 +1,4 @@
-"""Identity evidence (SPEC §12): the only ways two records are the same one.
+"""Identity evidence (docs/collections.md): the only ways two records are the same one.
 
 ``email``: trimmed, lower-cased, its local part in Unicode NFC, its domain in its IDNA 2008
 ASCII form (UTS 46 mapping, non-transitional: ``faß.de`` is ``xn--fa-hia.de``, never

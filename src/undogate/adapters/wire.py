@@ -3,7 +3,7 @@
 One place sends a resource's requests, on the one pinned, policy-checked client
 (``net.PinnedClient``): it adds the resource's static headers and the credential for
 exactly the request that leaves (``credentials``), applies its network flags, checks a
-read against the remote contract (SPEC §6) and hands the body to the kind's adapter to
+read against the remote contract (docs/remote-contract.md), hands the body to the kind's adapter to
 parse, and translates transport failures into the gateway's errors, once. A kind
 reaches it only as a ``base.Reader`` (reads), or on a test copy a ``base.Prober``; the
 writes of a confirm are sent by the operation that recorded their intent.
@@ -64,7 +64,7 @@ class Wire:
     def read(
         self, resource: Resource, deadline: float | None = None, *, absent_ok: bool = False
     ) -> Snapshot:
-        """GET the resource and check it against the remote contract (SPEC §6). With
+        """GET the resource and check it against the remote contract. With
         ``absent_ok``, a 404 or 410 is an absent snapshot (a create's before side).
 
         Raises:

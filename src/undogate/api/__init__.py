@@ -1,4 +1,4 @@
-"""The HTTP API (SPEC §9): ``create_app`` builds the ASGI app from a routes list, a
+"""The HTTP API (docs/operating.md): ``create_app`` builds the ASGI app from a routes list, a
 lifespan and exception handlers.
 
 Routes only translate: each declares the caller it needs (``routes.requires``), reads

@@ -20,6 +20,7 @@ from .inbox import inbox_routes
 from .openapi import openapi_document
 from .request_body import DrainUnreadBody
 from .responses import SecurityHeaders, _http_error, _undogate_error
+from .rewinds import rewind_routes
 from .routes import api_routes
 
 
@@ -43,7 +44,7 @@ def create_app(
     }
     handlers.update(exception_handlers or {})
     app = Starlette(
-        routes=[*api_routes(), *inbox_routes(), *export_routes(), *routes],
+        routes=[*api_routes(), *inbox_routes(), *export_routes(), *rewind_routes(), *routes],
         lifespan=lifespan,
         exception_handlers=handlers,
     )

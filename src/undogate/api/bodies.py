@@ -98,7 +98,7 @@ def _change_request(value: JsonValue, i: int) -> ChangeRequest:
 
 def parse_prepare(body: JsonObject) -> PrepareRequest:
     """Raises: InvalidRequest."""
-    _only(body, ("summary", "changes", "idempotency_key", "attribution_label"))
+    _only(body, ("summary", "changes", "idempotency_key", "attribution_label", "session"))
     summary = _str(body, "summary", required=True)
     assert summary is not None
     changes = body.get("changes")
@@ -111,6 +111,7 @@ def parse_prepare(body: JsonObject) -> PrepareRequest:
         changes=tuple(_change_request(c, i) for i, c in enumerate(changes)),
         idempotency_key=_str(body, "idempotency_key", max_len=1000),
         attribution_label=_str(body, "attribution_label", max_len=1000),
+        session=_str(body, "session", max_len=1000),
     )
 
 

@@ -1,4 +1,4 @@
-"""The audit export over the API (``undogate export`` while a server owns the ledger):
+"""The audit export over the API (``undogate export`` with ``UNDOGATE_URL``):
 events and jobs since a time, a keyset page at a time, for an operator key with
 keys:admin or the master key."""
 

@@ -1,4 +1,4 @@
-"""The routes of SPEC §15 for reviewers and agents: the review inbox, bulk reject of
+"""The inbox and job_status routes for reviewers and agents: the review inbox, bulk reject of
 stale jobs, and an agent's ``job_status``; each a thin translation to the ``Service``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The routes of SPEC §9 (and key administration), each a thin translation: read the
+"""The HTTP API's routes (and key administration), each a thin translation: read the
 request, call the ``Service``, render its answer.
 
 Each route declares, once, the caller it needs (``requires(Reviewer)``): its wrapper
@@ -159,7 +159,7 @@ async def preview_job(request: Request, reviewer: Reviewer) -> Response:
     job, preview = await svc.reviewers.preview(reviewer, job_id, operation)
     view = views.preview_view(preview, job, svc.clock())
     if preview.blockers:
-        # One shape for every blocked preview, whatever the guard (SPEC §9): the code of the
+        # One shape for any blocked preview, whatever the guard (docs/operating.md): the code of the
         # first blocked change, and per change what blocks it, as a raised guard gives.
         first = preview.blockers[0]
         details: JsonObject = {"job": job.id, "blockers": view["blockers"], "preview": view}
@@ -198,7 +198,7 @@ async def reject_job(request: Request, reviewer: Reviewer) -> Response:
 
 @requires(Reviewer)
 async def check_test_copy(request: Request, reviewer: Reviewer) -> Response:
-    """Run the endpoint check (SPEC §11) on a test copy while serving."""
+    """Run the endpoint check on a test copy while serving."""
     body = await json_body(request)
     _only(body, ("resource",))
     copy_id = _str(body, "resource", required=True, max_len=64)
@@ -264,7 +264,7 @@ async def admin_enrol_passkey(request: Request, master: Master) -> Response:
 
 @requires(Reader)
 async def get_undo_offer(request: Request, reader: Reader) -> Response:
-    """Which undos of a resource a test copy verified and a reviewer accepted (SPEC §12)."""
+    """A resource's undos a test copy verified and a reviewer accepted (docs/collections.md)."""
     resource_id = request.path_params["resource_id"]
     offer = await service(request).reviewers.undo_offer(reader, resource_id)
     return JSONResponse(views.undo_offer_view(offer), headers=NO_STORE)
@@ -303,7 +303,7 @@ def _expiry(body: JsonObject) -> int | None:
 
 
 def api_routes() -> list[BaseRoute]:
-    """The routes of SPEC §9 (and key administration), in the order OpenAPI lists them."""
+    """The HTTP API's routes (and key administration), in the order OpenAPI lists them."""
     return [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"], include_in_schema=False),

@@ -16,6 +16,7 @@ from .common import _KEY, _URL, FullHelpGroup, _ask, _review, file_copies_only
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
+from .rewind import agents_group, rewind_command
 
 _CONFIG = click.option(
     "--config",
@@ -79,7 +80,10 @@ def check_config(config_path: Path) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--faults", is_flag=True, help="Enable the test-only fault and reset routes.")
 def contract_server(data_dir: Path | None, port: int, host: str, faults: bool) -> None:
-    """Serve records and documents under undogate's remote contract (SPEC §6)."""
+    """Serve records and documents under undogate's remote contract.
+
+    What the contract asks of an endpoint: docs/remote-contract.md.
+    """
     from ..contract_server import serve_forever
 
     serve_forever(
@@ -127,7 +131,7 @@ _NEW_LEDGER = click.option(
     default=1,
     show_default=True,
     help="Serve from this many processes on one port, each with its own lease on the "
-    "ledger (needs a PostgreSQL ledger).",
+    "ledger (SQLite on this machine's disk, or PostgreSQL).",
 )
 @click.option("--listen-fd", type=int, default=None, hidden=True)  # a worker's socket
 @_NEW_LEDGER
@@ -245,13 +249,13 @@ def restore(config_path: Path, source: Path) -> None:
 @_CONFIG
 @click.argument("test_copy_id")
 def check_endpoint(config_path: Path, test_copy_id: str) -> None:
-    """Earn the conditional_writes attestation on a disposable test copy (SPEC §11).
+    """Earn the conditional_writes attestation on a disposable test copy.
 
     TEST_COPY_ID must be declared with `test_copy_of: <production id>`; the check writes
     only to it (and tries one write beside it, where nothing exists) and only reads the
-    production resource. Directly on the ledger when no server owns it; through the API
-    (UNDOGATE_URL + UNDOGATE_KEY, an operator key with agents:write) when one does.
-    Exits 0 only when every step passed.
+    production resource. Through a server's API when UNDOGATE_URL + UNDOGATE_KEY (an
+    operator key with agents:write) are set; else directly on the ledger.
+    Exits 0 only when every step passed. See docs/remote-contract.md.
     """
     from ..operations.endpoint_check import report_lines
     from .endpoint_check import run_endpoint_check
@@ -281,8 +285,8 @@ def check_endpoint(config_path: Path, test_copy_id: str) -> None:
 def export(config_path: Path, since: str, directory: Path) -> None:
     """The audit export: the ledger's events as JSON Lines (events.jsonl) and its jobs as
     CSV (jobs.csv); ids, states, actors, reasons and counts, never a key or a value
-    (docs/operating.md). Directly on the ledger when no server owns it; through the API
-    (UNDOGATE_URL + UNDOGATE_KEY with keys:admin, or UNDOGATE_MASTER_KEY) when one does."""
+    (docs/operating.md). Through a server's API when UNDOGATE_URL and a key (UNDOGATE_KEY
+    with keys:admin, or UNDOGATE_MASTER_KEY) are set; else directly on the ledger."""
     from .export import run_export
 
     try:
@@ -299,9 +303,9 @@ def export(config_path: Path, since: str, directory: Path) -> None:
 
 @main.group()
 def keys() -> None:
-    """Operator keys, agent tokens, the master key. Directly on the ledger when no server
-    owns it; through the API when one does (UNDOGATE_URL + UNDOGATE_KEY, an operator key
-    with keys:admin such as init's, or UNDOGATE_MASTER_KEY)."""
+    """Operator keys, agent tokens, the master key. Through a server's API when
+    UNDOGATE_URL and a key are set (UNDOGATE_KEY, an operator key with keys:admin such as
+    init's, or UNDOGATE_MASTER_KEY); else directly on the ledger, also while servers run."""
 
 
 def _run_keys(config_path: Path, cmd: Any, *, as_json: bool = False) -> None:
@@ -412,8 +416,8 @@ def passkeys() -> None:
 )
 def passkeys_enrol(config_path: Path, owner: str | None, replace: bool) -> None:
     """Print a one-time code (15 minutes, once) that enrols the owner's first passkey on
-    the passkeys page. Directly on the ledger, or through the running server with
-    UNDOGATE_URL and UNDOGATE_MASTER_KEY (never an operator key)."""
+    the passkeys page. Directly on the ledger, or through a server's API when UNDOGATE_URL
+    and UNDOGATE_MASTER_KEY are set (never an operator key)."""
     from .passkeys import enrolment_lines, run_enrolment
 
     try:
@@ -434,6 +438,8 @@ def jobs() -> None:
 
 
 main.add_command(kinds_command)
+main.add_command(rewind_command)
+main.add_command(agents_group)
 jobs.add_command(jobs_list)
 jobs.add_command(jobs_reject_stale)
 

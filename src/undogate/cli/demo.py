@@ -187,7 +187,7 @@ def _show_receipt(console: Console, job: Job) -> None:
 
 def _verify_create_undo(console: Console, context: Context, reviewer: Actor) -> None:
     """Undo of a create is offered only once a test copy verified it and a reviewer
-    accepted it (SPEC §12): the demo runs the check on its copy, then accepts."""
+    accepted it (docs/collections.md): the demo runs the check on its copy, then accepts."""
     result = check_endpoint(context, "contacts-copy")
     console.print(
         f"[bold]check-endpoint contacts-copy[/]: {'passed' if result.passed else 'FAILED'}; "

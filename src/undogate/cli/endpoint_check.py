@@ -1,5 +1,6 @@
-"""``undogate check-endpoint``: the endpoint check (SPEC §11) directly on the ledger
-when no server owns it, or through the running server's API when one does."""
+"""``undogate check-endpoint``: the endpoint check (docs/remote-contract.md) directly on
+the ledger (beside the processes serving it), or through a server's API
+(``UNDOGATE_URL``)."""
 
 from __future__ import annotations
 
@@ -19,22 +20,23 @@ ENDPOINT_CHECK_TIMEOUT_S = 300.0  # a whole check: about a dozen requests, each 
 def run_endpoint_check(
     config_path: Path, test_copy_id: str, environ: Mapping[str, str]
 ) -> tuple[JsonObject, str]:
-    """Run the check directly on the ledger when no server owns it, or through the
-    server's API (``UNDOGATE_URL`` + ``UNDOGATE_KEY``, an operator key with
-    agents:write) when one does. Returns the ``result_view`` and the path taken
+    """Run the check through a server's API when ``UNDOGATE_URL`` and ``UNDOGATE_KEY``
+    (an operator key with agents:write) name one, else directly on the ledger (beside
+    the processes serving it). Returns the ``result_view`` and the path taken
     (``direct`` or ``api``).
 
     Raises:
-        ConfigError, LedgerError, InvalidRequest (a server owns the ledger and no URL
-        or key is set), ApiError (the server refused), and what ``check_endpoint`` raises.
+        ConfigError, LedgerError, InvalidRequest (an undogate that does not share its
+        ledger owns it, and no URL or key is set), ApiError (the server refused), and
+        what ``check_endpoint`` raises.
     """
-    try:
-        return result_view(_run_directly(config_path, test_copy_id, environ)), "direct"
-    except LedgerInUse as exc:
-        url, key = environ.get("UNDOGATE_URL"), environ.get("UNDOGATE_KEY")
-        if not url or not key:
+    url, key = environ.get("UNDOGATE_URL"), environ.get("UNDOGATE_KEY")
+    if not url or not key:
+        try:
+            return result_view(_run_directly(config_path, test_copy_id, environ)), "direct"
+        except LedgerInUse as exc:
             raise InvalidRequest(
-                f"{exc.message}. To check while it serves, set UNDOGATE_URL and "
+                f"{exc.message}. To check through its API, set UNDOGATE_URL and "
                 "UNDOGATE_KEY (an operator key with agents:write)"
             ) from None
     client = ApiClient(url, key, timeout=ENDPOINT_CHECK_TIMEOUT_S)
@@ -51,7 +53,8 @@ def _run_directly(config_path: Path, test_copy_id: str, environ: Mapping[str, st
     """Load the config, own the ledger for the check, run it, close everything.
 
     Raises:
-        ConfigError, LedgerInUse (a server owns the ledger), LedgerError, and what
+        ConfigError, LedgerInUse (an undogate that does not share it owns the ledger),
+        LedgerError, and what
         ``check_endpoint`` raises.
     """
     with open_configured(config_path, environ) as service:

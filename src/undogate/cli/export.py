@@ -1,5 +1,5 @@
 """``undogate export``: the audit export (``operations.export``), directly on the ledger
-when no server owns it, or through the running server's API with ``UNDOGATE_URL`` and
+(beside the processes serving it), or through a server's API with ``UNDOGATE_URL`` and
 ``UNDOGATE_KEY`` (an operator key with keys:admin) or ``UNDOGATE_MASTER_KEY``."""
 
 from __future__ import annotations
@@ -30,31 +30,35 @@ def run_export(
 ) -> tuple[int, int, str]:
     """Write the export; returns (events, jobs, ``direct``/``api``).
 
+    Through a server's API when ``UNDOGATE_URL`` and a key (``UNDOGATE_KEY``, or
+    ``UNDOGATE_MASTER_KEY``) name one, else directly on the ledger (beside the processes
+    serving it).
+
     Raises:
         UndogateError: a bad ``since``, files already there, or as the ledger or the API
-            refuses it (InvalidRequest when a server owns the ledger and no URL or key is
-            set).
+            refuses it (InvalidRequest when an undogate that does not share its ledger
+            owns it and no URL or key is set).
     """
     env = os.environ if environ is None else environ
-    try:
-        with open_configured(config_path, environ={}) as svc:
-            start = parse_time(since, time.time(), name="--since")
+    url = env.get("UNDOGATE_URL")
+    key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
+    if not url or not key:
+        try:
+            with open_configured(config_path, environ={}) as svc:
+                start = parse_time(since, time.time(), name="--since")
 
-            def direct(what: str, after: JsonValue) -> JsonObject:
-                cursor = _cursor(after)
-                if what == "events":
-                    return events_page(svc.context, start, int(cursor or 0))
-                return jobs_page(svc.context, start, cursor)
+                def direct(what: str, after: JsonValue) -> JsonObject:
+                    cursor = _cursor(after)
+                    if what == "events":
+                        return events_page(svc.context, start, int(cursor or 0))
+                    return jobs_page(svc.context, start, cursor)
 
-            events, jobs = write_export(direct, directory)
-            return events, jobs, "direct"
-    except LedgerInUse as exc:
-        url = env.get("UNDOGATE_URL")
-        key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
-        if not url or not key:
+                events, jobs = write_export(direct, directory)
+                return events, jobs, "direct"
+        except LedgerInUse as exc:
             raise InvalidRequest(
-                f"{exc.message}. To export while it runs, set UNDOGATE_URL and UNDOGATE_KEY "
-                f"(an operator key with {ADMIN}) or {MASTER_ENV}"
+                f"{exc.message}. To export through its API, set UNDOGATE_URL and "
+                f"UNDOGATE_KEY (an operator key with {ADMIN}) or {MASTER_ENV}"
             ) from None
     client = ApiClient(url, key)
     try:

@@ -1,4 +1,4 @@
-"""The review inbox in the terminal (SPEC §15): ``undogate jobs list`` across agents with
+"""The review inbox in the terminal (docs/operating.md): ``undogate jobs list`` across agents with
 its filters and keyset pages, and ``undogate jobs reject-stale``, which lists the waiting
 jobs prepared before a time and rejects them all after one typed confirmation."""
 

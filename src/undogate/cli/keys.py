@@ -1,5 +1,5 @@
-"""Key administration that works whether or not a server owns the ledger: directly on
-the ledger, or through the running server's API with an operator key that holds
+"""Key administration, directly on the ledger (beside the processes serving it), or
+through a server's API (``UNDOGATE_URL``) with an operator key that holds
 ``keys:admin`` (``UNDOGATE_KEY``) or the master key (``UNDOGATE_MASTER_KEY``)."""
 
 from __future__ import annotations
@@ -36,28 +36,29 @@ class KeyCommand:
 def run_key_command(
     config_path: Path, cmd: KeyCommand, environ: Mapping[str, str] | None = None
 ) -> tuple[JsonValue, str]:
-    """Run ``cmd`` on the ledger directly, or through the API when a server owns it, with
-    ``UNDOGATE_KEY`` (an operator key with keys:admin) or else ``UNDOGATE_MASTER_KEY``.
-    Returns the result and which path was used (``direct``/``api``).
+    """Run ``cmd`` through a server's API when ``UNDOGATE_URL`` and a key name one
+    (``UNDOGATE_KEY``, an operator key with keys:admin, or else ``UNDOGATE_MASTER_KEY``),
+    else on the ledger directly (beside the processes serving it). Returns the result
+    and which path was used (``direct``/``api``).
 
     Raises:
-        UndogateError: as the operation (or the API) refuses it; InvalidRequest when a
-            server owns the ledger and no URL or key is set.
+        UndogateError: as the operation (or the API) refuses it; InvalidRequest when an
+            undogate that does not share its ledger owns it and no URL or key is set.
     """
     env = os.environ if environ is None else environ
+    url = env.get("UNDOGATE_URL")
+    key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
+    if url and key:
+        return _via_api(url, key, cmd), "api"
     try:
         with open_configured(config_path, environ={}) as svc:
             return _direct(svc.keyring, cmd), "direct"
     except LedgerInUse as exc:
-        url = env.get("UNDOGATE_URL")
-        key = env.get("UNDOGATE_KEY") or env.get(MASTER_ENV)
-        if not url or not key:
-            raise InvalidRequest(
-                f"{exc.message}. To manage keys while it runs, set UNDOGATE_URL (e.g. "
-                f"http://127.0.0.1:8080) and UNDOGATE_KEY (an operator key with {ADMIN}, "
-                f"such as the one `init` printed) or {MASTER_ENV}"
-            ) from None
-        return _via_api(url, key, cmd), "api"
+        raise InvalidRequest(
+            f"{exc.message}. To manage keys through its API, set UNDOGATE_URL (e.g. "
+            f"http://127.0.0.1:8080) and UNDOGATE_KEY (an operator key with {ADMIN}, "
+            f"such as the one `init` printed) or {MASTER_ENV}"
+        ) from None
 
 
 def _scopes(cmd: KeyCommand) -> tuple[str, ...]:

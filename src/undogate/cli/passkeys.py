@@ -1,8 +1,8 @@
 """``undogate passkeys enrol``: on the server's host, the one-time code that enrols an
-owner's first passkey (docs/proof.md). Directly on the ledger when no server owns it
-(always on PostgreSQL, which has no single owner), or through the running server's API
-with the master key (``UNDOGATE_MASTER_KEY``), which lives with the server: never with
-an operator key, which is what the code guards against."""
+owner's first passkey (docs/proof.md). Directly on the ledger (beside the processes
+serving it), or through a server's API (``UNDOGATE_URL``) with the master key
+(``UNDOGATE_MASTER_KEY``), which lives with the server: never with an operator key,
+which is what the code guards against."""
 
 from __future__ import annotations
 
@@ -26,25 +26,29 @@ HOST = "host"
 def run_enrolment(
     config_path: Path, owner: str | None, replace: bool, environ: Mapping[str, str]
 ) -> tuple[JsonValue, str]:
-    """Make the code on the ledger directly, or through the server's API (``UNDOGATE_URL``
-    and ``UNDOGATE_MASTER_KEY``) when a server owns it. Returns the issued code (JSON)
-    and the path taken (``direct`` or ``api``).
+    """Make the code through a server's API when ``UNDOGATE_URL`` and
+    ``UNDOGATE_MASTER_KEY`` name one, else on the ledger directly (beside the processes
+    serving it). Returns the issued code (JSON) and the path taken (``direct`` or
+    ``api``).
 
     Raises:
         UndogateError: as ``owner_passkeys.issue_enrolment`` (or the API) refuses it;
-            InvalidRequest when a server owns the ledger and no URL or master key is set.
+            InvalidRequest when an undogate that does not share its ledger owns it and no
+            URL or master key is set.
     """
-    try:
-        with open_configured(config_path, environ={}) as svc:
-            owner_id = owner or svc.keyring.only_operator()
-            actor = Actor(HOST, owner_id, "system", "cli")
-            issued = owner_passkeys.issue_enrolment(svc.context, actor, owner_id, replace=replace)
-            return issued.to_json(), "direct"
-    except LedgerInUse as exc:
-        url, key = environ.get("UNDOGATE_URL"), environ.get(MASTER_ENV)
-        if not url or not key:
+    url, key = environ.get("UNDOGATE_URL"), environ.get(MASTER_ENV)
+    if not url or not key:
+        try:
+            with open_configured(config_path, environ={}) as svc:
+                owner_id = owner or svc.keyring.only_operator()
+                actor = Actor(HOST, owner_id, "system", "cli")
+                issued = owner_passkeys.issue_enrolment(
+                    svc.context, actor, owner_id, replace=replace
+                )
+                return issued.to_json(), "direct"
+        except LedgerInUse as exc:
             raise InvalidRequest(
-                f"{exc.message}. To enrol while it runs, set UNDOGATE_URL and {MASTER_ENV} "
+                f"{exc.message}. To enrol through its API, set UNDOGATE_URL and {MASTER_ENV} "
                 "(the server's master key: an operator key cannot make an enrolment code)"
             ) from exc
     body: dict[str, JsonValue] = {"replace": replace}

@@ -78,10 +78,12 @@ def ledger_verify(ledger: str | None, config_path: Path) -> None:
 def export_receipt(job_id: str, ledger: str | None, config_path: Path, output: Path | None) -> None:
     """Write JOB_ID's receipt: one JSON file, its events and their chain links, its
     preview digests, assertions and passkeys, that `undogate verify-receipt` checks
-    without the ledger."""
+    without the ledger. A rewind plan's id (rw_...) gives the plan's receipt: its own
+    events and its jobs' between its first and its last."""
     from ..ledger import open_chain
-    from ..proof.receipt import export_receipt as export
-    from ..proof.receipt import passkeys_for
+    from ..proof.receipt import export_receipt, export_rewind_receipt, passkeys_for
+
+    export = export_rewind_receipt if job_id.startswith("rw_") else export_receipt
 
     target = output or Path(f"{job_id}.receipt.json")
     try:

@@ -18,7 +18,6 @@ from ..api.gateway_client import is_loopback
 from ..auth import ADMIN, ALL_SCOPES, MASTER_ENV, IssuedKey
 from ..config import Config, load_config
 from ..errors import ConfigError, InvalidRequest
-from ..ledger import engine_of
 from ..net import PinnedClient
 from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..service import Service, open_service
@@ -41,7 +40,7 @@ resources:
     url: https://records.example.com/customers/123
     token_env: CUSTOMER_SERVICE_TOKEN
     fields: [status, owner]
-    conditional_writes: false      # set true once the endpoint honours the contract (SPEC §6)
+    conditional_writes: false      # set true once the endpoint honours docs/remote-contract.md
 agents:
   - id: account-assistant
     tools: [list_resources, prepare_changes]
@@ -64,7 +63,7 @@ resources:
     kind: json_record
     url: http://127.0.0.1:8765/records/customer-123
     fields: [status, owner, tier, balance]
-    conditional_writes: true       # the contract server honours the contract (SPEC §6)
+    conditional_writes: true       # the contract server honours docs/remote-contract.md
     allow_loopback_http: true
   - id: account-notes
     agent_id: account-assistant
@@ -161,7 +160,7 @@ def serve(
     new_ledger: bool = False,
     listen_fd: int | None = None,
 ) -> None:
-    """Own the ledger (SQLite) or take a lease on it (PostgreSQL), recover, and serve
+    """Take a lease on the ledger, recover, and serve
     the API until interrupted. ``listen_fd``: serve on that inherited listening socket
     (a worker of ``serve --workers``) instead of binding ``host:port``.
 
@@ -202,10 +201,9 @@ def serve(
                 "recovery: {uncertain} interrupted write(s) now uncertain, {settled} "
                 "operation(s) settled, {invalidated} job(s) invalidated".format(**counts)
             )
-            if engine_of(svc.config.server.ledger).shared:
-                # A shared ledger: settle, as they expire, the leases of processes that die.
-                every_s = svc.config.server.lease_s / 3
-                sweep = ExpiredLeaseSweep(ledger, svc.context.live, every_s).start()
+            # Settle, as they expire, the leases of processes that die.
+            every_s = svc.config.server.lease_s / 3
+            sweep = ExpiredLeaseSweep(ledger, svc.context.live, every_s).start()
             if svc.keyring.operator_count() == 0:
                 echo("warning: no operator key exists yet: run `undogate keys create-operator`")
             if not svc.keyring.has_master:
@@ -277,8 +275,8 @@ def init(
         if svc.keyring.operator_count():
             echo("an operator key already exists; create more with `undogate keys create-operator`")
             return None
-        # The first key administers keys too: while the server owns the ledger, it is the
-        # way to issue agent tokens (ADMIN), with no master key to set and no restart.
+        # The first key administers keys too: through a server's API it is the way to
+        # issue agent tokens (ADMIN), with no master key to set and no restart.
         return svc.keyring.create_operator(
             label="first operator", scopes=ALL_SCOPES, actor="cli:init"
         )

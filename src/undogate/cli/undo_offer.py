@@ -1,4 +1,4 @@
-"""The reviewer's terminal for undos offered only once verified (SPEC §12): what a test
+"""The reviewer's terminal for undos offered only once verified (docs/collections.md): what a test
 copy verified for a resource, and accepting it, once, with a typed answer."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The parent binds the socket (so a port in use is refused before anything starts), then
 runs N children, each a whole ``undogate serve`` with its own ledger pool and its own
-lease on the shared (PostgreSQL) ledger, accepting from the socket they inherited: the
+lease on the shared ledger, accepting from the socket they inherited: the
 kernel hands each connection to one of them. The parent only supervises: it forwards
 SIGTERM and SIGINT, replaces a child that dies (its writes in flight become uncertain
 when its lease expires, settled by the others), and stops everything when a child
@@ -12,8 +12,8 @@ Each child's lines reach the parent's stderr labelled ``worker N (pid P):``, so 
 operator can tell whose they are; the parent says "serving" once every worker has said
 it is (not when it has merely started them).
 
-A SQLite ledger has one owner process: ``--workers`` is refused there
-(``shared_ledger_required``).
+On a SQLite ledger the workers share its file (on this machine's local disk); on
+PostgreSQL, its database.
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ from pathlib import Path
 from types import FrameType
 
 from ..config import load_config
-from ..errors import SharedLedgerRequired
-from ..ledger import engine_of
 from .serve import Echo, listen, require_config_file
 
 #: A child that exits with an error sooner than this after its start failed to start.
@@ -40,17 +38,10 @@ def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: E
     """Run ``workers`` serve processes until SIGTERM or SIGINT; returns the exit status.
 
     Raises:
-        SharedLedgerRequired: the ledger is SQLite (one owner process).
         ConfigError, InvalidRequest (the port is in use; a worker count out of range).
     """
     require_config_file(config_path)
-    config = load_config(config_path)
-    if not engine_of(config.server.ledger).shared:
-        raise SharedLedgerRequired(
-            f"serve --workers {workers} needs a PostgreSQL ledger (server.ledger: "
-            "postgresql://...): a SQLite ledger has one owner process. Serve it with one "
-            "process, or move it with `undogate ledger copy` (docs/scaling.md)"
-        )
+    load_config(config_path)  # a bad config is refused once, before any worker starts
     sock = listen(host, port)
     try:
         return _Supervisor(config_path, sock.fileno(), workers, echo, host, port).run()

@@ -1,4 +1,4 @@
-"""Collections on the contract server (SPEC §12): records that appear and disappear.
+"""Collections on the contract server (docs/collections.md): records that appear and disappear.
 
 Every path ``/collections/<name>`` is a collection (empty until something is created
 in it); its records live at ``/collections/<name>/<id>`` and are ordinary records

@@ -10,7 +10,7 @@ is consumed by the request it fires on. Four families, by what consumes them:
 - write faults (``apply_then_drop``, ``apply_then_500``, ``apply_then_hang``, ``hang``,
   ``ok_without_apply``, ``status:NNN``): a write that passes validation and If-Match;
 - two ways a server can get ``If-Match`` wrong that only the endpoint check's probes see
-  (SPEC §11):
+  (docs/remote-contract.md):
 
   - ``weak_if_match``: compare ``If-Match`` weakly, so ``W/"tag"`` matches the current
     ``"tag"`` and the write goes ahead (RFC 9110 requires the strong comparison; WsgiDAV

@@ -55,7 +55,7 @@ def _to_document(value: JsonObject | Mapping[str, Any] | str | bytes) -> JsonObj
 
 
 class ContractServer:
-    """A reference endpoint for undogate's remote contract (SPEC §6), for demos and tests.
+    """A reference endpoint for the remote contract (docs/remote-contract.md), for demos and tests.
 
     Records (``application/json``) accept only a conditional JSON Patch; text documents
     (``text/plain``, ``text/markdown``) accept only a conditional PUT. With ``data_dir``

@@ -94,6 +94,9 @@ class Job:
     changes: tuple[Change, ...]
     actions: tuple[Action, ...] = field(default=())
     invalidated_reason: str | None = None
+    # The session the agent named when it prepared (over MCP, the MCP session when it
+    # named none): caller-supplied, unverified; a rewind plan may select by it.
+    session: str | None = None
 
 
 @dataclass(frozen=True, init=False)
@@ -161,6 +164,7 @@ class PrepareRequest:
     changes: tuple[ChangeRequest, ...]
     idempotency_key: str | None = None
     attribution_label: str | None = None
+    session: str | None = None
 
 
 @dataclass(frozen=True)
@@ -215,7 +219,7 @@ class ChangeView:
     note: str | None = None
     observation: Observation | None = None
     # The operation can never be undone by the gateway (an unverified create or delete,
-    # SPEC §12): confirming it needs the reviewer's explicit acknowledgement.
+    # docs/collections.md): confirming it needs the reviewer's explicit acknowledgement.
     irreversible: bool = False
 
 
@@ -260,7 +264,7 @@ class UndoOffer:
     accepted: frozenset[str]  # what a reviewer accepted under the current identity
     accepted_at: float | None
     # The WebAuthn challenge of accepting it (base64url), where the resource requires
-    # the reviewer's passkey (SPEC §14), and until when it holds (milliseconds since
+    # the reviewer's passkey (docs/proof.md), and until when it holds (milliseconds since
     # the epoch; the acceptance sends it back); None where it does not or nothing is
     # verified.
     passkey_challenge: str | None = None

@@ -10,10 +10,13 @@ to them. Only this package knows SQL or a database driver.
   of an engine (a connection, the locks); ``sql_chain``: the one insert into ``events``,
   hash-chained by ``undogate.chain`` (pure; docs/proof.md), and ``chain_source``: a ledger
   opened read-only to walk that chain.
-- ``engines``: each engine described once (``Engine``: what names it, whether it is
-  shared, how it opens, reads its chain and checks its URL), and the one switch,
-  ``engine_of``; ``open_store(settings)`` and ``open_chain(location)`` ask it.
-- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``.
+- ``engines``: each engine described once (``Engine``: what names it, how it opens,
+  reads its chain and checks its URL), and the one switch, ``engine_of``;
+  ``open_store(settings)`` and ``open_chain(location)`` ask it.
+- ``sqlite``: the SQLite engine (``SQLiteStore``), its schema in ``migrations``;
+  ``sqlite_files``: who may open its files, and where; ``sqlite_leases``: its leases.
+- ``leases``: a process's lease on a shared ledger, renewed by a heartbeat (both
+  engines; ``postgres_leases``, ``sqlite_leases``).
 - ``postgres``: the PostgreSQL engine (``PostgresStore``), its schema in
   ``postgres_schema``; ``postgres_copy`` moves a SQLite ledger into it.
 - ``identity``: which ledger a data dir holds, and whether it is whole.
@@ -46,12 +49,14 @@ from .records import (
     StoredEnrolment,
     StoredPasskey,
     StoredPreview,
+    StoredRewind,
     StoredWebPreview,
     StoredWebSession,
     UndoAcceptance,
     UnfinishedJob,
 )
-from .sqlite import DB_NAME, LOCK_NAME, SQLiteStore, take_lock
+from .sqlite import DB_NAME, SQLiteStore
+from .sqlite_files import LOCK_NAME
 from .store import Reader, Store, Transaction
 
 #: The default engine, under the name every caller knows: ``Ledger.open(data_dir)``.
@@ -83,6 +88,7 @@ __all__ = [
     "StoredEnrolment",
     "StoredPasskey",
     "StoredPreview",
+    "StoredRewind",
     "StoredWebPreview",
     "StoredWebSession",
     "Transaction",
@@ -92,5 +98,4 @@ __all__ = [
     "ledger_url_problem",
     "open_chain",
     "open_store",
-    "take_lock",
 ]

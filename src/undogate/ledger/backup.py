@@ -1,14 +1,14 @@
 """A consistent online backup of the ledger, and its restore.
 
 The backup reads the live SQLite file through its own read-only connection: it needs
-no ownership lock, so it runs while ``undogate serve`` owns the ledger and keeps
+no lock, so it runs while ``undogate serve`` processes share the ledger and keeps
 writing. SQLite's backup API copies every page in one step inside one read
 transaction, which is a consistent snapshot of the last commit. The copy goes to a
 temporary name next to the target, must pass ``PRAGMA integrity_check``, is fsynced,
 renamed into place, and the directory is fsynced, so a crash never leaves a
 half-written file under the final name.
 
-Restore (``restore_ledger``) needs the ledger not to be owned (stop the server): it
+Restore (``restore_ledger``) needs the ledger to itself (stop every server): it
 checks the backup, carries the revocations of the ledger it replaces over to the copy,
 points the data dir's identity marker at the restored ledger, moves the current files
 aside (never deletes them) and copies the backup in. Everything committed after the
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InvalidRequest, LedgerError
-from . import DB_NAME, LOCK_NAME, take_lock
+from . import DB_NAME
 from .identity import (
     MARKER_NAME,
     check_own_ledger,
@@ -34,6 +34,7 @@ from .identity import (
     write_marker,
 )
 from .sqlite_copy import check_file, copy_snapshot, keep_revoked, read_revocations
+from .sqlite_files import hold_ledger, opening
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def restore_ledger(backup: Path, data_dir: Path) -> RestoreResult:
     ledger it replaces, and the data dir's identity marker naming it.
 
     Raises:
-        LedgerInUse: a server owns the ledger (stop it first).
+        LedgerInUse: a process serves the ledger (stop every one first).
         LedgerError: the backup is unreadable or fails its integrity check.
     """
     backup = Path(backup)
@@ -118,28 +119,29 @@ def restore_ledger(backup: Path, data_dir: Path) -> RestoreResult:
     data_dir = Path(data_dir)
     if not data_dir.exists():
         data_dir.mkdir(mode=0o700, parents=True)
-    # The ownership lock alone (no SQLite connection): refuses while a server owns it.
-    lock_fd = take_lock(data_dir / LOCK_NAME)
-    try:
-        current = data_dir / DB_NAME
-        revoked, unread = read_revocations(current)
-        temp = data_dir / f".{DB_NAME}.restore"
-        shutil.copyfile(backup, temp)
-        os.chmod(temp, 0o600)
-        kept = keep_revoked(temp, revoked)
-        ledger_id = give_ledger_id(temp)
-        fd = os.open(temp, os.O_RDONLY)
+    # The ledger to itself (no SQLite connection): refused while any process serves it.
+    with opening(data_dir):
+        hold = hold_ledger(data_dir, alone=True)
         try:
-            os.fsync(fd)
+            current = data_dir / DB_NAME
+            revoked, unread = read_revocations(current)
+            temp = data_dir / f".{DB_NAME}.restore"
+            shutil.copyfile(backup, temp)
+            os.chmod(temp, 0o600)
+            kept = keep_revoked(temp, revoked)
+            ledger_id = give_ledger_id(temp)
+            fd = os.open(temp, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            # The marker first: a crash from here on leaves a data dir that refuses to start
+            # (the old ledger is foreign, or missing) rather than one that starts afresh.
+            write_marker(data_dir, ledger_id)
+            replaced = tuple(f for f in ledger_files(current) if f.name != MARKER_NAME)
+            aside = set_aside(data_dir, "before-restore", replaced)
+            os.replace(temp, current)
+            _fsync_dir(data_dir)
         finally:
-            os.close(fd)
-        # The marker first: a crash from here on leaves a data dir that refuses to start
-        # (the old ledger is foreign, or missing) rather than one that starts afresh.
-        write_marker(data_dir, ledger_id)
-        replaced = tuple(f for f in ledger_files(current) if f.name != MARKER_NAME)
-        aside = set_aside(data_dir, "before-restore", replaced)
-        os.replace(temp, current)
-        _fsync_dir(data_dir)
-    finally:
-        os.close(lock_fd)
+            hold.release()
     return RestoreResult(ledger_id, aside, kept, unread)

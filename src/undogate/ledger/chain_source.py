@@ -20,7 +20,14 @@ from ..jsonvalue import JsonObject, loads_object
 from .records import StoredCredential
 from .sql_admin import CREDENTIAL_COLUMNS, credential_from_row
 from .sql_base import Cursor
-from .sql_chain import Execute, StoredLink, first_event, job_event_span, stored_links
+from .sql_chain import (
+    Execute,
+    StoredLink,
+    first_event,
+    job_event_span,
+    stored_links,
+    target_event_span,
+)
 from .sql_jobs import CHANGE_COLUMNS, change_from_row
 from .sqlite import DB_NAME
 
@@ -50,6 +57,10 @@ class ChainSource:
     def job_span(self, job_id: str) -> tuple[int, int] | None:
         """The ids of the job's first and last events, or None."""
         return job_event_span(self.execute, job_id)
+
+    def target_span(self, target: str) -> tuple[int, int] | None:
+        """The ids of the first and last events outside any job on ``target``, or None."""
+        return target_event_span(self.execute, target)
 
     # -- the rows outside the chain that it vouches for (seals.py) -----------------------
 

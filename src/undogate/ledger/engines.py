@@ -1,14 +1,15 @@
 """The ledger's engines, each described once, and the one switch between them.
 
 ``server.ledger`` names the engine: absent, the embedded SQLite ledger under
-``server.data_dir`` (one owner, its identity checked); ``postgresql://user@host:port/db``,
-a PostgreSQL ledger shared by every process that serves it, its password from the
-environment (libpq reads ``PGPASSWORD``, or ``~/.pgpass``), never from the config.
+``server.data_dir`` (its identity checked), shared by the processes that serve it on
+this machine; ``postgresql://user@host:port/db``, a PostgreSQL ledger shared by every
+process that serves it, on any machine, its password from the environment (libpq reads
+``PGPASSWORD``, or ``~/.pgpass``), never from the config. On either, each process holds
+a lease (``leases``).
 
 Everything that depends on the engine asks its ``Engine`` here: opening the store
 (``open_store``), reading the chain (``open_chain``), checking a config's URL
-(``ledger_url_problem``), whether many processes may serve it (``serve --workers``, the
-keyring's memo, the lease sweep) and whether ``undogate backup`` copies its file. An
+(``ledger_url_problem``) and whether ``undogate backup`` copies its file. An
 engine's module (its store, its transaction: ``sql_verbs.SqlVerbs`` and its
 connection) is imported only when that engine is opened, so a SQLite ledger never loads
 a PostgreSQL driver.
@@ -48,8 +49,6 @@ class Engine:
     name: str
     #: the URL schemes of ``server.ledger`` that name it (none: the default, no URL)
     schemes: tuple[str, ...]
-    #: many processes may serve one ledger (leases; ``serve --workers``)
-    shared: bool
     #: how its ledger is backed up and restored when ``undogate backup`` cannot copy
     #: its file (None: ``undogate backup`` and ``restore`` copy it)
     own_backup: str | None
@@ -64,7 +63,7 @@ class Engine:
 def _open_sqlite(settings: LedgerSettings, new_ledger: bool) -> Store:
     from .sqlite import SQLiteStore
 
-    return SQLiteStore.open(settings.data_dir, new_ledger=new_ledger)
+    return SQLiteStore.open(settings.data_dir, new_ledger=new_ledger, lease_s=settings.lease_s)
 
 
 def _open_postgres(settings: LedgerSettings, new_ledger: bool) -> Store:
@@ -101,7 +100,6 @@ def _postgres_url_problem(url: str) -> str | None:
 SQLITE = Engine(
     name="SQLite",
     schemes=(),
-    shared=False,
     own_backup=None,
     open_store=_open_sqlite,
     open_chain=sqlite_chain,
@@ -110,7 +108,6 @@ SQLITE = Engine(
 POSTGRESQL = Engine(
     name="PostgreSQL",
     schemes=("postgresql", "postgres"),
-    shared=True,
     own_backup="pg_dump and pg_restore (docs/scaling.md)",
     open_store=_open_postgres,
     open_chain=postgres_chain,

@@ -57,11 +57,17 @@ class LedgerIdentity:
     created: bool = False  # no ledger was there: a new one was made
     adopted: bool = False  # a ledger without a marker (made before markers) got one
     set_aside: Path | None = None  # where --new-ledger put the previous files
+    beside_others: bool = False  # other processes had it open: its identity was checked
 
     def describe(self, db_path: Path) -> str:
         """The one start-up line: which ledger, how it was checked, how long it took."""
         if self.created:
             line = f"ledger {db_path}: new, id {self.ledger_id}"
+        elif self.beside_others:
+            line = (
+                f"ledger {db_path}: id {self.ledger_id}, opened beside the processes serving "
+                "it (the first of them checked its WAL and ran quick_check)"
+            )
         else:
             line = (
                 f"ledger {db_path} checked: id {self.ledger_id}, WAL and quick_check ok "
@@ -83,6 +89,7 @@ class FoundLedger:
     check_seconds: float
     created: bool = False
     set_aside: Path | None = None
+    beside_others: bool = False
 
 
 # -- opening ---------------------------------------------------------------------------
@@ -114,6 +121,23 @@ def check_before_open(db_path: Path, *, new_ledger: bool = False) -> FoundLedger
     return found
 
 
+def check_beside_others(db_path: Path) -> FoundLedger:
+    """The ledger other live processes have open: its identity only. Its WAL is live
+    (they write it), and the first of them checked it whole when it opened it.
+
+    Raises:
+        LedgerMissing, LedgerForeign, LedgerDamaged, LedgerError.
+    """
+    started = time.monotonic()
+    ledger_id = check_own_ledger(db_path)
+    return FoundLedger(
+        ledger_id=ledger_id,
+        marker_present=read_marker(db_path.parent) is not None,
+        check_seconds=time.monotonic() - started,
+        beside_others=True,
+    )
+
+
 def remember(conn: sqlite3.Connection, db_path: Path, found: FoundLedger) -> LedgerIdentity:
     """After the migrations: give the ledger its id if it has none, and write the marker
     (after the id is committed, so a crash in between leaves a ledger to adopt)."""
@@ -136,6 +160,7 @@ def remember(conn: sqlite3.Connection, db_path: Path, found: FoundLedger) -> Led
         created=found.created,
         adopted=not found.created and not found.marker_present,
         set_aside=found.set_aside,
+        beside_others=found.beside_others,
     )
     log.info("%s", identity.describe(db_path))
     return identity

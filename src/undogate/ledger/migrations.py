@@ -189,7 +189,7 @@ _MIGRATIONS: list[Migration] = [
     """
     ALTER TABLE previews ADD COLUMN base_seq INTEGER NOT NULL DEFAULT 0;
     """,
-    # 5: endpoint checks on a test copy (SPEC §11): evidence only (digests, counts,
+    # 5: endpoint checks on a test copy (docs/remote-contract.md): evidence only (digests, counts,
     # statuses, outcomes; never values), append-only like events.
     """
     CREATE TABLE endpoint_checks (
@@ -235,10 +235,10 @@ _MIGRATIONS: list[Migration] = [
     ALTER TABLE changes DROP COLUMN before_text;
     ALTER TABLE changes DROP COLUMN after_text;
     """,
-    # 8: leases (SPEC §13). Each gateway process on a shared ledger holds a lease it
+    # 8: leases (docs/scaling.md). Each gateway process on a shared ledger holds a lease it
     # renews; an action in flight and a job being applied or undone name the lease of
     # the process running them, so recovery settles only the work of a process whose
-    # lease expired. SQLite keeps one owner and leaves these empty (NULL: no lease).
+    # lease expired. Rows of a ledger's one owner from before leases name none (NULL).
     """
     CREATE TABLE leases (
         id TEXT PRIMARY KEY,
@@ -254,7 +254,7 @@ _MIGRATIONS: list[Migration] = [
     ALTER TABLE jobs ADD COLUMN runner_lease TEXT;
     """,
     # 9: review sessions live in the ledger, so every process sees them and a restart
-    # keeps them (SPEC §13). Keyed by the SHA-256 of the cookie value; a held preview's
+    # keeps them (docs/scaling.md). Keyed by the SHA-256 of the cookie value; a held preview's
     # single-use token is stored only sealed with a key derived from that cookie value.
     """
     CREATE TABLE web_sessions (
@@ -276,7 +276,7 @@ _MIGRATIONS: list[Migration] = [
         PRIMARY KEY (session_hash, handle)
     );
     """,
-    # 10: records that appear and disappear (SPEC §12). A change's target: the record of
+    # 10: records that appear and disappear (docs/collections.md). A change's target: the record of
     # a collection it acts on (NULL for a whole resource, and for a create until the
     # server named its id). A reviewer's acceptance of a verified undo is an event; this
     # index finds a resource's latest one without reading the history.
@@ -289,7 +289,7 @@ _MIGRATIONS: list[Migration] = [
     """
     CREATE INDEX jobs_by_owner ON jobs(owner_id, seq DESC);
     """,
-    # 12: the webhook outbox (SPEC §15): one row per message and endpoint, added in the
+    # 12: the webhook outbox (docs/webhooks.md): one row per message and endpoint, added in the
     # transaction of the state change it announces; the delivery task reads the due ones
     # through an index of exactly the pending rows. The payload holds ids and states,
     # never values.
@@ -315,7 +315,7 @@ _MIGRATIONS: list[Migration] = [
     """,
     # 13: the hash chain over the events (docs/proof.md).
     _chain_events,
-    # 14: passkeys (SPEC §14), per owner, never deleted; only their sign count moves and
+    # 14: passkeys (docs/proof.md), per owner, never deleted; only their sign count moves and
     # a revocation is final. ``passkey_uses`` holds each approval's challenge (the
     # preview digest) once: an assertion never approves twice. Its job is NULL for the
     # acceptance of a verified undo, which approves no job.
@@ -398,6 +398,45 @@ _MIGRATIONS: list[Migration] = [
         WHEN OLD.state IN ('undone', 'rejected', 'invalidated') AND NEW.state IS NOT OLD.state
         BEGIN SELECT RAISE(ABORT, 'a finished job stays finished'); END;
     CREATE INDEX events_outside_jobs ON events(target, id) WHERE job_id IS NULL;
+    """,
+    # 17: rewind plans and stopped agents (docs/rewind.md). A job may carry the session
+    # its agent named (over MCP, the MCP session), which a plan can select by. A plan's
+    # row keeps its selection, its steps as last walked and its one preview token (by
+    # hash); what its steps did is the jobs' own history. Plans are never deleted.
+    """
+    ALTER TABLE jobs ADD COLUMN session TEXT;
+    CREATE TABLE rewinds (
+        id TEXT PRIMARY KEY,
+        owner_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        selection TEXT NOT NULL,
+        steps TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('planned', 'running', 'finished')),
+        token_hash TEXT,
+        expires_at REAL,
+        versions TEXT NOT NULL,
+        skip_blocked INTEGER NOT NULL DEFAULT 0,
+        confirmed_at REAL,
+        stopped TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    );
+    CREATE INDEX rewinds_by_owner ON rewinds(owner_id, created_at);
+    CREATE TRIGGER rewinds_never_deleted BEFORE DELETE ON rewinds
+        BEGIN SELECT RAISE(ABORT, 'rewind plans are never deleted'); END;
+    DROP TRIGGER jobs_immutable;
+    CREATE TRIGGER jobs_immutable BEFORE UPDATE OF
+        seq, id, owner_id, agent_id, summary, attribution_label, idempotency_key,
+        request_digest, payload_bytes, created_at, session ON jobs
+        BEGIN SELECT RAISE(ABORT, 'a job is immutable as prepared'); END;
+    CREATE TABLE agent_stops (
+        owner_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        stopped_at REAL,
+        stopped_by TEXT NOT NULL,
+        PRIMARY KEY (owner_id, agent_id)
+    );
     """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)

@@ -25,9 +25,9 @@ psycopg 3 connections.
   after the database returns is served.
 - A read or write inside a write on the same thread joins it, as on SQLite.
 - Any number of processes share the ledger: each holds a lease (``postgres_leases``),
-  renewed by a heartbeat; the writes it starts name it, and recovery settles only the
-  work of a process whose lease expired. ``lease_s=None`` opens without one (the copy,
-  which only fills an empty ledger).
+  renewed by a heartbeat (``leases``); the writes it starts name it, and recovery
+  settles only the work of a process whose lease expired. ``lease_s=None`` opens
+  without one (the copy, which only fills an empty ledger).
 - What psycopg raises leaves as ``LedgerError`` with a sentence (a database that went
   away too); the URL carries no password (config.py refuses one), so none is ever shown.
 """
@@ -45,7 +45,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..errors import LedgerError
-from .postgres_leases import LEASE_S, Lease
+from .postgres_leases import LEASE_S, PostgresLease, pg_sql
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .sql_base import Cursor
 from .sql_verbs import SqlVerbs
@@ -60,15 +60,6 @@ POOL_SIZE = 10
 WAIT_S = 10.0
 #: How long the pool tries to make a connection before it starts over (``_keep_trying``)
 RECONNECT_S = 1.0
-_translated: dict[str, str] = {}
-
-
-def _pg(sql: str) -> str:
-    """``?`` placeholders as psycopg spells them (the verbs' SQL holds no other ``?``)."""
-    found = _translated.get(sql)
-    if found is None:
-        found = _translated[sql] = sql.replace("%", "%%").replace("?", "%s")
-    return found
 
 
 class PgConnection:
@@ -78,11 +69,11 @@ class PgConnection:
         self.raw = raw
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Cursor:
-        return self.raw.execute(_pg(sql).encode(), parameters)
+        return self.raw.execute(pg_sql(sql).encode(), parameters)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]], /) -> Cursor:
         cur = self.raw.cursor()
-        cur.executemany(_pg(sql).encode(), list(parameters))
+        cur.executemany(pg_sql(sql).encode(), list(parameters))
         return cur
 
 
@@ -132,7 +123,7 @@ class PostgresStore(ReadShortcuts):
         pool: ConnectionPool[Any],
         ledger_id: str,
         created: bool,
-        lease: Lease | None,
+        lease: PostgresLease | None,
     ) -> None:
         self.url = url
         self.lease = lease
@@ -159,7 +150,7 @@ class PostgresStore(ReadShortcuts):
             LedgerError: the database cannot be reached, holds something else, or has a
                 newer schema than this undogate.
         """
-        lease = Lease(url, lease_s, redacted(url)) if lease_s is not None else None
+        lease = PostgresLease(url, lease_s, redacted(url)) if lease_s is not None else None
         conn: psycopg.Connection[Any] | None = None
         try:
             conn = psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)

@@ -47,6 +47,8 @@ _KEYS = {
     "passkeys": ("id",),
     "passkey_uses": ("challenge",),
     "passkey_enrolments": ("code_sha256",),
+    "rewinds": ("id",),
+    "agent_stops": ("owner_id", "agent_id"),
 }
 #: Identity columns whose sequences must continue after the copied ids.
 _IDENTITIES = (
@@ -79,7 +81,7 @@ def copy_sqlite_to_postgres(source: Path, url: str) -> Copied:
     into the empty PostgreSQL ledger at ``url``, verified.
 
     Raises:
-        LedgerInUse: a server owns the SQLite ledger.
+        LedgerInUse: a process serves the SQLite ledger (stop every one first).
         InvalidRequest: the target ledger is not empty.
         LedgerError: either ledger cannot be opened, or the copy did not verify
             (nothing was kept in PostgreSQL).
@@ -87,7 +89,9 @@ def copy_sqlite_to_postgres(source: Path, url: str) -> Copied:
     data_dir = source.parent if source.name == DB_NAME else source
     if not (data_dir / DB_NAME).is_file():
         raise InvalidRequest(f"no SQLite ledger at {source} (expected {data_dir / DB_NAME})")
-    sqlite_store = SQLiteStore.open(data_dir)
+    # To itself: nothing may change while it is copied, and the copy takes part in
+    # nothing (no lease).
+    sqlite_store = SQLiteStore.open(data_dir, alone=True, lease_s=None)
     try:
         target = PostgresStore.open(url, pool_size=1, lease_s=None)
         try:

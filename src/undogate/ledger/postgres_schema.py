@@ -58,7 +58,8 @@ def _chain_events(conn: psycopg.Connection[Any]) -> None:
     still run while a newer one migrates: its events would carry no link, and the next
     chained insert would find no head. ``events_unchained_refused`` refuses such an
     insert instead (that process fails its write with ``ledger_error``; upgrade it).
-    SQLite has one owner at a time and needs no such fence."""
+    On SQLite an undogate from before the chain owned its ledger alone (it cannot
+    start beside leased processes, ``sqlite_files``) and needs no such fence."""
     conn.execute(
         b"ALTER TABLE events ADD COLUMN prev_hash text;"
         b"ALTER TABLE events ADD COLUMN hash text;"
@@ -389,6 +390,41 @@ _MIGRATIONS: list[Migration] = [
         EXECUTE FUNCTION undogate_refuse('a finished job stays finished');
     CREATE INDEX events_outside_jobs ON events(target, id) WHERE job_id IS NULL;
     """,
+    # 11: rewind plans and stopped agents (migrations.py 17; docs/rewind.md).
+    """
+    ALTER TABLE jobs ADD COLUMN session text;
+    CREATE TABLE rewinds (
+        id text PRIMARY KEY,
+        owner_id text NOT NULL,
+        agent_id text NOT NULL,
+        created_by text NOT NULL,
+        selection text NOT NULL,
+        steps text NOT NULL,
+        state text NOT NULL CHECK (state IN ('planned', 'running', 'finished')),
+        token_hash text,
+        expires_at double precision,
+        versions text NOT NULL,
+        skip_blocked bigint NOT NULL DEFAULT 0,
+        confirmed_at double precision,
+        stopped text,
+        created_at double precision NOT NULL,
+        updated_at double precision NOT NULL
+    );
+    CREATE INDEX rewinds_by_owner ON rewinds(owner_id, created_at);
+    DROP TRIGGER jobs_immutable ON jobs;
+    CREATE TRIGGER jobs_immutable BEFORE UPDATE OF
+        seq, id, owner_id, agent_id, summary, attribution_label, idempotency_key,
+        request_digest, payload_bytes, created_at, session ON jobs FOR EACH ROW
+        EXECUTE FUNCTION undogate_refuse('a job is immutable as prepared');
+    CREATE TABLE agent_stops (
+        owner_id text NOT NULL,
+        agent_id text NOT NULL,
+        stopped_at double precision,
+        stopped_by text NOT NULL,
+        PRIMARY KEY (owner_id, agent_id)
+    );
+    """
+    + _refuse("rewinds", "DELETE", "rewind plans are never deleted"),
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).
@@ -409,6 +445,8 @@ TABLES = (
     "passkeys",
     "passkey_uses",
     "passkey_enrolments",
+    "rewinds",
+    "agent_stops",
 )
 
 

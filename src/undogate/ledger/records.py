@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal, NamedTuple
 
 from ..jobs import ChangeState, JobState, Operation
-from ..jsonvalue import JsonObject
+from ..jsonvalue import JsonObject, JsonValue
 
 
 class JobSummary(NamedTuple):
@@ -66,6 +66,30 @@ class UndoAcceptance:
     at: float
     actor: str
     detail: JsonObject
+
+
+@dataclass(frozen=True)
+class StoredRewind:
+    """A rewind plan's row (docs/rewind.md): what it selected, its steps as last walked
+    (JSON, as ``operations.rewind_plan.Step`` writes them), its one preview token by
+    hash and the versions that preview read; ``state`` is ``planned``, ``running`` or
+    ``finished``; ``stopped`` says where a run stopped early."""
+
+    id: str
+    owner_id: str
+    agent_id: str
+    created_by: str
+    selection: JsonObject
+    steps: list[JsonValue]
+    state: str
+    token_hash: str | None
+    expires_at: float | None
+    versions: JsonObject
+    skip_blocked: bool
+    confirmed_at: float | None
+    stopped: JsonObject | None
+    created_at: float
+    updated_at: float
 
 
 @dataclass(frozen=True)

@@ -35,12 +35,12 @@ class EngineHooks:
     for_update: str = ""
     #: appended to a SELECT of rows to claim, passing over those another write holds
     skip_locked: str = ""
-    #: the lease of the process this transaction runs in (None: one owner, no lease)
+    #: the lease of the process this transaction runs in (None: opened without one)
     lease_id: str | None = None
 
     def _clock(self) -> float:
         """Now, in seconds since the epoch, by the clock every process of this ledger
-        shares (the database's; a SQLite ledger has one process and its clock)."""
+        shares (the database's; a SQLite ledger's processes share one machine's)."""
         return time.time()
 
     def _lock(self, *names: str) -> None:

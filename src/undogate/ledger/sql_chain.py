@@ -167,6 +167,17 @@ def job_event_span(execute: Execute, job_id: str) -> tuple[int, int] | None:
     return int(found[0]), int(found[1])
 
 
+def target_event_span(execute: Execute, target: str) -> tuple[int, int] | None:
+    """The ids of the first and last events outside any job on ``target`` (a rewind
+    plan's), through events_outside_jobs; None when there are none."""
+    found = execute(
+        "SELECT MIN(id), MAX(id) FROM events WHERE job_id IS NULL AND target = ?", (target,)
+    ).fetchone()
+    if found is None or found[0] is None:
+        return None
+    return int(found[0]), int(found[1])
+
+
 def first_event(execute: Execute, operation: str, target: str) -> StoredLink | None:
     """The first event of ``operation`` on ``target`` (a passkey's registration)."""
     for r in execute(

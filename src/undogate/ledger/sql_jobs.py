@@ -155,7 +155,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         c.execute(
             "INSERT INTO jobs(id, owner_id, agent_id, summary, attribution_label, "
             "idempotency_key, request_digest, state, undo_started, payload_bytes, "
-            "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            "created_at, updated_at, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
             (
                 job.id,
                 job.owner_id,
@@ -168,6 +168,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
                 payload,
                 job.created_at,
                 job.updated_at,
+                job.session,
             ),
         )
         for ch in job.changes:
@@ -178,7 +179,8 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         self._lock_job(job_id)  # a write decides on what it loads: hold it to the commit
         row = c.execute(
             "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
-            "undo_started, created_at, updated_at, invalidated_reason FROM jobs WHERE id = ?",
+            "undo_started, created_at, updated_at, invalidated_reason, session FROM jobs "
+            "WHERE id = ?",
             (job_id,),
         ).fetchone()
         if row is None:
@@ -207,6 +209,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
             created_at=row[8],
             updated_at=row[9],
             invalidated_reason=row[10],
+            session=row[11],
             changes=changes,
             actions=actions,
         )

@@ -1,14 +1,13 @@
-"""The ledger's verbs on leases, in the SQL both engines speak (SPEC §13).
+"""The ledger's verbs on leases, in the SQL both engines speak (docs/scaling.md).
 
-A gateway process on a shared ledger (PostgreSQL) holds a lease: a row it renews every
-few seconds (``postgres_leases``). Every action it starts and every job it moves to
-``applying`` or ``undoing`` names that lease, so recovery can tell a write whose process
-is gone (its lease expired, or ended when it closed) from a live process's write in
-flight, and settles only the first. A SQLite ledger has one owner and no leases: its
-rows name none (NULL), and every lease query finds nothing.
+A gateway process holds a lease: a row it renews every few seconds (``leases``). Every
+action it starts and every job it moves to ``applying`` or ``undoing`` names that lease,
+so recovery can tell a write whose process is gone (its lease expired, or ended when it
+closed) from a live process's write in flight, and settles only the first. Rows from a
+ledger of one owner (before leases) name none (NULL): that owner is gone.
 
 Time is the database's (``_clock``), never a process's, so the expiry of a process on
-another machine is judged by one clock.
+another machine is judged by one clock (on SQLite every process is on one machine).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The webhook outbox's verbs (SPEC §15), in the SQL both engines speak.
+"""The webhook outbox's verbs (docs/webhooks.md), in the SQL both engines speak.
 
 A message is added inside the write that changes the job's state (``add_webhook``), so
 it exists exactly when the change does. The delivery task then works outside any job

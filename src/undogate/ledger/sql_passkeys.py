@@ -1,4 +1,4 @@
-"""The ledger's verbs on passkeys (SPEC §14), in the SQL both engines speak: register,
+"""The ledger's verbs on passkeys (docs/proof.md), in the SQL both engines speak: register,
 list, revoke, record one approval's use of its challenge (the preview digest) with the
 passkey's new sign count, and keep and spend the one-time codes that enrol an owner's
 first passkey. Their events are written by the caller, in the same write, so the chain

@@ -1,6 +1,6 @@
 """The ledger's verbs on review sessions (``web/sessions``), in the SQL both engines
 speak. Sessions live in the ledger so every gateway process sees them and a restart
-keeps them (SPEC §13). They are not history: a session ends by deleting its rows."""
+keeps them (docs/scaling.md). They are not history: a session ends by deleting its rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What the ledger knows about verified undos (SPEC §12), in the SQL both engines speak:
+"""What the ledger knows about verified undos (docs/collections.md), in the SQL both engines speak:
 endpoint checks (each recorded with its chained ``endpoint_check`` event, which the
 latest check is held to), and the latest time a reviewer accepted a verified undo of a
 resource (an ``undo_accepted`` event)."""

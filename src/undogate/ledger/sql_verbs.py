@@ -11,6 +11,7 @@ from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
 from .sql_outbox import OutboxVerbs
 from .sql_passkeys import PasskeyVerbs
+from .sql_rewinds import RewindVerbs
 from .sql_sessions import SessionVerbs
 from .sql_undo import UndoVerbs
 
@@ -25,6 +26,7 @@ class SqlVerbs(
     ExportVerbs,
     OutboxVerbs,
     PasskeyVerbs,
+    RewindVerbs,
 ):
     """Every verb a transaction offers, over the engine's ``connection``."""
 

@@ -1,17 +1,21 @@
 """The SQLite engine: one file that holds every job, action, preview and event.
 
-One process owns it (an exclusive ``flock`` on ``ledger.lock``). Every write goes
-through ``SQLiteStore.write``: one function, on the one connection, inside
-``BEGIN IMMEDIATE``, so a state change and its event row commit together. Reads run on
-one read-only connection per thread, so a read never waits for the writer's fsync.
-Events (and jobs, changes, actions) cannot be deleted, and events cannot be updated:
-triggers in the database refuse it, whatever the caller does. What SQLite raises
-leaves this module as ``LedgerError`` (damage as ``LedgerDamaged``).
+Several processes on one machine may share it (docs/scaling.md): each holds the data
+dir's ``ledger.lock`` shared (``sqlite_files``) and a lease (``sqlite_leases``), so an
+in-flight write names its process and only a process whose lease expired has its work
+settled. Every write goes through ``SQLiteStore.write``: one function, on the process's
+one writer connection, inside ``BEGIN IMMEDIATE``, so a state change and its event row
+commit together, and SQLite's write lock runs one write at a time across every process.
+A write waits for that lock at most ``busy_s``; past it the step is refused
+(``ledger_busy``) and nothing of it is recorded. Reads run on one read-only connection
+per thread, so a read never waits for a writer's fsync. Events (and jobs, changes,
+actions) cannot be deleted, and events cannot be updated: triggers in the database
+refuse it, whatever the caller does. What SQLite raises leaves this module as
+``LedgerError`` (damage as ``LedgerDamaged``, a wait too long as ``LedgerBusy``).
 """
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import sqlite3
@@ -22,54 +26,56 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import LedgerError, LedgerInUse
-from .identity import LedgerIdentity, check_before_open, damage_error, remember
+from ..errors import LedgerBusy, LedgerError
+from .identity import (
+    LedgerIdentity,
+    check_before_open,
+    check_beside_others,
+    damage_error,
+    remember,
+)
+from .leases import LEASE_S
 from .migrations import migrate
 from .sql_verbs import SqlVerbs
+from .sqlite_files import Hold, hold_ledger, opening, refuse_network_filesystem
+from .sqlite_leases import SQLiteLease
 from .store import Reader, ReadShortcuts, Store, Transaction
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 DB_NAME = "ledger.sqlite3"
-LOCK_NAME = "ledger.lock"
-_NETWORK_FS = {
-    "nfs",
-    "nfs4",
-    "cifs",
-    "smb3",
-    "smbfs",
-    "fuse.sshfs",
-    "9p",
-    "afs",
-    "ceph",
-    "glusterfs",
-}
+#: How long a write waits for SQLite's write lock, held by another process's write.
+BUSY_S = 5.0
+_SQLITE_BUSY = 5
+_SQLITE_LOCKED = 6
 
 
 class SQLiteTransaction(SqlVerbs):
     """The verbs of ``store.Transaction`` on one connection, inside the transaction the
     store opened. ``connection`` is for the engine's own checks and for tests; nothing
     outside ``ledger/`` writes SQL (tests/test_sql_boundary.py). Its locks do nothing:
-    ``BEGIN IMMEDIATE`` already runs one write at a time."""
+    ``BEGIN IMMEDIATE`` already runs one write at a time, across processes too."""
 
     connection: sqlite3.Connection
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, lease_id: str | None) -> None:
         self.connection = connection
+        self.lease_id = lease_id
 
 
 class SQLiteStore(ReadShortcuts):
-    """The single owner of the SQLite file. Use ``SQLiteStore.open`` and ``close``."""
+    """A SQLite ledger, open in this process. Use ``SQLiteStore.open`` and ``close``."""
 
     identity: LedgerIdentity  # set by ``open``: which ledger this is, how it was checked
 
-    def __init__(self, data_dir: Path, conn: sqlite3.Connection, lock_fd: int) -> None:
+    def __init__(self, data_dir: Path, conn: sqlite3.Connection, hold: Hold) -> None:
         self.data_dir = data_dir
         self.path = data_dir / DB_NAME
+        self.lease: SQLiteLease | None = None  # set by ``open``
         self._conn = conn
-        self._writer = SQLiteTransaction(conn)
-        self._lock_fd = lock_fd
+        self._writer = SQLiteTransaction(conn, None)
+        self._hold = hold
         self._mutex = threading.RLock()
         self._in_tx = False
         self._writer_thread: int | None = None
@@ -78,19 +84,33 @@ class SQLiteStore(ReadShortcuts):
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
+        self._busy_s = BUSY_S
 
     # -- opening -------------------------------------------------------------
 
     @classmethod
-    def open(cls, data_dir: Path, *, new_ledger: bool = False) -> SQLiteStore:
-        """Create or open the ledger in ``data_dir`` and take ownership of it, after
-        checking it is the ledger the data dir holds and is whole (``identity``).
+    def open(
+        cls,
+        data_dir: Path,
+        *,
+        new_ledger: bool = False,
+        lease_s: float | None = LEASE_S,
+        alone: bool = False,
+        busy_s: float = BUSY_S,
+    ) -> SQLiteStore:
+        """Create or open the ledger in ``data_dir``, beside the other processes that
+        serve it, after checking it is the ledger the data dir holds (``identity``) and,
+        when no other process has it open, that it is whole; then (``lease_s``) take this
+        process's lease, renewed until ``close``.
 
         ``new_ledger``: replace a missing, empty, foreign or damaged ledger with a new one
-        (its files are set aside, never deleted).
+        (its files are set aside, never deleted); it needs the ledger to itself, as does
+        ``alone`` (a copy that must see nothing change).
 
         Raises:
-            LedgerInUse: another live process owns it (its pid is named).
+            LedgerInUse: other processes serve it and this open needs it alone, or an
+                undogate that does not share its ledger owns it (its pid is named).
+            LedgerOnNetworkFilesystem: ``data_dir`` is not on a local disk.
             LedgerMissing, LedgerForeign: the data dir remembers another ledger.
             LedgerError: damaged (LedgerDamaged), permissions too open, or SQLite
                 refused the settings.
@@ -101,34 +121,43 @@ class SQLiteStore(ReadShortcuts):
             data_dir.mkdir(mode=0o700, parents=True)
             os.chmod(data_dir, 0o700)
         _check_private(data_dir, 0o700, "directory")
-        fs = _filesystem_type(data_dir)
-        if fs in _NETWORK_FS or (fs or "").startswith("nfs"):
-            log.warning(
-                "the ledger directory %s is on a network filesystem (%s): SQLite locking and "
-                "fsync are not trustworthy there; use a local disk",
-                data_dir,
-                fs,
-            )
-        lock_fd = take_lock(data_dir / LOCK_NAME)
-        conn: sqlite3.Connection | None = None
-        try:
-            db_path = data_dir / DB_NAME
-            found = check_before_open(db_path, new_ledger=new_ledger)
-            _check_private(db_path, 0o600, "file")
-            conn = sqlite3.connect(
-                db_path, isolation_level=None, check_same_thread=False, timeout=5.0
-            )
-            ledger = cls(data_dir, conn, lock_fd)
-            ledger._configure()
-            with ledger._mutex:
-                migrate(conn)
-            ledger.identity = remember(conn, db_path, found)
-        except BaseException:
-            # A refused open keeps nothing: not the lock, not a half-configured connection.
-            if conn is not None:
-                conn.close()
-            os.close(lock_fd)
-            raise
+        refuse_network_filesystem(data_dir)
+        with opening(data_dir):
+            hold = hold_ledger(data_dir, alone=alone or new_ledger)
+            conn: sqlite3.Connection | None = None
+            ledger: SQLiteStore | None = None
+            try:
+                db_path = data_dir / DB_NAME
+                if hold.alone:
+                    found = check_before_open(db_path, new_ledger=new_ledger)
+                else:
+                    found = check_beside_others(db_path)
+                _check_private(db_path, 0o600, "file")
+                conn = sqlite3.connect(
+                    db_path, isolation_level=None, check_same_thread=False, timeout=busy_s
+                )
+                ledger = cls(data_dir, conn, hold)
+                ledger._busy_s = busy_s
+                ledger._configure()
+                with ledger._mutex:
+                    migrate(conn)
+                ledger.identity = remember(conn, db_path, found)
+                if lease_s is not None:
+                    ledger.lease = SQLiteLease(db_path, lease_s, busy_s)
+                    ledger.lease.start(ledger.lease.connect())
+                if hold.alone and not alone:
+                    hold.share()
+            except BaseException as exc:
+                # A refused open keeps nothing: not the hold, not a lease, not a
+                # half-configured connection.
+                if ledger is not None and ledger.lease is not None:
+                    ledger.lease.close()
+                if conn is not None:
+                    conn.close()
+                hold.release()
+                if isinstance(exc, sqlite3.Error):
+                    raise _ledger_failure("open", exc, busy_s) from exc
+                raise
         return ledger
 
     def _configure(self) -> None:
@@ -152,17 +181,19 @@ class SQLiteStore(ReadShortcuts):
         return self.identity.describe(self.path)
 
     def close(self) -> None:
-        """Close the connections and release ownership (idempotent)."""
+        """End the lease (this process's work is recovery's at once), close the
+        connections and release the hold (idempotent)."""
         with self._mutex:
-            if self._lock_fd < 0:
+            if self._hold.fd < 0:
                 return
+            if self.lease is not None:
+                self.lease.close()
             with self._readers_lock:
                 for reader in self._readers:
                     reader.close()
                 self._readers.clear()
             self._conn.close()
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+            self._hold.release()
 
     # -- the one door ----------------------------------------------------------
 
@@ -178,7 +209,9 @@ class SQLiteStore(ReadShortcuts):
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
-                raise _ledger_failure("start a write", exc) from exc
+                raise _ledger_failure("start a write", exc, self._busy_s) from exc
+            if self.lease is not None:
+                self._writer.lease_id = self.lease.id  # a lease lost is replaced
             self._in_tx = True
             self._writer_thread = threading.get_ident()
             try:
@@ -187,7 +220,7 @@ class SQLiteStore(ReadShortcuts):
             except BaseException as exc:
                 self._roll_back()
                 if isinstance(exc, sqlite3.Error):
-                    raise _ledger_failure("commit", exc) from exc
+                    raise _ledger_failure("commit", exc, self._busy_s) from exc
                 raise
             finally:
                 self._in_tx = False
@@ -215,6 +248,7 @@ class SQLiteStore(ReadShortcuts):
         if self._writer_thread == threading.get_ident():
             return fn(self._writer)
         tx = self._reader()
+        tx.lease_id = self.lease.id if self.lease is not None else None
         try:
             tx.connection.execute("BEGIN")
             try:
@@ -222,7 +256,7 @@ class SQLiteStore(ReadShortcuts):
             finally:
                 tx.connection.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise _ledger_failure("read", exc) from exc
+            raise _ledger_failure("read", exc, self._busy_s) from exc
 
     def _reader(self) -> SQLiteTransaction:
         tx: SQLiteTransaction | None = getattr(self._local, "tx", None)
@@ -233,14 +267,14 @@ class SQLiteStore(ReadShortcuts):
             uri=True,
             isolation_level=None,
             check_same_thread=False,
-            timeout=5.0,
+            timeout=self._busy_s,
         )
         with self._readers_lock:
-            if self._lock_fd < 0:
+            if self._hold.fd < 0:
                 conn.close()
                 raise LedgerError("the ledger is closed")
             self._readers.append(conn)
-        tx = self._local.tx = SQLiteTransaction(conn)
+        tx = self._local.tx = SQLiteTransaction(conn, None)
         return tx
 
     # -- for checks and tests ----------------------------------------------------------
@@ -256,37 +290,17 @@ class SQLiteStore(ReadShortcuts):
             return self._conn.execute(f"PRAGMA {name}").fetchone()[0]
 
 
-def take_lock(lock_path: Path) -> int:
-    """Own the data dir: an exclusive ``flock`` on ``lock_path`` holding our pid; returns
-    its descriptor (closing it releases ownership, as does the process ending).
-
-    Raises:
-        LedgerInUse: another live process owns it (its pid is named).
-    """
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        try:
-            owner = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-        finally:
-            os.close(fd)
-        raise LedgerInUse(
-            f"the ledger in {lock_path.parent} is owned by another process (pid {owner}); "
-            "stop it, or go through its API",
-            pid=owner,
-        ) from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    os.fsync(fd)
-    return fd
-
-
-def _ledger_failure(doing: str, exc: sqlite3.Error) -> LedgerError:
+def _ledger_failure(doing: str, exc: sqlite3.Error, busy_s: float) -> LedgerError:
     """SQLite's refusal as a sentence (its message names no value and no secret)."""
     damaged = damage_error(exc)
     if damaged is not None:
         return damaged
+    if getattr(exc, "sqlite_errorcode", 0) & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED):
+        return LedgerBusy(
+            f"the ledger could not {doing}: other processes sharing it held its write lock "
+            f"for more than {busy_s:g} s. Nothing of this step was recorded; try again",
+            busy_s=busy_s,
+        )
     return LedgerError(
         f"the ledger could not {doing}: {exc}. Nothing of this step was recorded; "
         "free disk space or restore the ledger from a backup, then try again",
@@ -302,24 +316,6 @@ def _check_private(path: Path, want: int, what: str) -> None:
             f"(chmod {want:o} {path})",
             path=str(path),
         )
-
-
-def _filesystem_type(path: Path) -> str | None:
-    try:
-        mounts = Path("/proc/mounts").read_text().splitlines()
-    except OSError:
-        return None
-    best: tuple[str, str | None] = ("", None)
-    target = str(path.resolve())
-    for line in mounts:
-        parts = line.split()
-        if (
-            len(parts) >= 3
-            and (target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"))
-            and len(parts[1]) >= len(best[0])
-        ):
-            best = (parts[1], parts[2])
-    return best[1]
 
 
 if TYPE_CHECKING:  # mypy holds the engine to the whole protocol

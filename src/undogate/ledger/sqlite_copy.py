@@ -120,7 +120,7 @@ def keep_revoked(db: Path, revoked: list[Revoked]) -> int:
                 )
             if cur.rowcount:
                 kept += 1
-                SQLiteTransaction(conn).add_event(
+                SQLiteTransaction(conn, None).add_event(
                     job_id=None,
                     actor="system:undogate",
                     access_path="cli",

@@ -18,10 +18,10 @@ What every engine promises:
   counters), and ``lock_resources`` serializes the checks on a resource (call it first).
 - ``read`` sees one consistent snapshot of the last commit; called inside a ``write``
   (same thread) it reads that write's own transaction.
-- Where several processes share the ledger (PostgreSQL), each holds a lease
+- Several processes may share the ledger (on either engine); each holds a lease
   (``own_lease``); the actions it begins and the jobs it runs name it, so recovery
-  settles only the work of processes whose lease ended (``sql_leases``). A SQLite
-  ledger has one owner and no leases.
+  settles only the work of processes whose lease ended (``sql_leases``). A store opened
+  without one (a copy) takes part in nothing.
 - Events, jobs, changes, actions, credentials, passkeys and endpoint checks are never
   deleted, and events and endpoint checks never updated: the database itself refuses
   it. Every event carries the hash of the one before it (``sql_chain``), computed in
@@ -63,11 +63,12 @@ from .records import (
     UnfinishedJob,
 )
 from .store_outbox import OutboxReader, OutboxWriter
+from .store_rewinds import RewindReader, RewindWriter
 
 T = TypeVar("T")
 
 
-class Reader(OutboxReader, Protocol):
+class Reader(OutboxReader, RewindReader, Protocol):
     """What a read may ask, inside one consistent snapshot."""
 
     # -- jobs ----------------------------------------------------------------------------
@@ -160,11 +161,11 @@ class Reader(OutboxReader, Protocol):
         (None: no lease, a SQLite ledger)."""
         ...
 
-    # -- leases (SPEC §13: several processes on one ledger) ---------------------------------
+    # -- leases (docs/scaling.md: several processes on one ledger) --------------------------
 
     @property
     def own_lease(self) -> str | None:
-        """The lease of this process (None: a ledger with one owner and no leases)."""
+        """The lease of this process (None: a store opened without one)."""
         ...
 
     def open_leases(self) -> frozenset[str]:
@@ -251,7 +252,7 @@ class Reader(OutboxReader, Protocol):
         ...
 
 
-class Transaction(Reader, OutboxWriter, Protocol):
+class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
 
     # -- locks -----------------------------------------------------------------------------

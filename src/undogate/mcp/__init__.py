@@ -1,4 +1,4 @@
-"""The agent tools over MCP (SPEC §9): ``list_resources`` and ``prepare_changes``.
+"""The agent tools over MCP (docs/agents.md): ``list_resources`` and ``prepare_changes``.
 
 One set of tools, two transports:
 

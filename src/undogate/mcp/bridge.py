@@ -4,6 +4,7 @@ API (``UNDOGATE_URL``) with the agent token from ``UNDOGATE_AGENT_TOKEN``."""
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Mapping
 from urllib.parse import quote
@@ -40,6 +41,9 @@ class RemoteBackend:
             follow_redirects=False,
             transport=transport,
         )
+        # This stdio process is one MCP session: its prepares name it, unless the agent
+        # names its own (a rewind plan may select by it, docs/rewind.md).
+        self.session = "mcp-stdio-" + secrets.token_hex(8)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -77,6 +81,8 @@ class RemoteBackend:
         return resources
 
     async def prepare(self, body: JsonObject) -> JsonValue:
+        if body.get("session") is None:
+            body = {**body, "session": self.session}
         return await self._call("POST", "/api/v1/jobs", body)
 
     async def job_status(self, job_id: str) -> JsonValue:

@@ -120,6 +120,11 @@ def prepare_changes_schema() -> dict[str, Any]:
                 {"type": "string"},
                 "A label the reviewer sees as caller-supplied and unverified.",
             ),
+            "session": _nullable(
+                {"type": "string"},
+                "Your session or run id, the same for every job of one run: a person can "
+                "then undo that run's work as a whole. Caller-supplied, unverified.",
+            ),
         },
         "$defs": {
             "ChangeInput": {

@@ -1,4 +1,4 @@
-"""The agent tools (SPEC §9, §15): ``list_resources``, ``prepare_changes`` and the opt-in
+"""The agent tools (docs/agents.md): ``list_resources``, ``prepare_changes`` and the opt-in
 ``job_status`` (what they say of themselves: ``descriptions``), what a model sees of a
 refusal, and ``build_server``, one MCP server offering exactly an agent's tools over an
 ``AgentBackend`` (in process on ``/mcp``, ``http.ServiceBackend``; forwarded to a
@@ -242,6 +242,16 @@ def call_arguments(ctx: Context[Any, Any]) -> JsonObject:
         raise Refusal.of(exc) from None
 
 
+def with_session(arguments: JsonObject, ctx: Context[Any, Any]) -> JsonObject:
+    """The call's arguments naming the MCP session it came in (its ``Mcp-Session-Id``),
+    unless the agent named a session itself or the transport has none."""
+    headers = getattr(ctx.request_context.request, "headers", None)
+    session = headers.get("mcp-session-id") if headers is not None else None
+    if arguments.get("session") is not None or not isinstance(session, str) or not session:
+        return arguments
+    return {**arguments, "session": session}
+
+
 JOB_STATUS_SCHEMA = JobStatusInput.model_json_schema()
 
 
@@ -258,7 +268,8 @@ def build_server(tools: Sequence[str], backend_for: BackendFor) -> MCPServer[Any
 
     async def prepare_changes(ctx: Context[Any, Any]) -> JobReceipt:
         try:
-            return job_receipt(await backend_for(ctx).prepare(call_arguments(ctx)))
+            arguments = with_session(call_arguments(ctx), ctx)
+            return job_receipt(await backend_for(ctx).prepare(arguments))
         except Refusal as refusal:
             raise agent_error(refusal) from None
 

@@ -261,7 +261,7 @@ def _request(
 
 
 class PinnedClient:
-    """The one client factory for remote traffic (SPEC §7).
+    """The one client factory for remote traffic (docs/security.md).
 
     No proxies or certificate settings from the environment (an explicit TLS context,
     pools without a proxy), no redirects followed (a 3xx is returned as a response), no

@@ -1,4 +1,4 @@
-"""The address policy (SPEC §7) and the URL check: pure, no sockets, no DNS of its own.
+"""The address policy (docs/security.md) and the URL check: pure, no sockets, no DNS of its own.
 
 ``check_url`` parses a URL once, checks its spelling (scheme, no user-info or fragment,
 no numeric host that is not a canonical IP address: ``2130706433``, ``0x7f000001``,
@@ -29,7 +29,7 @@ IPNetwork: TypeAlias = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True)
 class NetworkFlags:
-    """What the operator opened for one resource (SPEC §7)."""
+    """What the operator opened for one resource (docs/security.md)."""
 
     allow_private_host: bool = False
     allow_loopback_http: bool = False
@@ -173,7 +173,7 @@ def address_verdict(
     literal: bool = False,
     extra_allowed: Iterable[str | IPNetwork] = (),
 ) -> AddressVerdict:
-    """Judge one address under SPEC §7. Pure: no sockets, no DNS.
+    """Judge one address under the address policy. Pure: no sockets, no DNS.
 
     ``literal`` says the URL's host *is* this address (not a name resolving to it):
     loopback is allowed only for a literal, plain (not embedded) loopback address over

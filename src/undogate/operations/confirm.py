@@ -29,6 +29,7 @@ from ..jobs import (
 )
 from ..ledger import StoredPreview
 from . import step_up
+from .agent_stop import HELD, refuse_if_stopped
 from .context import Context
 from .dispatch import Dispatch
 from .preview import described, planned_writes, targets_for
@@ -62,7 +63,7 @@ def confirm_preview(
 
     ``reauthorize`` is called before each dispatch; it raises (``Forbidden``,
     ``Unauthorized``) when the reviewer's credential no longer allows the write. An
-    apply of a change whose undo is not offered (SPEC §12) needs
+    apply of a change whose undo is not offered (docs/collections.md) needs
     ``acknowledge_irreversible``; an undo that is not offered is refused.
     ``passkey_assertion``: the ``PublicKeyCredential`` JSON over the preview's
     digest, which a preview that touches a ``require_passkey`` resource needs
@@ -73,7 +74,8 @@ def confirm_preview(
         Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
         ReconciliationBlocked, RemoteUnavailable, RemoteContractBreach,
         IrreversibleNotAcknowledged, UndoNotVerified,
-        PasskeyRequired, PasskeyRefused (its subclasses).
+        PasskeyRequired, PasskeyRefused (its subclasses), AgentStopped (an apply of
+        a stopped agent's job).
     """
     assertion = None
     if passkey_assertion is not None:
@@ -96,6 +98,8 @@ def confirm_preview(
     if gw.clock() >= stored.expires_at:
         raise PreviewExpired("the preview expired; preview again", job=job.id)
     operation = stored.operation
+    if operation is Operation.APPLY:  # a stopped agent's jobs wait; undoing them does not
+        gw.ledger.read(lambda tx: refuse_if_stopped(tx, job.owner_id, job.agent_id, HELD))
     targets = targets_for(gw, job, operation)
     if {str(c.index) for c in targets} != set(stored.snapshot):
         raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)
@@ -177,7 +181,7 @@ def _reread(
 def _check_reversibility(
     gw: Context, operation: Operation, targets: list[Change], acknowledged: bool
 ) -> None:
-    """SPEC §12: an undo that is not offered is refused; applying a change that could
+    """An undo that is not offered is refused; applying a change that could
     not be undone needs the reviewer's explicit acknowledgement."""
     if operation is Operation.ACCEPT_OBSERVED:
         return

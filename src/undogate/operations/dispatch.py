@@ -2,8 +2,8 @@
 
 For every action: re-check the reviewer and the token variable, commit the intent
 (``dispatching``), send the conditional write on a fresh connection, classify the
-answer (SPEC §4), read back, commit the outcome. The operation's start folds into the
-first intent's commit and its finish into the last outcome's, so a run of *n* writes
+answer (docs/remote-contract.md), read back, commit the outcome. The operation's start
+folds into the first intent's commit and its finish into the last outcome's, so a run of *n* writes
 costs exactly 2·*n* durable commits: the least that records each intent before its
 request and each outcome after it.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
-from ..adapters import Side, Verdict, Wire, adapter_for
+from ..adapters import Side, Snapshot, Verdict, Wire, adapter_for
 from ..chain.seals import changes_problem, state_problem
 from ..errors import BlockedAddress, LedgerError, LedgerTampered, MissingToken, UndogateError
 from ..jobs import (
@@ -40,7 +40,7 @@ from .preview import PlannedWrite
 
 def _lease_lost() -> LedgerError:
     """Raised inside a write when this process's lease expired while it ran the job and
-    another process settled its work (SPEC §13): its late steps are refused, never
+    another process settled its work (docs/scaling.md): its late steps are refused, never
     recorded."""
     return LedgerError(
         "this gateway process's lease on the ledger expired while it ran this job (the ledger "
@@ -58,6 +58,7 @@ class Outcome:
     address: str | None = None
     detail: str | None = None
     target: str | None = None  # the part the write landed on, once known
+    read_back: Snapshot | None = None  # what the resource showed once it landed
 
 
 @dataclass
@@ -82,6 +83,9 @@ class Dispatch:
         self.states = {c.index: c.state for c in self.job.changes}
         self.started = False
         self.finished: Job | None = None
+        # change index -> what the resource showed once its write landed (a rewind plans
+        # the next write on the resource from it)
+        self.read_backs: dict[int, Snapshot] = {}
 
     def run(self) -> Job:
         """Returns the job as the run's last commit left it.
@@ -119,6 +123,8 @@ class Dispatch:
             failed = Outcome(ActionStatus.UNCERTAIN, detail="the gateway failed mid-dispatch")
             self._record_outcome(planned, action_id, failed, finish=True)
             raise
+        if outcome.read_back is not None:
+            self.read_backs[planned.change.index] = outcome.read_back
         stop = last or outcome.status is not ActionStatus.DONE
         self._record_outcome(planned, action_id, outcome, finish=stop)
         self.crash_point(self.operation, "after_outcome")
@@ -292,7 +298,7 @@ class Dispatch:
         return self._classify(planned, response)
 
     def _classify(self, planned: PlannedWrite, response: RemoteResponse) -> Outcome:
-        """SPEC §4: what the answer says on its own (the kind's reading of it), then, for
+        """What the answer says on its own (the kind's reading of it), then, for
         a success, what the read-back shows."""
         status = response.status
 
@@ -328,6 +334,7 @@ class Dispatch:
             result_etag=snap.etag.header if snap.exists else None,
             address=response.address or snap.address,
             target=snap.target or landed,
+            read_back=snap,
         )
 
 

@@ -1,7 +1,7 @@
-"""Earning the attestation: check an endpoint on a disposable test copy (SPEC §11).
+"""Earning the attestation: check an endpoint on a disposable test copy (docs/remote-contract.md).
 
 ``conditional_writes: true`` is the operator's word that an endpoint honours the remote
-contract (§6). ``check_endpoint`` tests that word against a resource declared as a test
+contract. ``check_endpoint`` tests that word against a resource declared as a test
 copy (``test_copy_of``) of a production resource: the resource's kind runs its probes
 (``Adapter.endpoint_check``: every request the gateway would send, each refusal it
 relies on, the copy put back or exactly what to restore by hand), and this module
@@ -79,7 +79,7 @@ def check_endpoint(
     actor: str = "operator",
     access_path: str = "cli",
 ) -> CheckResult:
-    """Run the §11 check against the test copy ``test_copy_id`` and record the evidence.
+    """Run the endpoint check against the test copy ``test_copy_id`` and record the evidence.
 
     Raises:
         NotFound: no such resource.

@@ -7,7 +7,7 @@ reviewer's reason, codes, versions, counts, the names of the fields a change tou
 a document's sizes) with every field's before- and after-value left out, and per job its
 id, owner, agent, state, number of changes, times, the agent's summary and
 caller-supplied label. Never a value: the export spans every owner and is read with the
-master key or ``keys:admin``, which SPEC §8 keeps from any job's values (a job's owner
+master key or ``keys:admin``, which never read a job's values (a job's owner
 reads them through the API, or the ledger itself). Never a key or a token: no event
 holds one.
 

@@ -1,4 +1,4 @@
-"""The review inbox (SPEC §15): every job a reviewer may act on, across agents, in one
+"""The review inbox (docs/operating.md): every job a reviewer may act on, across agents, in one
 list: waiting, needs review, quarantined, recent; filtered by state, agent, resource and
 time; searched by id; a keyset page at a time. And bulk reject of stale jobs.
 

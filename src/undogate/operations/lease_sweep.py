@@ -1,9 +1,8 @@
-"""On a shared ledger, every process keeps settling the work of processes that died
-(SPEC §13), and its own that the ledger could not record: a thread that runs
-``recovery.settle_expired`` every few seconds, and ``LiveDispatches.settle`` as soon as
-the ledger answers again.
+"""Every process keeps settling the work of processes that died (docs/scaling.md), and
+its own that the ledger could not record: a thread that runs ``recovery.settle_expired``
+every few seconds, and ``LiveDispatches.settle`` as soon as the ledger answers again.
 
-A process whose lease expired (killed, partitioned from the database, stalled) left its
+A process whose lease expired (killed, cut off from the ledger, stalled) left its
 writes in flight ``dispatching``; they hold their fields like a quarantine until a live
 process settles them as ``uncertain`` (then a reviewer reconciles them through any
 process). Every process sweeps: whichever ends an expired lease first settles its work,

@@ -9,7 +9,7 @@ transaction, so no write starts on a field that another job holds at that very m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Any
 
 from ..adapters import adapter_for
@@ -23,17 +23,24 @@ Blocker = dict[str, Any]
 
 
 def find_blockers(
-    tx: Reader, job: Job, targets: Sequence[Change], operation: Operation
+    tx: Reader,
+    job: Job,
+    targets: Sequence[Change],
+    operation: Operation,
+    released: Container[tuple[str, int | None]] = (),
 ) -> list[Blocker]:
     """One blocker per blocked change, in the shape every blocked preview carries:
     ``{"change", "resource", "code", "message"}`` plus the job in the way
-    (``blocking_job`` for a quarantine, ``later_job`` for an ordering refusal)."""
+    (``blocking_job`` for a quarantine, ``later_job`` for an ordering refusal).
+    ``released``: the changes, as (job, applied sequence), that a rewind plan undoes
+    before these (they will not hold the resource by then)."""
     found: list[Blocker] = []
     for change in targets:
         candidates = [
             b
             for other in tx.open_changes(change.resource_id, job.id)
-            if (b := _blocker(change, other, operation)) is not None
+            if (other.job_id, other.applied_seq) not in released
+            and (b := _blocker(change, other, operation)) is not None
         ]
         if candidates:
             # A quarantine is named before an ordering problem: it must be resolved first.

@@ -1,4 +1,4 @@
-"""An owner's passkeys (SPEC §14; docs/proof.md, "Who may add or revoke a passkey"):
+"""An owner's passkeys (docs/proof.md, "Who may add or revoke a passkey"):
 registered and revoked here, each with its event, so the chain holds every public key
 an approval is checked against, and every act that changed which keys count.
 

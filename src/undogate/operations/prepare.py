@@ -29,6 +29,7 @@ from ..jobs import (
 from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
 from ..ledger import EarlierJob, LedgerUsage, Reader, Transaction
 from ..net.etag import parse_etag
+from .agent_stop import NOTHING_PREPARED, refuse_if_stopped
 from .context import Context
 from .dispatch import change_diff
 
@@ -40,6 +41,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
 
     Raises:
         InvalidRequest, NotFound, Forbidden (a resource without conditional writes),
+        AgentStopped (a person stopped the agent),
         LimitReached, QuotaExceeded, RateLimited,
         StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
         MissingToken.
@@ -50,6 +52,8 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
         raise InvalidRequest("a summary of 1 to 2000 characters is required")
     if request.attribution_label is not None and len(request.attribution_label) > 200:
         raise InvalidRequest("attribution_label is at most 200 characters")
+    if request.session is not None and not 1 <= len(request.session) <= 200:
+        raise InvalidRequest("session is 1 to 200 characters")
     if request.idempotency_key is not None and not 1 <= len(request.idempotency_key) <= 200:
         raise InvalidRequest("idempotency_key is 1 to 200 characters")
     if not 1 <= len(request.changes) <= limits.max_changes_per_job:
@@ -113,6 +117,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
         created_at=now,
         updated_at=now,
         changes=tuple(changes),
+        session=request.session,
     )
 
     def commit(tx: Transaction) -> Prepared:
@@ -121,6 +126,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             earlier = tx.find_idempotent(actor.owner_id, agent_id, request.idempotency_key)
             if earlier is not None:
                 return _replay(gw, earlier, digest)
+        refuse_if_stopped(tx, actor.owner_id, agent_id, NOTHING_PREPARED)
         # The rows first, the shared counts last: the owner's quota lock and the
         # ledger's counter rows are held from the count to the commit, not while the
         # job is written (every prepare of one owner waits for that lock).
@@ -138,6 +144,7 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
             detail={
                 "changes": [change_diff(ch) for ch in changes],
                 "seals": [change_seal(ch) for ch in changes],
+                **({"session": job.session} if job.session is not None else {}),
             },
         )
         # Counted with the job (its own row included, so one more than each quota),
@@ -189,10 +196,11 @@ def _admit(gw: Context, owner_id: str, agent_id: str) -> None:
     the binding ones.
 
     Raises:
-        QuotaExceeded, LimitReached, RateLimited.
+        AgentStopped, QuotaExceeded, LimitReached, RateLimited.
     """
 
     def admissible(tx: Reader) -> None:
+        refuse_if_stopped(tx, owner_id, agent_id, NOTHING_PREPARED)
         gw.quotas.check_unresolved(tx, owner_id, agent_id)
         _check_capacity(gw, tx.usage(), 0)
 
@@ -224,6 +232,7 @@ def _check_text_input(request: PrepareRequest) -> None:
             request.summary,
             request.attribution_label,
             request.idempotency_key,
+            request.session,
         ]
         for c in request.changes:
             values += [c.resource_id, c.expected_version, *c.members.values()]

@@ -45,7 +45,7 @@ from .context import Context
 from .overlaps import check_overlaps
 from .undo_offer import undo_offered
 
-# What a preview says of a change whose undo is not offered (SPEC §12).
+# What a preview says of a change whose undo is not offered (docs/collections.md).
 IRREVERSIBLE_NOTE = (
     "irreversible: undoing this is offered only after check-endpoint verified it on a "
     "test copy of this resource and a reviewer accepted that verified undo"

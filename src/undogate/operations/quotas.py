@@ -10,8 +10,8 @@ refused too. Two checks stand in front of every new job (docs/limits.md):
   inside the write transaction that inserts the job, so concurrent prepares can never
   overshoot; the partial index ``jobs_unresolved`` keeps it to that owner's unresolved
   jobs, however long the history.
-- **A prepare rate per agent**: a token bucket held in this process. That is the whole
-  truth while one process owns the SQLite ledger; it starts full again at a restart.
+- **A prepare rate per agent**: a token bucket held in each process (so N processes
+  allow an agent up to N times the rate); it starts full again at a restart.
 
 Both are checked after the idempotency lookup: a replay creates nothing, so it costs
 nothing and is never refused by either.

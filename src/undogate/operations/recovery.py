@@ -1,8 +1,8 @@
 """Start-up recovery: what a stop left behind becomes visible, nothing is retried.
 
 Every action still marked ``dispatching`` (its intent committed, its outcome not) by a
-process that is gone (SQLite: the one owner before this start; PostgreSQL: a process
-whose lease ended or expired, ``ledger.sql_leases``) becomes ``uncertain``, which
+process that is gone (its lease ended or expired, ``ledger.sql_leases``; or a ledger's
+one owner from before leases) becomes ``uncertain``, which
 quarantines what it touched; every operation cut off between two writes settles where
 its changes stand; every unfinished job whose resource identity changed in the config is
 ``invalidated``. It reads only what needs attention, through indexes of exactly those
@@ -51,9 +51,9 @@ UNRECORDED = (
 
 
 def recover(ledger: Store, config: Config) -> dict[str, int]:
-    """Run start-up recovery in one transaction; returns what it did, counted. On a
-    shared ledger it settles only the work of processes whose lease ended or expired,
-    never a live process's writes in flight."""
+    """Run start-up recovery in one transaction; returns what it did, counted. It
+    settles only the work of processes whose lease ended or expired, never a live
+    process's writes in flight."""
     counts = {"uncertain": 0, "settled": 0, "invalidated": 0}
 
     notifier = Notifier(config.webhooks, config.server.public_url)
@@ -69,7 +69,7 @@ def recover(ledger: Store, config: Config) -> dict[str, int]:
 def settle_expired(
     ledger: Store, live_jobs: Callable[[], Collection[str]], notifier: Notifier
 ) -> dict[str, int]:
-    """What a running gateway does every few seconds on a shared ledger: end the leases
+    """What a running gateway does every few seconds: end the leases
     that expired and settle their processes' work (writes in flight become
     ``uncertain``, their jobs settle), as a restart would. Its own work is never
     touched: its lease is open.
@@ -111,7 +111,8 @@ Orphaned = Callable[[str, "str | None"], bool]
 def _orphaned(tx: Transaction, live_jobs: frozenset[str], *, own: bool) -> Orphaned:
     """Whether work (a job, the lease that runs it) has nobody left to finish it: not a
     confirm this process runs now, and its lease ended, expired (ended now, in this
-    write), absent (a ledger with one owner), or (``own``) this process's."""
+    write), absent (a ledger's one owner from before leases), or (``own``) this
+    process's."""
     tx.end_expired_leases()
     still_open = tx.open_leases()
     mine = tx.own_lease

@@ -1,4 +1,4 @@
-"""The passkey step-up (SPEC §14): a preview that touches a resource with
+"""The passkey step-up (docs/proof.md): a preview that touches a resource with
 ``require_passkey`` (or any preview, with ``server.require_passkey``) is confirmed
 only with an assertion whose challenge is that preview's digest
 (``proof.preview_digest``), from a live passkey of the confirming owner, with user

@@ -1,4 +1,4 @@
-"""Undo offered only where it works (SPEC §12).
+"""Undo offered only where it works (docs/collections.md).
 
 Some undos are offered only once they were shown to work: deleting what a create made
 (``UNDO_OF_CREATE``) and re-creating what a delete took (``RECREATE``). The latest
@@ -8,7 +8,7 @@ undo once, a recorded ``undo_accepted`` event. Until both, such a change is
 irreversible before the click: its preview says so and confirming it needs an explicit
 acknowledgement.
 
-Where the resource requires a passkey (SPEC §14), accepting needs one too: the offer
+Where the resource requires a passkey (docs/proof.md), accepting needs one too: the offer
 shows the challenge (the digest of ``proof.preview_digest.acceptance_document``), and
 the approval is checked and recorded in the same write as the acceptance.
 """
@@ -69,11 +69,14 @@ def undo_offer(tx: Reader, resource: Resource) -> UndoOffer:
 def undo_offered(gw: Context, change: Change) -> bool:
     """Whether the change's undo is offered now (always, unless its kind says it needs
     a verified and accepted undo)."""
-    need = adapter_for(change.kind).undo_needs(change)
-    if need is None:
-        return True
     resource = gw.resource(change.resource_id)
-    return gw.ledger.read(lambda tx: undo_offer(tx, resource)).offers(need)
+    return gw.ledger.read(lambda tx: offered_in(tx, resource, change))
+
+
+def offered_in(tx: Reader, resource: Resource, change: Change) -> bool:
+    """``undo_offered``, read inside ``tx``."""
+    need = adapter_for(change.kind).undo_needs(change)
+    return need is None or undo_offer(tx, resource).offers(need)
 
 
 def _acceptance(

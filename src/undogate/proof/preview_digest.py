@@ -5,7 +5,7 @@ will send in order (method, URL, ``If-Match``, the SHA-256 of the body), when th
 preview expires (integer milliseconds since the epoch) and the SHA-256 of the preview
 token. Its **digest** is the SHA-256 of the document as canonical JSON (keys sorted,
 no spaces, ASCII only with ``\\uXXXX`` escapes); those 32 bytes are the WebAuthn
-challenge. The acceptance of a verified undo (SPEC §12) has its own document, digested
+challenge. The acceptance of a verified undo (docs/collections.md) has its own document, digested
 the same way: the resource, its identity, the check and the undos it verified, and the
 acceptance it follows; so do adding a passkey beside a live one (the new passkey, whole)
 and revoking one, which a live passkey of the same owner approves. docs/proof.md spells

@@ -15,6 +15,7 @@ What it proves and what not: docs/proof.md.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +29,9 @@ from .assertions import APPROVED, REGISTERED
 from .ledger_check import link_problem
 
 FORMAT = "undogate.receipt/1"
+#: The event that records a rewind plan and lists its steps (operations/rewind.py).
+PLANNED = "rewind_planned"
+CONFIRMED = "rewind_confirmed"  # lists the jobs the confirm ran
 _HEX64 = re.compile(r"[0-9a-f]{64}\Z")
 _ROW_FIELDS = (
     "job_id",
@@ -83,6 +87,57 @@ def export_receipt(
     return {"format": FORMAT, "job_id": job_id, "segment": segment, "passkeys": passkeys(own)}
 
 
+def export_rewind_receipt(
+    source: ChainSource, rewind_id: str, passkeys: Callable[[list[ChainedRow]], dict[str, Any]]
+) -> dict[str, Any]:
+    """The receipt bundle of a rewind plan (docs/rewind.md): the stretch of the chain
+    from the plan's first event to its last, the plan's own rows and those of the jobs
+    its ``rewind_planned`` row lists whole (their undo steps), the rest as digests.
+
+    Raises:
+        NotFound: the ledger holds no plan of that id.
+    """
+    span = source.target_span(rewind_id)
+    planned = source.first_event(PLANNED, rewind_id)
+    if span is None or planned is None:
+        raise NotFound(f"the ledger holds no rewind plan {rewind_id}", rewind=rewind_id)
+    confirmed = source.first_event(CONFIRMED, rewind_id)
+    jobs = _plan_jobs([planned.row, *([confirmed.row] if confirmed else [])])
+    segment: list[dict[str, Any]] = []
+    own: list[ChainedRow] = []
+    for stored in source.links(from_id=span[0], to_id=span[1]):
+        mine = _of_plan(stored.row, rewind_id, jobs)
+        segment.append(_row_entry(stored, whole=mine))
+        if mine:
+            own.append(stored.row)
+    return {
+        "format": FORMAT,
+        "job_id": rewind_id,
+        "jobs": sorted(jobs),
+        "segment": segment,
+        "passkeys": passkeys(own),
+    }
+
+
+def _plan_jobs(rows: list[ChainedRow]) -> set[str]:
+    """The jobs a plan's rows list: its ``rewind_planned`` row's steps', and the jobs its
+    ``rewind_confirmed`` row ran."""
+    found: set[str] = set()
+    for row in rows:
+        detail = json.loads(row.detail) if isinstance(row.detail, str) else {}
+        if not isinstance(detail, dict):
+            continue
+        steps = detail.get("steps") if row.operation == PLANNED else None
+        found |= {str(s["job"]) for s in steps or [] if isinstance(s, dict) and "job" in s}
+        if row.operation == CONFIRMED and isinstance(detail.get("jobs"), list):
+            found |= {str(j) for j in detail["jobs"]}
+    return found
+
+
+def _of_plan(row: ChainedRow, rewind_id: str, jobs: set[str]) -> bool:
+    return row.job_id in jobs or (row.job_id is None and row.target == rewind_id)
+
+
 def passkeys_for(source: ChainSource, rows: list[ChainedRow]) -> dict[str, Any]:
     """The registration rows (whole, with their links) of the passkeys the approvals
     in ``rows`` name."""
@@ -117,7 +172,7 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
     segment = bundle.get("segment")
     passkeys = bundle.get("passkeys")
     problems: list[str] = []
-    extra = sorted(set(bundle) - {"format", "job_id", "segment", "passkeys"})
+    extra = sorted(set(bundle) - {"format", "job_id", "jobs", "segment", "passkeys"})
     if extra:
         problems.append(f"the receipt carries fields no receipt has: {', '.join(extra)}")
     if not isinstance(job_id, str) or not isinstance(segment, list) or not segment:
@@ -125,6 +180,15 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
     if not isinstance(passkeys, dict):
         problems.append("the receipt's passkeys are not an object")
         passkeys = {}
+    listed = bundle.get("jobs")
+    # A rewind plan's receipt: its own rows (outside any job, on its id) and its jobs'.
+    plan_jobs = {str(j) for j in listed} if isinstance(listed, list) else None
+
+    def owned(row_job: str | None, row_target: str | None) -> bool:
+        if plan_jobs is None:
+            return row_job == job_id
+        return row_job in plan_jobs or (row_job is None and row_target == job_id)
+
     own: list[ChainedRow] = []
     first_prev = str(segment[0].get("prev_hash")) if isinstance(segment[0], dict) else ""
     prev = first_prev
@@ -142,11 +206,11 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
             problem = link_problem(
                 StoredLink(stored.id, stored.prev_hash, stored.hash, stored.row), prev
             )
-            if stored.row.job_id != job_id:
+            if not owned(stored.row.job_id, stored.row.target):
                 problem = problem or f"it belongs to job {stored.row.job_id}, not {job_id}"
             else:
                 own.append(stored.row)
-        elif stored.job_id == job_id:
+        elif (plan_jobs is None and stored.job_id == job_id) or stored.job_id in (plan_jobs or ()):
             problem = "it is one of the job's own events, shown only as a digest"
         elif stored.prev_hash != prev:
             problem = "its prev_hash does not match the hash of the entry before it"
@@ -158,6 +222,10 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
             problems.append(f"{where}: {problem}")
             break
         prev = str(stored.hash)
+    if not problems and plan_jobs is not None:
+        listing = [r for r in own if r.operation in (PLANNED, CONFIRMED) and r.job_id is None]
+        if not any(r.operation == PLANNED for r in listing) or _plan_jobs(listing) != plan_jobs:
+            problems.append("the jobs the receipt lists are not the ones its plan's row lists")
     if not problems:
         problems.extend(check_assertions(own, passkeys))
     registrations = tuple(

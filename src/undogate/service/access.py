@@ -67,7 +67,7 @@ class Authentication:
         """
         if len(key) > MAX_KEY_CHARS:
             raise Unauthorized(over_long)
-        principal = self.keyring.verified(key)
+        principal = self.keyring.master(key)
         if principal is None:
             principal = await in_thread(self.keyring.authenticate, key)
         return principal

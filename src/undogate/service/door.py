@@ -1,7 +1,7 @@
 """The one door, and the one factory that builds it.
 
 ``Service(context, keyring)`` is what every surface holds: the authentication, and a
-desk per audience (``agents``, ``reviewers``, ``administrators``) whose verbs call the
+desk per audience (``agents``, ``reviewers``, ``rewinds``, ``administrators``) whose verbs call the
 operations directly. ``open_service`` opens the ledger and the HTTP client a config
 names, builds the ``Context`` and the ``Keyring`` over them and hands back the service;
 ``undogate serve``, the CLI's direct verbs and ``make demo`` all open it so.
@@ -14,7 +14,7 @@ from contextlib import contextmanager
 
 from ..auth import Keyring
 from ..config import Config
-from ..ledger import engine_of, open_store
+from ..ledger import open_store
 from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
@@ -22,6 +22,7 @@ from .access import Authentication
 from .administrators import Administrators
 from .agents import Agents
 from .reviewers import Reviewers
+from .rewinds import Rewinds
 
 
 class Service:
@@ -34,6 +35,7 @@ class Service:
         self.agents = Agents(context)
         self.reviewers = Reviewers(context, keyring)
         self.administrators = Administrators(context, keyring)
+        self.rewinds = Rewinds(context, keyring)
 
     @property
     def config(self) -> Config:
@@ -75,12 +77,7 @@ def open_service(
             environ=environ,
             crash_at=crash_point_from_env(environ),
         )
-        keyring = Keyring.from_environ(
-            ledger,
-            environ,
-            known_agents(config),
-            shared_ledger=engine_of(config.server.ledger).shared,
-        )
+        keyring = Keyring.from_environ(ledger, environ, known_agents(config))
         yield Service(context, keyring)
     finally:
         http.close()

@@ -137,7 +137,7 @@ class Reviewers:
         return await in_thread(read)
 
     def verified(self, job: Job) -> dict[str, bool]:
-        """Per resource of the job: did its latest endpoint check pass (SPEC §11)?"""
+        """Per resource of the job: did its latest endpoint check pass?"""
         out: dict[str, bool] = {}
         for change in job.changes:
             res = self.config.resource(change.resource_id)
@@ -157,7 +157,7 @@ class Reviewers:
         return await in_thread(read)
 
     async def undo_offer(self, caller: Reader, resource_id: str) -> UndoOffer:
-        """What the ledger shows about a resource's verified undos (SPEC §12).
+        """What the ledger shows about a resource's verified undos (docs/collections.md).
 
         Raises: Forbidden, NotFound."""
         self._visible_resource(caller, resource_id)
@@ -243,7 +243,7 @@ class Reviewers:
         return [*done, *hidden]
 
     async def check_endpoint(self, caller: Reviewer, copy_id: str) -> CheckResult:
-        """The endpoint check (SPEC §11) on a test copy of an agent this key sees.
+        """The endpoint check on a test copy of an agent this key sees.
 
         Raises: Forbidden, and what ``operations.endpoint_check.check_endpoint`` raises.
         """
@@ -269,8 +269,8 @@ class Reviewers:
         passkey_assertion: str | None = None,
         passkey_expires_at_ms: int | None = None,
     ) -> UndoOffer:
-        """A reviewer accepts, once, the undos a test copy verified (SPEC §12), with a
-        passkey's approval where the resource requires one (SPEC §14), over the offer's
+        """A reviewer accepts, once, the undos a test copy verified (docs/collections.md), with a
+        passkey's approval where the resource requires one (docs/proof.md), over the offer's
         document until the expiry the offer showed.
 
         Raises: Forbidden, NotFound, UndoNotVerified, InvalidRequest, PasskeyRequired,
@@ -285,7 +285,7 @@ class Reviewers:
             passkey_expires_at_ms=passkey_expires_at_ms,
         )
 
-    # -- passkeys (SPEC §14): an operator's own, per owner ----------------------------------
+    # -- passkeys (docs/proof.md): an operator's own, per owner ------------------------------
 
     async def passkeys(self, caller: Writer) -> list[StoredPasskey]:
         """The owner's passkeys, revoked ones included."""

@@ -246,7 +246,7 @@ class KindContract:
             kit.gateway.operate(job, "apply")
         writes = len(kit.proxy.writes())
         _crash(kit, job, operation, point)
-        receipt = kit.gateway.receipt(job)
+        receipt = kit.gateway.settled(job)
         assert "dispatching" not in {a["status"] for a in receipt["actions"]}
         sent = len(kit.proxy.writes()) - writes  # never twice; none before the send
         assert sent == (0 if point == "after_intent" or operation == "accept_observed" else 1)

@@ -46,7 +46,9 @@ class ServedGateway:
         self.config_path = work / "undogate.yaml"
         self.environ = dict(environ)
         config = {
-            "server": {"data_dir": str(work / "ledger"), "request_timeout_s": 5},
+            # A killed gateway's writes in flight are settled once its lease expired:
+            # the shortest lease keeps a crash cell quick.
+            "server": {"data_dir": str(work / "ledger"), "request_timeout_s": 5, "lease_s": 1.0},
             "resources": [{**r, "agent_id": AGENT} for r in resources],
             "agents": [{"id": AGENT, "tools": list(TOOLS)}],
         }
@@ -151,6 +153,19 @@ class ServedGateway:
         assert response.status_code == 200, response.text
         found: dict[str, Any] = response.json()
         return found
+
+    def settled(self, job_id: str, timeout: float = 30.0) -> dict[str, Any]:
+        """The job's receipt once nothing a killed gateway was doing still runs (no write
+        in flight, the job not applying or undoing): a live gateway settles that work
+        once the dead one's lease expired."""
+        deadline = time.monotonic() + timeout
+        while True:
+            receipt = self.receipt(job_id)
+            in_flight = any(a["status"] == "dispatching" for a in receipt["actions"])
+            if not in_flight and receipt["state"] not in ("applying", "undoing"):
+                return receipt
+            assert time.monotonic() < deadline, "a killed gateway's write was never settled"
+            time.sleep(0.05)  # poll interval of a bounded wait
 
     def operate(self, job_id: str, operation: str, **extra: Any) -> httpx.Response:
         """Preview ``operation`` and confirm it; a refused preview is returned as is."""

@@ -86,6 +86,7 @@ def job_receipt(job: Job) -> JsonObject:
         "state": job.state.value,
         "summary": {"text": job.summary, "supplied_by": "agent", "inert": True},
         "attribution_label": caller_supplied(job.attribution_label),
+        "session": caller_supplied(job.session),
         "idempotency_key": job.idempotency_key,
         "undo_started": job.undo_started,
         "invalidated_reason": job.invalidated_reason,

@@ -41,7 +41,7 @@ _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
 def agent_refusal(code: str, message: str, details: Mapping[str, Any]) -> tuple[str, JsonObject]:
-    """The sentence and details an agent may see of a refusal (SPEC §8: no URLs, hosts,
+    """The sentence and details an agent may see of a refusal (docs/agents.md: no URLs, hosts,
     addresses, token variables or values)."""
     sentence = _AGENT_OPAQUE.get(code) or _URL_RE.sub("[address withheld]", message)
     sentence = sentence.rstrip(".") + "."

@@ -1,4 +1,4 @@
-"""The review web UI (SPEC §9): server-rendered pages for reviewers, signed in with an
+"""The review web UI: server-rendered pages for reviewers, signed in with an
 operator key. Mount it with ``create_app(service, routes=WebUI(service, ...).routes())``
 (``app.build_app`` does)."""
 

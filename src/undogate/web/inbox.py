@@ -1,4 +1,4 @@
-"""The review inbox page (SPEC §15): every job the key may see across agents, with the
+"""The review inbox page (docs/operating.md): every job the key may see across agents, with the
 views (waiting, needs review, quarantined, recent), the filters, search by id and keyset
 pages; and bulk reject of the waiting jobs a filter selects, after one confirmation page.
 

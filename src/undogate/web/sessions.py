@@ -7,7 +7,7 @@ tokens sealed with a key only the cookie value gives: ``held_previews``) and a o
 notice for the next page. Its CSRF token is derived from the cookie value, so it is
 stored nowhere.
 
-Sessions live in the ledger (SPEC §13): every gateway process sees them, and a restart
+Sessions live in the ledger (docs/scaling.md): every gateway process sees them, and a restart
 keeps them. Whether the credential is still valid is not the store's business: the
 views re-check it through the ``Keyring`` on every request.
 

@@ -1,7 +1,7 @@
-"""The review page of a resource's undos offered only once verified (SPEC §12): what its
+"""The review page of a resource's undos offered only once verified (docs/collections.md): what its
 test copy verified, what a reviewer accepted, and the form that accepts it, once (with
 the reviewer's passkey over exactly that acceptance where the resource requires one,
-SPEC §14)."""
+docs/proof.md)."""
 
 from __future__ import annotations
 

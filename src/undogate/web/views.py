@@ -44,6 +44,7 @@ from .inbox import NAV_COUNTS, InboxPages, nav_counts
 from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .reject import reject_routes
+from .rewind import rewind_routes
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
 
@@ -154,6 +155,7 @@ class WebUI:
             Route("/jobs/{job_id}/receipt", self._get(self.receipt, Reader), methods=["GET"]),
             *reject_routes(self),
             *undo_offer_routes(self),
+            *rewind_routes(self),
             *InboxPages(self).routes(),
             Route("/webhooks", self._get(self.webhooks, Reader), methods=["GET"]),
             Route("/favicon.ico", self.favicon, methods=["GET"]),

@@ -1,4 +1,4 @@
-"""Signed webhooks (SPEC §15): operators hear when a job is prepared, needs review, is
+"""Signed webhooks (docs/webhooks.md): operators hear when a job is prepared, needs review, is
 applied, undone or rejected.
 
 - ``settings``: the ``webhooks:`` config section (pure; ``config`` imports it).
@@ -6,7 +6,7 @@ applied, undone or rejected.
   adds in its own transaction (ids, states, a review link; never values).
 - ``signing``: the Standard Webhooks signature.
 - ``delivery``: the background task that sends what the outbox holds, with bounded
-  retries, through the §7 network policy; it never holds up a write.
+  retries, through the network policy of docs/security.md; it never holds up a write.
 
 Nothing is imported here, so ``config`` can import ``settings`` without the rest.
 """

@@ -5,7 +5,7 @@ runs its own) wakes every ``poll_s``, reads the due messages, and for each one: 
 it for its attempt's time limit and a margin (one short write, so two processes sharing
 a ledger never both send an attempt while a claim holds; an outcome is recorded only
 while its claim holds), signs it (Standard Webhooks), POSTs it through ``PinnedClient``
-(the §7 address policy, no redirects, no proxies, a time limit), and records the
+(the address policy, no redirects, no proxies, a time limit), and records the
 outcome. A 2xx delivers it, whatever follows the status (the body is never read, so a
 long or endless one neither delays nor fails it); anything else (a refused address, a
 receiver that is down, a 500, a redirect) is a failed attempt, retried after

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from ..jobs import STATES, Job, JobState
-from ..ledger import Transaction
+from ..jsonvalue import JsonObject
+from ..ledger import StoredRewind, Transaction
 from ..views import review_path
-from .settings import WebhookSettings
+from .settings import REWIND_APPLIED, WebhookSettings
 
 
 def event_for(state: JobState, previous: JobState | None) -> str | None:
@@ -69,14 +70,48 @@ class Notifier:
                 payload=payload,
             )
 
+    def rewind_applied(
+        self, tx: Transaction, rewind: StoredRewind, filed_under: str, report: JsonObject
+    ) -> None:
+        """Announce that a rewind plan ran (``rewind.applied``), inside the write that
+        records its end: its id, its agent, each job's outcome, where it stopped early.
+        The message is filed under ``filed_under``, the plan's newest job (the outbox
+        lists an owner's messages by their jobs)."""
+        endpoints = [e for e in self.settings.endpoints if e.wants(REWIND_APPLIED)]
+        if not endpoints:
+            return
+        body = {
+            "type": REWIND_APPLIED,
+            "timestamp": self._timestamp(),
+            "data": {
+                "rewind_id": rewind.id,
+                "owner_id": rewind.owner_id,
+                "agent_id": rewind.agent_id,
+                "jobs": report.get("jobs", {}),
+                "stopped": report.get("stopped"),
+                "review_url": self.public_url + f"/rewinds/{rewind.id}",
+            },
+        }
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        for endpoint in endpoints:
+            tx.add_webhook(
+                message_id="msg_" + secrets.token_hex(12),
+                endpoint=endpoint.id,
+                event=REWIND_APPLIED,
+                job_id=filed_under,
+                agent_id=rewind.agent_id,
+                payload=payload,
+            )
+
+    def _timestamp(self) -> str:
+        return datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="milliseconds")
+
     def payload(self, job: Job, event: str, state: JobState, previous: JobState | None) -> str:
         """The exact body every attempt sends (the signature covers these bytes)."""
         resources = list(dict.fromkeys(ch.resource_id for ch in job.changes))
         body = {
             "type": event,
-            "timestamp": datetime.fromtimestamp(self.clock(), UTC).isoformat(
-                timespec="milliseconds"
-            ),
+            "timestamp": self._timestamp(),
             "data": {
                 "job_id": job.id,
                 "state": state.value,

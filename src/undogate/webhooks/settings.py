@@ -25,8 +25,11 @@ from ..resources import ID_PATTERN, StrictModel
 
 ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
-#: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states'.
-EVENTS = WEBHOOK_EVENTS
+#: A rewind plan ran (docs/rewind.md).
+REWIND_APPLIED = "rewind.applied"
+#: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states',
+#: then a rewind's.
+EVENTS = (*WEBHOOK_EVENTS, REWIND_APPLIED)
 
 
 class WebhookEndpoint(StrictModel):
@@ -71,7 +74,7 @@ class WebhookSettings(StrictModel):
 
 def webhook_problems(settings: WebhookSettings) -> list[tuple[str, str]]:
     """What the settings get wrong beyond their types: unknown events, duplicate ids,
-    and the URL rules of SPEC §7 as far as they can be checked without DNS."""
+    and the URL rules of docs/security.md as far as they can be checked without DNS."""
     problems: list[tuple[str, str]] = []
     seen: set[str] = set()
     for i, endpoint in enumerate(settings.endpoints):
@@ -101,4 +104,4 @@ def _url_problems(endpoint: WebhookEndpoint) -> list[str]:
     )
 
 
-__all__ = ["EVENTS", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]
+__all__ = ["EVENTS", "REWIND_APPLIED", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]

@@ -1,4 +1,4 @@
-"""The endpoint check's probes (SPEC §11), as the kinds run them on a test copy.
+"""The endpoint check's probes (docs/remote-contract.md), as the kinds run them on a test copy.
 
 ``steps``: what a check records of each step and hands back (``Step``, ``CheckRun``);
 ``whole_resource``: the probes of a kind whose resource is one object at one URL

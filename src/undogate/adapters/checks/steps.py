@@ -57,7 +57,7 @@ class CheckRun:
     passed: bool
     required: tuple[str, ...]  # every step a passing check has, in order
     titles: Mapping[str, str]  # step name -> what the step checks, for the report
-    # What it verified of the undos offered only once verified (SPEC §12); empty unless
+    # What it verified of the undos offered only once verified (docs/collections.md); empty unless
     # it passed.
     undos: tuple[str, ...] = ()
 

@@ -1,4 +1,4 @@
-"""The endpoint check (SPEC §11) of a kind whose resource is one object at one URL
+"""The endpoint check (docs/remote-contract.md) of a kind whose resource is one object at one URL
 (``WholeResourceAdapter``): ``json_record``, ``webdav_text``, and any outside kind
 that is one too. Each probe is one request against the test copy:
 

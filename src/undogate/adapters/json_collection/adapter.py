@@ -1,4 +1,4 @@
-"""``json_collection``: records at ``{collection}/{id}`` that appear and disappear (SPEC §12).
+"""``json_collection`` (docs/collections.md): records at ``{collection}/{id}`` that come and go.
 
 A change acts on one record, its ``target`` (the record's id; unknown until the server
 names it for a ``POST`` create). Its two sides are ``{"record": {...}}`` objects, or

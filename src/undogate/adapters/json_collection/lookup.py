@@ -1,4 +1,4 @@
-"""Finding a collection's records by identity evidence (SPEC §12), and where its records
+"""Finding a collection's records by identity evidence (docs/collections.md), and where its records
 live. A lookup reads a query (``?email={value}``, the server filters) or one bounded
 listing; either way every record is matched here, on normalized evidence only. A listing
 that is cut into pages (``Next-Page``, or an RFC 8288 ``Link`` with relation ``next``),

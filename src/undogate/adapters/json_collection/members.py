@@ -1,4 +1,4 @@
-"""The members of a change to a collection beyond a record's fields (SPEC §12): which
+"""The members of a change to a collection beyond a record's fields (docs/collections.md): which
 record (``id``), and the operations on records that appear and disappear."""
 
 from __future__ import annotations

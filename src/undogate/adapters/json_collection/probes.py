@@ -1,4 +1,4 @@
-"""The endpoint check of a collection's test copy (SPEC §11, §12): whether undoing a
+"""The endpoint check of a collection's test copy (docs/collections.md): whether undoing a
 create works there, and whether a deleted id can be re-created.
 
 Every request is the one the gateway itself would send (the kind's adapter builds it):

@@ -1,4 +1,4 @@
-"""What a ``json_collection`` needs of its settings (SPEC §12): the record kinds' field
+"""What a ``json_collection`` needs of its settings (docs/collections.md): the record kinds' field
 rules, how records are created, and identity evidence that never guesses."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..records.settings import RecordSettings
 
 
 class IdentityRule(StrictModel):
-    """One field whose value is evidence of a record's identity (SPEC §12). Which
+    """One field whose value is evidence of a record's identity (docs/collections.md). Which
     evidence kinds exist is ``records.evidence``'s business: anything else is refused."""
 
     field: str = Field(min_length=1, max_length=128)
@@ -44,7 +44,7 @@ class CollectionSettings(RecordSettings):
         part = super().fingerprint_part()
         if self.create is not None:
             # How records appear is identity too; absent, the digest of a resource
-            # declared before §12 stays what it was.
+            # declared before ``create`` existed stays what it was.
             part["create"] = self.create
         return part
 

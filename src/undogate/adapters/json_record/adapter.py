@@ -8,6 +8,7 @@ common field.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -118,6 +119,16 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         return fields_show(change.fields, _values(_side(change, side)), _record(snapshot))
 
+    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        record = dict(_record(snapshot))
+        before = _values(change.before)
+        for name in change.fields:
+            if name in before:
+                record[name] = before[name]
+            else:
+                record.pop(name, None)
+        return replace(snapshot, content=record)
+
     # -- writing -------------------------------------------------------------------------
 
     def build_write(
@@ -174,7 +185,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
             "still hold the values this job wrote; other fields are never touched."
         )
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+    # -- the endpoint check on a test copy (docs/remote-contract.md) ---------------------
     # The check writes a fresh marker into the first allow-listed field, and puts back
     # only that field; the copy counts as restored when every allow-listed field is.
 

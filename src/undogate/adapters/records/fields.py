@@ -205,7 +205,7 @@ def patch_ops(
     pointer: str, fields: Sequence[str], source: JsonObject, goal: JsonObject
 ) -> list[JsonValue]:
     """The JSON Patch from ``source`` to ``goal``: a ``test`` for every touched field
-    that exists, then its replace, add or remove (SPEC §6)."""
+    that exists, then its replace, add or remove (docs/remote-contract.md)."""
     ops: list[JsonValue] = []
     for name in fields:
         path = f"{pointer}/{escape_token(name)}"

@@ -3,8 +3,8 @@
 A side of a document change is ``{"text", "media_type"}``: the whole text and the media
 type it is served (and written back) with. Any two changes to one document overlap.
 
-With ``create: true`` a change may create a document that does not exist yet (SPEC
-§12): its before side is ``ABSENT``, it is sent as a ``PUT`` with ``If-None-Match: *``
+With ``create: true`` a change may create a document that does not exist yet (docs/collections.md):
+its before side is ``ABSENT``, it is sent as a ``PUT`` with ``If-None-Match: *``
 (the media type by the name's suffix), and it is undone by a ``DELETE`` with
 ``If-Match`` on the tag the read-back gave, an undo offered only once verified.
 
@@ -18,6 +18,7 @@ properties, a lock, a sync client's state) from nothing at all. There is no merg
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -38,6 +39,7 @@ from ..base import (
     Side,
     Snapshot,
     Verdict,
+    absent_snapshot,
     media_type_is,
 )
 from ..checks.steps import CheckRun, Evidence
@@ -68,7 +70,7 @@ def is_text_media_type(value: str) -> bool:
 
 
 class DocumentSettings(KindSettings):
-    # The document need not exist yet: a change may create it (SPEC §12).
+    # The document need not exist yet: a change may create it (docs/collections.md).
     create: bool | None = None
 
     def fingerprint_part(self) -> dict[str, Any]:
@@ -213,6 +215,13 @@ class WebDavTextAdapter(WholeResourceAdapter):
             return False
         return applied.strong_equals(snapshot.etag) and self.shows(change, snapshot, Side.AFTER)
 
+    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        if change.before is ABSENT:
+            return absent_snapshot(target=snapshot.target)
+        text, media_type = _text(change.before), _media_type(change.before)
+        assert text is not None and media_type is not None, "a text change records both sides"
+        return replace(snapshot, content=text, media_type=media_type, exists=True)
+
     # -- writing -------------------------------------------------------------------------
 
     def build_write(
@@ -284,7 +293,7 @@ class WebDavTextAdapter(WholeResourceAdapter):
             "exactly what this job wrote (same version, same bytes)."
         )
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+    # -- the endpoint check on a test copy (docs/remote-contract.md) ---------------------
     # The check appends a marker line to the start text and puts the start text back;
     # the copy counts as restored when its bytes and media type are the start's.
 
@@ -308,7 +317,7 @@ class WebDavTextAdapter(WholeResourceAdapter):
         run = super().endpoint_check(wire, copy, production, timeout_s, keep)
         if not (run.passed and _creates(copy)):
             return run
-        # A document the gateway may create (SPEC §12): does a create refuse to replace
+        # A document the gateway may create (docs/collections.md): does a create refuse to replace
         # what exists, and is its undo safe here?
         probes = run_create_probes(self, wire, copy, timeout_s)
         titles = {**run.titles, **CREATE_TITLES}

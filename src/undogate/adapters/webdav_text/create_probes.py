@@ -1,4 +1,4 @@
-"""The endpoint check's probes of creating a document (SPEC §12), for a test copy of a
+"""The endpoint check's probes of creating a document (docs/collections.md), for a test copy of a
 document declared with ``create: true``: whether undoing a create works there.
 
 Beside the copy, where nothing exists, with exactly the requests the gateway sends:

@@ -1,6 +1,6 @@
 """The OpenAPI description of the review inbox, bulk reject and ``job_status``
 (``api/inbox.py``), the audit export (``api/export.py``), the webhook outbox's messages
-and a reject's reason (SPEC §15)."""
+and a reject's reason."""
 
 from __future__ import annotations
 

@@ -110,7 +110,7 @@ PATHS: S = {
     },
     "/api/v1/endpoint-checks": {
         "post": _op(
-            "run the endpoint check (SPEC §11) on a test copy while serving "
+            "run the endpoint check on a test copy while serving "
             "(operator, agents:write); passed says the verdict, the evidence goes "
             "to the ledger",
             "EndpointCheck",

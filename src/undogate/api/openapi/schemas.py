@@ -88,6 +88,7 @@ SCHEMAS: S = {
             },
             "idempotency_key": {"type": "string", "maxLength": 1000},
             "attribution_label": {"type": "string", "maxLength": 1000},
+            "session": {"type": "string", "maxLength": 1000},
         },
     },
     "AgentReceipt": _obj(
@@ -177,6 +178,7 @@ SCHEMAS: S = {
                 {"text": _STR, "supplied_by": {"const": "agent"}, "inert": {"const": True}},
             ),
             "attribution_label": _CALLER_SUPPLIED,
+            "session": _CALLER_SUPPLIED,
             "idempotency_key": _nullable("string"),
             "undo_started": _BOOL,
             "invalidated_reason": _nullable("string"),

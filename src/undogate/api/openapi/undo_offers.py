@@ -1,4 +1,4 @@
-"""The OpenAPI parts of records that appear and disappear (SPEC §12), whatever their
+"""The OpenAPI parts of records that appear and disappear (docs/collections.md), whatever their
 kind: the acknowledgement a confirm may carry, what a preview says of an irreversible
 change, and the undo-offer routes' schemas."""
 

@@ -1,8 +1,9 @@
-"""Several ``undogate serve`` processes on one PostgreSQL ledger (SPEC §13), as real
-processes against the contract server: a confirm raced through two processes writes
-once; a key revoked through one is refused by the other on the next request; a process
-killed mid-write leaves its write ``dispatching`` until its lease expires, then a live
-process settles it as ``uncertain`` and reconciles it, while its own writes go on."""
+"""Several ``undogate serve`` processes on one ledger, as real processes against the
+contract server, on each engine: SQLite (one file on this machine, shared by processes
+started apart) and PostgreSQL. A confirm raced through two processes writes once; a key
+revoked through one is refused by the other on the next request; a process killed
+mid-write leaves its write ``dispatching`` until its lease expires, then a live process
+settles it as ``uncertain`` and reconciles it, while its own writes go on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ import yaml
 
 from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, ChangeState, JobState
+from undogate.ledger import SQLiteStore, Store
 from undogate.ledger.postgres import PostgresStore
 
 from .postgres import PostgresCluster
@@ -30,29 +33,52 @@ from .worlds import MASTER_KEY, resource
 CUSTOMER = "/records/customer-123"
 SUPPLIER = "/records/supplier-9"
 LEASE_S = 2.0
+#: Each owner's quota of unresolved jobs (and its one agent's), no rate in the way: more
+#: than any test here keeps unresolved, except the flood, which meets it.
+QUOTA = 5
+LIMITS = {
+    "max_unresolved_jobs_per_agent": QUOTA,
+    "max_unresolved_jobs_per_owner": QUOTA,
+    "max_prepares_per_minute": 10_000,
+    "prepare_burst": 1_000,
+}
 
 
 @dataclass
 class Fleet:
-    """Two serve processes on one PostgreSQL ledger, and the keys to talk to them."""
+    """Serve processes on one ledger (``ledger_url``: PostgreSQL; None: the SQLite
+    ledger in ``data_dir``), and the keys to talk to them."""
 
     config: Path
     env: dict[str, str]
-    ledger_url: str
+    data_dir: Path
+    ledger_url: str | None
     operator: str
     agent: str
     owner: str
 
 
-@pytest.fixture
-def fleet(tmp_path: Path, server: ContractServer, postgres_cluster: PostgresCluster) -> Fleet:
-    url = postgres_cluster.fresh_database()
+@pytest.fixture(params=["sqlite", "postgres"])
+def fleet(tmp_path: Path, server: ContractServer, request: pytest.FixtureRequest) -> Fleet:
+    url: str | None = None
+    if request.param == "postgres":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        url = cluster.fresh_database()
     server.set_record(SUPPLIER, {"status": "active", "owner": "kim"})
+    data_dir = tmp_path / "data"
     config = tmp_path / "undogate.yaml"
+    on_postgres = {"ledger": url} if url else {}
     config.write_text(
         yaml.safe_dump(
             {
-                "server": {"data_dir": str(tmp_path / "data"), "ledger": url, "lease_s": LEASE_S},
+                # A write held at the endpoint outlives a process's start under load.
+                "server": {
+                    "data_dir": str(data_dir),
+                    **on_postgres,
+                    "lease_s": LEASE_S,
+                    "request_timeout_s": 30,
+                },
+                "limits": LIMITS,
                 "resources": [
                     resource(server, "customer", CUSTOMER),
                     resource(server, "supplier", SUPPLIER),
@@ -73,13 +99,17 @@ def fleet(tmp_path: Path, server: ContractServer, postgres_cluster: PostgresClus
         "--config", str(config), env=env,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    return Fleet(config, env, url, operator, made.stdout.splitlines()[0], owner)
+    return Fleet(config, env, data_dir, url, operator, made.stdout.splitlines()[0], owner)
 
 
 @pytest.fixture
-def ledger(fleet: Fleet) -> Iterator[PostgresStore]:
+def ledger(fleet: Fleet) -> Iterator[Store]:
     """The test's own view of the ledger: no lease, so it takes part in nothing."""
-    store = PostgresStore.open(fleet.ledger_url, lease_s=None)
+    store: Store = (
+        PostgresStore.open(fleet.ledger_url, lease_s=None)
+        if fleet.ledger_url
+        else SQLiteStore.open(fleet.data_dir, lease_s=None)
+    )
     try:
         yield store
     finally:
@@ -183,7 +213,7 @@ def test_a_key_revoked_through_one_process_is_refused_by_the_other_at_once(
 
 
 def test_a_process_killed_mid_write_is_settled_only_after_its_lease_expires(
-    fleet: Fleet, server: ContractServer, ledger: PostgresStore
+    fleet: Fleet, server: ContractServer, ledger: Store
 ) -> None:
     with (
         serving(fleet.config, fleet.env) as (a, doomed),
@@ -249,14 +279,17 @@ def _confirm_quietly(url: str, fleet: Fleet, job_id: str, token: str) -> int:
         return 0
 
 
-def _lease_expiry(ledger: PostgresStore, lease_id: str) -> float:
-    with ledger.raw() as conn:
-        row = conn.execute("SELECT expires_at FROM leases WHERE id = %s", (lease_id,)).fetchone()
+def _lease_expiry(ledger: Store, lease_id: str) -> float:
+    row = ledger.read(
+        lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+            "SELECT expires_at FROM leases WHERE id = ?", (lease_id,)
+        ).fetchone()
+    )
     assert row is not None
     return float(row[0])
 
 
-def _state(ledger: PostgresStore, job_id: str) -> JobState | None:
+def _state(ledger: Store, job_id: str) -> JobState | None:
     job = ledger.load_job(job_id, with_actions=False)
     return job.state if job is not None else None
 
@@ -273,7 +306,7 @@ def _wait_for(condition: object, timeout: float = 20.0) -> float:
 
 
 def test_a_process_starting_never_settles_a_live_process_write_in_flight(
-    fleet: Fleet, server: ContractServer, ledger: PostgresStore
+    fleet: Fleet, server: ContractServer, ledger: Store
 ) -> None:
     with serving(fleet.config, fleet.env) as (a, _):
         job_id = _prepare(a, fleet, "customer", "customer")
@@ -305,6 +338,55 @@ def test_a_process_starting_never_settles_a_live_process_write_in_flight(
         job = ledger.load_job(job_id)
         assert job is not None and job.state is JobState.APPLIED
         assert [a.status for a in job.actions] == [ActionStatus.DONE]
+
+
+def test_a_flood_through_both_processes_gets_exactly_its_quota_and_never_starves_another_owner(
+    fleet: Fleet,
+) -> None:
+    """One owner's agent floods prepares through both processes while another owner's
+    agent prepares beside it: the first gets exactly its quota (counted in the ledger,
+    whichever process admits), the rest refused with ``quota_exceeded``; every prepare of
+    the other owner lands, during the flood."""
+    with serving(fleet.config, fleet.env) as (a, _), serving(fleet.config, fleet.env) as (b, _):
+        bob = _call(a, MASTER_KEY, "/api/v1/admin/keys", {"kind": "operator", "label": "bob"})
+        assert bob.status_code == 201, bob.text
+        bobs = _call(
+            b,
+            MASTER_KEY,
+            "/api/v1/admin/keys",
+            {"kind": "agent", "agent": "account-assistant",
+             "owner": bob.json()["credential"]["id"], "label": "bob's"},
+        )  # fmt: skip
+        assert bobs.status_code == 201, bobs.text
+        body: dict[str, object] = {
+            "summary": "flood",
+            "changes": [{"resource": "customer", "set": {"status": "x"}}],
+        }
+        flooders, each = 12, 4
+        start = threading.Barrier(flooders + 1)
+
+        def flood(i: int) -> list[httpx.Response]:
+            start.wait(30)
+            return [
+                _call((a, b)[(i + n) % 2], fleet.agent, "/api/v1/jobs", body) for n in range(each)
+            ]
+
+        def bob_prepares() -> list[httpx.Response]:
+            start.wait(30)
+            key = bobs.json()["key"]
+            return [_call((b, a)[n % 2], key, "/api/v1/jobs", body) for n in range(QUOTA)]
+
+        with ThreadPoolExecutor(flooders + 1) as pool:
+            floods = [pool.submit(flood, i) for i in range(flooders)]
+            bobs_answers = pool.submit(bob_prepares).result(120)
+            answers = [r for f in floods for r in f.result(120)]
+        made = [r for r in answers if r.status_code == 201]
+        refused = [r.json()["error"]["code"] for r in answers if r.status_code != 201]
+        assert len(made) == QUOTA, refused[:3]
+        assert refused == ["quota_exceeded"] * (flooders * each - QUOTA)
+        assert [r.status_code for r in bobs_answers] == [201] * QUOTA, [
+            r.text for r in bobs_answers
+        ]
 
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')

@@ -1,0 +1,180 @@
+"""Who may open a SQLite ledger's files, and where they may live.
+
+Several processes on one machine share a SQLite ledger (docs/scaling.md). Two ``flock``
+locks in its data dir say who is there:
+
+- ``ledger.lock``: every process serving the ledger holds it **shared** for as long as
+  it has the ledger open. An undogate from before leases held it exclusively (one owner
+  per ledger), so neither starts beside the other; what must have the ledger to itself
+  (``restore``, ``--new-ledger``, ``ledger copy``) takes it exclusively, and is refused
+  while any process serves it.
+- ``ledger.opening.lock``: held exclusively while a process opens the ledger (checks it,
+  creates or migrates it), so two processes starting at once never both create or
+  migrate it, and a process that finds itself alone can check the files whole before
+  anyone else writes.
+
+The kernel releases both when a process dies, however it dies.
+
+The files must be on a local disk: SQLite's locks and ``fsync`` are not trustworthy on
+a network filesystem, and processes on two machines would each believe they hold the
+write lock. A ledger there is refused (``ledger_network_filesystem``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import LedgerInUse, LedgerOnNetworkFilesystem
+
+LOCK_NAME = "ledger.lock"
+OPENING_LOCK_NAME = "ledger.opening.lock"
+#: How long a process waits for another one to finish opening the ledger (a check of a
+#: large ledger reads every page once).
+OPENING_WAIT_S = 120.0
+_NETWORK_FS = {
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "smbfs",
+    "fuse.sshfs",
+    "9p",
+    "afs",
+    "ceph",
+    "glusterfs",
+}
+
+
+class Hold:
+    """This process's hold on a ledger's files (``ledger.lock``); ``release`` ends it."""
+
+    def __init__(self, fd: int, data_dir: Path, alone: bool) -> None:
+        self.fd = fd
+        self.data_dir = data_dir
+        #: no other process had the ledger open when this one took its hold
+        self.alone = alone
+
+    def share(self) -> None:
+        """From alone to shared: other processes may open the ledger beside this one.
+
+        Raises:
+            LedgerInUse: an undogate that does not share its ledger took it in between.
+        """
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fd, self.fd = self.fd, -1
+            raise _in_use(fd, self.data_dir, "an undogate that does not share its ledger") from None
+        self.alone = False
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def hold_ledger(data_dir: Path, *, alone: bool) -> Hold:
+    """Take a hold on the ledger in ``data_dir``: exclusively when no other process has
+    it open (``Hold.alone``), else shared (``alone``: only exclusively).
+
+    Raises:
+        LedgerInUse: ``alone`` and other processes serve it, or an undogate that does
+            not share its ledger owns it (its pid is named).
+    """
+    fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pass
+    else:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return Hold(fd, data_dir, alone=True)
+    if alone:
+        raise _in_use(fd, data_dir, "other undogate processes; stop every one of them first")
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _in_use(fd, data_dir, "an undogate that does not share its ledger") from None
+    return Hold(fd, data_dir, alone=False)
+
+
+def _in_use(fd: int, data_dir: Path, by: str) -> LedgerInUse:
+    """The refusal, naming the last process that had the ledger to itself; closes ``fd``."""
+    try:
+        pid = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+    finally:
+        os.close(fd)
+    return LedgerInUse(
+        f"the ledger in {data_dir} is in use by {by} (pid {pid} had it to itself last)",
+        pid=pid,
+    )
+
+
+@contextmanager
+def opening(data_dir: Path, wait_s: float = OPENING_WAIT_S) -> Iterator[None]:
+    """Hold ``ledger.opening.lock`` while the ledger is opened: one process at a time.
+
+    Raises:
+        LedgerInUse: another process has been opening it for ``wait_s``.
+    """
+    fd = os.open(data_dir / OPENING_LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise LedgerInUse(
+                        f"another process has been opening the ledger in {data_dir} for "
+                        f"{wait_s:.0f} s; try again once it has started"
+                    ) from None
+                time.sleep(0.02)  # poll interval of a bounded wait
+        yield
+    finally:
+        os.close(fd)
+
+
+def refuse_network_filesystem(data_dir: Path) -> None:
+    """Raises: LedgerOnNetworkFilesystem: ``data_dir`` is on a network filesystem."""
+    try:
+        mounts = Path("/proc/mounts").read_text()
+    except OSError:
+        return  # not Linux: nothing to tell it by
+    fs = filesystem_type(data_dir, mounts)
+    if fs is not None and is_network_filesystem(fs):
+        raise LedgerOnNetworkFilesystem(
+            f"the ledger directory {data_dir} is on a network filesystem ({fs}): SQLite's "
+            "locks and fsync are not trustworthy there, and processes sharing the ledger "
+            "could each believe they hold its write lock. Put server.data_dir on a local "
+            "disk, or use a PostgreSQL ledger to share one across machines (docs/scaling.md)",
+            path=str(data_dir),
+            filesystem=fs,
+        )
+
+
+def is_network_filesystem(fs: str) -> bool:
+    return fs in _NETWORK_FS
+
+
+def filesystem_type(path: Path, mounts: str) -> str | None:
+    """The type of the filesystem ``path`` is on, by the longest mount point in
+    ``mounts`` (``/proc/mounts``'s text) that holds it."""
+    best: tuple[str, str | None] = ("", None)
+    target = str(path.resolve())
+    for line in mounts.splitlines():
+        parts = line.split()
+        if (
+            len(parts) >= 3
+            and (target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"))
+            and len(parts[1]) >= len(best[0])
+        ):
+            best = (parts[1], parts[2])
+    return best[1]

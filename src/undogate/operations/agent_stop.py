@@ -1,0 +1,50 @@
+"""Stopping an agent (docs/rewind.md): one act that refuses the agent's new prepares
+(``agent_stopped``) and holds its waiting jobs from confirmation until a person resumes
+it. Per owner: stopping one owner's agent leaves the same agent of another owner alone.
+Both acts are events in the chain (``agent_stopped``, ``agent_resumed``).
+"""
+
+from __future__ import annotations
+
+from ..errors import AgentStopped
+from ..jobs import Actor
+from ..ledger import Reader, Transaction
+from .context import Context
+
+NOTHING_PREPARED = "nothing was prepared"
+HELD = "its jobs are held from confirmation; undoing them is not"
+
+
+def stopped_at(gw: Context, owner_id: str, agent_id: str) -> float | None:
+    return gw.ledger.read(lambda tx: tx.agent_stopped_at(owner_id, agent_id))
+
+
+def refuse_if_stopped(tx: Reader, owner_id: str, agent_id: str, doing: str) -> None:
+    """Raises: AgentStopped, when the owner stopped the agent."""
+    if tx.agent_stopped_at(owner_id, agent_id) is not None:
+        raise AgentStopped(
+            f"agent {agent_id} was stopped by a person until they resume it: {doing}",
+            agent=agent_id,
+        )
+
+
+def set_stopped(gw: Context, actor: Actor, agent_id: str, stopped: bool) -> float | None:
+    """Stop (or resume) the agent for the actor's owner; returns when it was stopped
+    (None: it runs). Doing it twice changes nothing and records nothing."""
+
+    def commit(tx: Transaction) -> float | None:
+        if tx.set_agent_stopped(actor.owner_id, agent_id, stopped=stopped, by=actor.label):
+            operation = "agent_stopped" if stopped else "agent_resumed"
+            tx.add_event(
+                job_id=None,
+                actor=actor.label,
+                access_path=actor.access_path,
+                operation=operation,
+                target=agent_id,
+            )
+        return tx.agent_stopped_at(actor.owner_id, agent_id)
+
+    return gw.ledger.write(commit)
+
+
+__all__ = ["HELD", "NOTHING_PREPARED", "refuse_if_stopped", "set_stopped", "stopped_at"]

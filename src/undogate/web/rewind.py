@@ -1,0 +1,153 @@
+"""The review pages of a rewind (docs/rewind.md): from an agent's page, stop or resume
+the agent and ask for "Undo this agent's work since…"; the plan as one table with its
+verdicts and what blocks each blocked row; one preview (every exact request in order)
+and one confirmation; then the plan's report."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ..auth import WRITE
+from ..errors import InvalidRequest
+from ..operations.inbox import parse_time
+from ..operations.rewind_plan import Selection
+from ..operations.rewind_view import plan_view, preview_view
+from ..service import Caller, Reader, Reviewer, Service
+from . import exact
+from .sessions import Session
+
+C = TypeVar("C", bound=Caller)
+Form = Mapping[str, str]
+View = Callable[[Request, Session, Form, C], Awaitable[Response]]
+
+
+class Pages(Protocol):
+    """What these views use of the review UI (``views.WebUI``)."""
+
+    service: Service
+
+    def render(
+        self, template: str, session: Session | None, *, status: int = ..., **context: Any
+    ) -> HTMLResponse: ...
+
+    async def notify(self, session: Session, notice: str) -> None: ...
+
+    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
+
+    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
+
+    @staticmethod
+    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
+
+
+def _selection(agent_id: str, form: Form, now: float) -> Selection:
+    """Raises: InvalidRequest (a time neither a duration nor a date)."""
+    since = (form.get("since") or "").strip()
+    if not since:
+        raise InvalidRequest("say since when: a duration ago (2h) or a date and time")
+    until = (form.get("until") or "").strip()
+    return Selection(
+        agent_id=agent_id,
+        since=parse_time(since, now, name="since"),
+        until=parse_time(until, now, name="until") if until else None,
+        label=(form.get("label") or "").strip() or None,
+        session=(form.get("session") or "").strip() or None,
+    )
+
+
+def rewind_routes(ui: Pages) -> list[BaseRoute]:
+    """The agent's rewind page, stop and resume, a plan, its preview and its confirm,
+    through the UI's session and cross-site checks (its ``_get``/``_post``)."""
+    rewinds = ui.service.rewinds
+
+    def agent_page(agent_id: str) -> str:
+        return f"/agents/{quote(agent_id, safe='')}/rewind"
+
+    def plan_page(rewind_id: str) -> str:
+        return f"/rewinds/{quote(rewind_id, safe='')}"
+
+    async def agent(request: Request, session: Session, form: Form, reader: Reader) -> Response:
+        agent_id = str(request.path_params["agent_id"])
+        stopped_at = await rewinds.stopped_at(reader, agent_id)
+        return ui.render(
+            "rewind_agent.html",
+            session,
+            agent_id=agent_id,
+            stopped_at=stopped_at,
+            can_write=WRITE in session.principal.scopes,
+        )
+
+    async def stop(request: Request, session: Session, form: Form, reviewer: Reviewer) -> Response:
+        agent_id = str(request.path_params["agent_id"])
+        if request.url.path.endswith("/stop"):
+            await rewinds.stop(reviewer, agent_id)
+            notice = "Stopped: its new prepares are refused and its waiting jobs held."
+        else:
+            await rewinds.resume(reviewer, agent_id)
+            notice = "Resumed: its prepares and confirmations are accepted again."
+        await ui.notify(session, notice)
+        return ui._redirect(agent_page(agent_id))
+
+    async def plan(request: Request, session: Session, form: Form, reviewer: Reviewer) -> Response:
+        agent_id = str(request.path_params["agent_id"])
+        made = await rewinds.create(reviewer, _selection(agent_id, form, ui.service.clock()))
+        return ui._redirect(plan_page(made.id))
+
+    async def show(request: Request, session: Session, form: Form, reader: Reader) -> Response:
+        found = await rewinds.plan(reader, str(request.path_params["rewind_id"]))
+        return ui.render(
+            "rewind.html",
+            session,
+            plan=plan_view(found),
+            preview=None,
+            can_write=WRITE in session.principal.scopes,
+        )
+
+    async def preview(
+        request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
+        made = await rewinds.preview(reviewer, str(request.path_params["rewind_id"]))
+        view = preview_view(made, ui.service.clock())
+        listed = view["requests"]
+        assert isinstance(listed, list)  # preview_view always lists them
+        requests = exact.request_blocks([r for r in listed if isinstance(r, dict)])
+        return ui.render(
+            "rewind.html",
+            session,
+            plan=view,
+            preview=view,
+            page={"requests": requests},
+            can_write=True,
+        )
+
+    async def confirm(
+        request: Request, session: Session, form: Form, reviewer: Reviewer
+    ) -> Response:
+        rewind_id = str(request.path_params["rewind_id"])
+        await rewinds.confirm(
+            reviewer,
+            rewind_id,
+            form.get("preview_token") or "",
+            skip_blocked=form.get("skip_blocked") == "yes",
+        )
+        await ui.notify(session, "The plan ran: its report is below.")
+        return ui._redirect(plan_page(rewind_id))
+
+    return [
+        Route("/agents/{agent_id}/rewind", ui._get(agent, Reader), methods=["GET"]),
+        Route("/agents/{agent_id}/rewind", ui._post(plan, Reviewer), methods=["POST"]),
+        Route("/agents/{agent_id}/stop", ui._post(stop, Reviewer), methods=["POST"]),
+        Route("/agents/{agent_id}/resume", ui._post(stop, Reviewer), methods=["POST"]),
+        Route("/rewinds/{rewind_id}", ui._get(show, Reader), methods=["GET"]),
+        Route("/rewinds/{rewind_id}/preview", ui._post(preview, Reviewer), methods=["POST"]),
+        Route("/rewinds/{rewind_id}/confirm", ui._post(confirm, Reviewer), methods=["POST"]),
+    ]
+
+
+__all__ = ["rewind_routes"]

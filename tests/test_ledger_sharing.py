@@ -1,0 +1,214 @@
+"""Several processes on one SQLite ledger (docs/scaling.md), as real processes: they open
+it side by side, each with its lease; what needs it alone (a restore, ``--new-ledger``,
+a copy) and an undogate from before leases are refused while others have it; processes
+starting at once make and migrate one ledger; a write waits for another process's write
+lock at most the busy wait, then is refused with nothing recorded; a network filesystem
+is told apart from a local disk."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from undogate.errors import LedgerBusy, LedgerInUse
+from undogate.ledger import DB_NAME, LOCK_NAME, Ledger
+from undogate.ledger.sqlite_files import filesystem_type, is_network_filesystem
+
+_SERVE_LIKE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger import Ledger
+    ledger = Ledger.open(Path(sys.argv[1]))
+    print(ledger.read(lambda tx: tx.own_lease), flush=True)
+    time.sleep(60)
+    """
+)
+_WITHOUT_LEASES = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # what one owner per ledger took
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\\n".encode(), 0)
+    print("owned", flush=True)
+    time.sleep(60)
+    """
+)
+_WRITE_LOCK = textwrap.dedent(
+    """
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("COMMIT")
+    print("released", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def _start(script: str, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def test_processes_share_the_ledger_and_what_needs_it_alone_waits_for_the_last(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    other, other_lease = _start(_SERVE_LIKE, str(data))
+    try:
+        assert other_lease.startswith("lse_")
+        ledger = Ledger.open(data)
+        try:
+            assert "opened beside the processes serving it" in ledger.describe()
+            mine = ledger.read(lambda tx: tx.own_lease)
+            assert mine is not None and mine != other_lease
+            assert ledger.read(lambda tx: tx.open_leases()) == {mine, other_lease}
+            with pytest.raises(LedgerInUse) as refused:
+                Ledger.open(data, alone=True)
+            assert refused.value.code == "ledger_in_use"
+            assert "stop every one of them first" in refused.value.message
+        finally:
+            ledger.close()
+        with pytest.raises(LedgerInUse):  # the other one still has it
+            Ledger.open(data, alone=True)
+    finally:
+        _kill(other)
+    alone = Ledger.open(data, alone=True)  # the kernel released its hold with it
+    try:
+        # Killed, its lease is left to expire; ours was ended when we closed.
+        assert alone.read(lambda tx: tx.open_leases()) == {other_lease, alone.lease.id}  # type: ignore[union-attr]
+    finally:
+        alone.close()
+
+
+def test_an_undogate_without_leases_owning_the_ledger_refuses_a_new_process(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    Ledger.open(data).close()
+    old, said = _start(_WITHOUT_LEASES, str(data / LOCK_NAME))
+    try:
+        assert said == "owned"
+        with pytest.raises(LedgerInUse) as refused:
+            Ledger.open(data)
+        assert "an undogate that does not share its ledger" in refused.value.message
+        assert str(old.pid) in refused.value.message
+    finally:
+        _kill(old)
+    Ledger.open(data).close()
+
+
+_OPEN_AT_ONCE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger import Ledger
+    while time.time() < float(sys.argv[2]):
+        time.sleep(0.001)
+    ledger = Ledger.open(Path(sys.argv[1]))
+    print(ledger.identity.ledger_id, ledger.identity.created, flush=True)
+    ledger.close()
+    """
+)
+
+
+def test_processes_starting_at_once_on_an_empty_data_dir_make_one_ledger(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    at = str(time.time() + 1.5)  # every interpreter is up by then
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, str(data), at],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    said = [p.communicate(timeout=60) for p in procs]
+    assert [p.returncode for p in procs] == [0] * 4, [err for _, err in said]
+    opened = [out.split() for out, _ in said]
+    assert len({ledger_id for ledger_id, _ in opened}) == 1
+    assert sorted(created for _, created in opened) == ["False", "False", "False", "True"]
+
+
+def test_a_write_waits_for_another_process_at_most_the_busy_wait_then_nothing_is_recorded(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    ledger = Ledger.open(data, busy_s=0.5)
+    try:
+
+        def count(tx: object) -> int:
+            return int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])  # type: ignore[attr-defined]
+
+        before = ledger.read(count)
+        holder, said = _start(_WRITE_LOCK, str(data / DB_NAME), "2")
+        try:
+            assert said == "locked"
+            started = time.monotonic()
+            with pytest.raises(LedgerBusy) as refused:
+                ledger.write(
+                    lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
+                )
+            waited = time.monotonic() - started
+            assert refused.value.code == "ledger_busy"
+            assert "Nothing of this step was recorded; try again" in refused.value.message
+            assert 0.5 <= waited < 1.9  # the bounded wait, not the other write's 2 s
+            assert holder.stdout is not None
+            assert holder.stdout.readline().strip() == "released"
+        finally:
+            _kill(holder)
+        assert ledger.read(count) == before  # nothing of the refused write
+        ledger.write(
+            lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
+        )
+        assert ledger.read(count) == before + 1  # once the lock is free, the same write lands
+    finally:
+        ledger.close()
+
+
+MOUNTS = """\
+/dev/sda1 / ext4 rw,relatime 0 0
+tmpfs /tmp tmpfs rw,nosuid,nodev 0 0
+server:/export /srv/shared nfs4 rw,relatime,vers=4.2 0 0
+//nas/ledgers /mnt/nas cifs rw,relatime 0 0
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "fs", "network"),
+    [
+        ("/srv/shared/undogate", "nfs4", True),
+        ("/srv/shared", "nfs4", True),
+        ("/mnt/nas/data", "cifs", True),
+        ("/srv/sharedness/data", "ext4", False),  # a longer name is not under the mount
+        ("/tmp/undogate", "tmpfs", False),
+        ("/var/lib/undogate", "ext4", False),
+    ],
+)
+def test_a_network_filesystem_is_told_from_a_local_one_by_its_mount(
+    path: str, fs: str, network: bool
+) -> None:
+    found = filesystem_type(Path(path), MOUNTS)
+    assert found == fs
+    assert is_network_filesystem(found) is network

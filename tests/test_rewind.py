@@ -1,0 +1,277 @@
+"""Rewind (docs/rewind.md): an agent's work since a moment, undone as one reviewed plan,
+against the real contract server and a real ledger."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from undogate.config import Config, parse_config
+from undogate.contract_server import ContractServer
+from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
+from undogate.jobs import ChangeRequest, ChangeState, JobState, Operation
+from undogate.operations.rewind import (
+    RewindPlan,
+    confirm_plan,
+    create_plan,
+    load_plan,
+    preview_plan,
+)
+from undogate.operations.rewind_plan import Selection, StepVerdict
+
+from .serving import cli
+from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
+
+CUSTOMER = "/records/customer-123"
+TICKET = "/records/wrapped-7"
+SUPPLIER = "/records/supplier-7"
+AGENT_ID = "account-assistant"
+
+
+def three_records(server: ContractServer, data_dir: Path) -> Config:
+    """The customer, the ticket (inside ``/data``) and a supplier record."""
+    server.set_record(SUPPLIER, {"name": "Acme", "status": "active", "owner": "kim"})
+    return make_config(
+        server,
+        data_dir,
+        resource(server, "customer", CUSTOMER),
+        resource(server, "ticket", TICKET, record_pointer="/data", fields=["status", "owner"]),
+        resource(server, "supplier", SUPPLIER, fields=["status", "owner"]),
+    )
+
+
+@pytest.fixture
+def records(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> LocalGateway:
+    return open_gateway(three_records(server, data_dir))
+
+
+def applied(gw: LocalGateway, resource_id: str, **values: str) -> str:
+    """A job of the agent on one record, applied; its id."""
+    job_id = prepare(gw, ChangeRequest(resource_id, set=dict(values)))
+    assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    return job_id
+
+
+def plan(gw: LocalGateway, since: float, **more: object) -> RewindPlan:
+    return create_plan(gw, OWNER, Selection(AGENT_ID, since, **more))  # type: ignore[arg-type]
+
+
+def confirm(gw: LocalGateway, made: RewindPlan, *, skip_blocked: bool = False) -> RewindPlan:
+    preview = preview_plan(gw, OWNER, load_plan(gw, OWNER.owner_id, made.id))
+    fresh = load_plan(gw, OWNER.owner_id, made.id)
+    return confirm_plan(gw, OWNER, fresh, preview.token, skip_blocked=skip_blocked)
+
+
+def snapshot_bytes(server: ContractServer) -> dict[str, bytes]:
+    return {p: server.raw_bytes(p) for p in (CUSTOMER, TICKET, SUPPLIER)}
+
+
+def test_five_jobs_over_three_records_are_rewound_in_one_confirmation(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    before = snapshot_bytes(server)
+    since = time.time()
+    jobs = [
+        applied(records, "customer", status="customer"),
+        applied(records, "ticket", status="closed"),
+        applied(records, "customer", status="vip"),  # the same field as the first job
+        applied(records, "supplier", owner="lee"),
+        applied(records, "ticket", owner="max"),
+    ]
+    made = plan(records, since)
+    assert [s.job_id for s in made.steps] == jobs[::-1]  # newest first
+    assert {s.verdict for s in made.steps} == {StepVerdict.UNDO}
+    done = confirm(records, made)
+    assert snapshot_bytes(server) == before  # byte for byte, every record
+    assert [o for _s, o in done.outcomes()] == ["done"] * 5
+    assert done.job_outcomes() == dict.fromkeys(jobs, "done")
+    for job_id in jobs:
+        job = records.get_job(OWNER.owner_id, job_id)
+        assert job.state is JobState.UNDONE
+    assert done.stored.state == "finished"
+
+
+def test_a_later_job_outside_the_plan_blocks_its_field_and_is_named(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    first = applied(records, "customer", status="customer")
+    second = applied(records, "customer", owner="lee")
+    until = time.time()
+    later = applied(records, "customer", status="vip")  # after ``until``: outside the plan
+    made = plan(records, since, until=until)
+    by_job = {s.job_id: s for s in made.steps}
+    assert set(by_job) == {first, second}
+    blocked = by_job[first]
+    assert blocked.verdict is StepVerdict.BLOCKED
+    assert blocked.in_the_way == later
+    assert blocked.current == {"status": "vip"}
+    assert by_job[second].verdict is StepVerdict.UNDO
+    writes = server.write_count(CUSTOMER)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    with pytest.raises(RewindBlocked) as info:
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), preview.token)
+    assert info.value.details["blocked"][0]["in_the_way"] == later
+    assert server.write_count(CUSTOMER) == writes  # nothing written
+    # The refusal spent nothing: the same preview, confirmed skipping the blocked step.
+    fresh = load_plan(records, OWNER.owner_id, made.id)
+    done = confirm_plan(records, OWNER, fresh, preview.token, skip_blocked=True)
+    record = server.get_record(CUSTOMER)
+    assert record["owner"] == "sam"  # the second job undone
+    assert record["status"] == "vip"  # the later value stays
+    outcomes = {s.job_id: o for s, o in done.outcomes()}
+    assert outcomes == {second: "done", first: "skipped"}
+    assert records.get_job(OWNER.owner_id, later).state is JobState.APPLIED
+
+
+def test_an_undo_lost_mid_plan_stops_the_plan_and_quarantines_that_step(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    oldest = applied(records, "customer", status="customer")
+    middle = applied(records, "ticket", status="closed")
+    newest = applied(records, "supplier", status="paused")
+    made = plan(records, since)
+    server.arm("apply_then_drop", TICKET)  # the ticket's undo lands, its answer is lost
+    done = confirm(records, made)
+    outcomes = {s.job_id: o for s, o in done.outcomes()}
+    assert outcomes == {newest: "done", middle: "uncertain", oldest: "not_run"}
+    assert done.job_outcomes() == {newest: "done", middle: "uncertain", oldest: "not_run"}
+    assert done.stored.stopped is not None and done.stored.stopped["step"] == "2"
+    assert records.get_job(OWNER.owner_id, middle).state is JobState.NEEDS_REVIEW
+    assert records.get_job(OWNER.owner_id, oldest).changes[0].state is ChangeState.APPLIED
+    assert server.get_record(CUSTOMER)["status"] == "customer"  # never sent
+
+
+def test_a_plan_restores_what_its_own_later_jobs_overwrote_on_a_document(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    """Text guards compare versions: each step is checked against the version the step
+    before it returns the document to."""
+    gw = open_gateway(
+        make_config(
+            server, data_dir, resource(server, "notes", "/docs/notes.md", kind="webdav_text")
+        )
+    )
+    before = server.raw_bytes("/docs/notes.md")
+    since = time.time()
+    for text in ("first\n", "second\n", "third\n"):
+        job_id = prepare(gw, ChangeRequest("notes", text=text))
+        assert confirmed(gw, job_id).job.state is JobState.APPLIED
+    made = plan(gw, since)
+    assert [s.verdict for s in made.steps] == [StepVerdict.UNDO] * 3
+    confirm(gw, made)
+    assert server.raw_bytes("/docs/notes.md") == before
+
+
+def test_an_outside_edit_blocks_its_step(records: LocalGateway, server: ContractServer) -> None:
+    since = time.time()
+    job_id = applied(records, "supplier", status="paused")
+    server.set_field(SUPPLIER, "/status", "closed")  # someone else, outside the gateway
+    made = plan(records, since)
+    (step,) = made.steps
+    assert step.verdict is StepVerdict.BLOCKED
+    assert step.in_the_way is None and step.job_id == job_id
+    assert step.current == {"status": "closed"}
+
+
+def test_confirm_refuses_when_a_resource_moved_since_the_preview_and_a_token_is_single_use(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    applied(records, "customer", owner="lee")
+    made = plan(records, since)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    server.set_field(CUSTOMER, "/name", "Ada King")  # moves the version, not the field
+    writes = server.write_count(CUSTOMER)
+    with pytest.raises(ChangedSincePreview):
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), preview.token)
+    assert server.write_count(CUSTOMER) == writes
+    again = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    assert again.plan.steps[0].verdict is StepVerdict.UNDO  # another field: still undoable
+    confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), again.token)
+    with pytest.raises((PreviewUsed, ChangedSincePreview)):
+        confirm_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id), again.token)
+
+
+def test_already_undone_and_quarantined_jobs_are_named_not_run(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    since = time.time()
+    undone = applied(records, "customer", status="customer")
+    assert confirmed(records, undone, Operation.UNDO).job.state is JobState.UNDONE
+    uncertain = prepare(records, ChangeRequest("ticket", set={"status": "closed"}))
+    server.arm("apply_then_500", TICKET)
+    assert confirmed(records, uncertain).job.state is JobState.NEEDS_REVIEW
+    made = plan(records, since)
+    verdicts = {s.job_id: s.verdict for s in made.steps}
+    assert verdicts == {
+        undone: StepVerdict.ALREADY_UNDONE,
+        uncertain: StepVerdict.QUARANTINED,
+    }
+
+
+def test_a_finished_plan_announces_rewind_applied_without_values(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    config = three_records(server, data_dir)
+    endpoint = {
+        "id": "ops",
+        "url": "http://127.0.0.1:9/hook",
+        "secret_env": "UNDOGATE_TEST_WEBHOOK_SECRET",
+        "allow_loopback_http": True,
+    }
+    gw = open_gateway(
+        replace(config, webhooks=parse_config({"webhooks": {"endpoints": [endpoint]}}).webhooks)
+    )
+    since = time.time()
+    job_id = applied(gw, "supplier", owner="lee")
+    done = confirm(gw, plan(gw, since))
+    messages = gw.ledger.read(lambda tx: tx.webhook_messages(OWNER.owner_id, (AGENT_ID,)))
+    rewinds = [m for m in messages if m.event == "rewind.applied"]
+    assert len(rewinds) == 1
+    payload = json.loads(rewinds[0].payload)
+    assert payload["data"]["rewind_id"] == done.id
+    assert payload["data"]["jobs"] == {job_id: "done"}
+    assert "lee" not in rewinds[0].payload and "kim" not in rewinds[0].payload
+
+
+def test_a_plan_exports_as_a_receipt_that_verifies_and_fails_after_an_edit(
+    records: LocalGateway, data_dir: Path, tmp_path: Path
+) -> None:
+    since = time.time()
+    first = applied(records, "customer", status="customer")
+    second = applied(records, "ticket", status="closed")
+    done = confirm(records, plan(records, since))
+    receipt = tmp_path / "plan.receipt.json"
+    made = cli("export-receipt", done.id, "--ledger", str(data_dir), "-o", str(receipt))
+    assert made.returncode == 0, made.stderr
+    bundle = json.loads(receipt.read_text())
+    assert bundle["jobs"] == sorted([first, second])
+    whole = [e["event"] for e in bundle["segment"] if "event" in e]
+    ops = [e["operation"] for e in whole if e["job_id"] is None]
+    assert ops == ["rewind_planned", "rewind_previewed", "rewind_confirmed", "rewind_finished"]
+    assert {e["job_id"] for e in whole if e["operation"] == "confirm_undo"} == {first, second}
+    checked = cli("verify-receipt", str(receipt))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    def edited(change: Callable[[dict[str, object]], None]) -> str:
+        copy = json.loads(json.dumps(bundle))
+        change(copy)
+        target = tmp_path / "edited.json"
+        target.write_text(json.dumps(copy))
+        result = cli("verify-receipt", str(target))
+        assert result.returncode == 1, (result.stdout, result.stderr)
+        return result.stdout
+
+    # A job left out: its rows, whole, no longer belong; one added: the plan never named it.
+    assert "belongs to job" in edited(lambda b: b.update(jobs=[first]))
+    added = edited(lambda b: b.update(jobs=[first, second, "job_x"]))
+    assert "not the ones its plan's row lists" in added
