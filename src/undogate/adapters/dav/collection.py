@@ -1,5 +1,5 @@
 """An address book or a calendar (``vcard_collection``, ``icalendar_collection``):
-members at ``{collection}{name}`` that appear and disappear (SPEC §12), each one object
+members at ``{collection}{name}`` that appear and disappear (docs/collections.md), each one object
 changed by property as a single ``vcard`` or ``icalendar`` is.
 
 - update (``id`` + ``set``/``remove``): a conditional ``PUT`` of the member as read with

@@ -158,7 +158,7 @@ class PropertyDocumentAdapter(WholeResourceAdapter):
             f"other line of the {self.noun} is kept as the server holds it then."
         )
 
-    # -- the endpoint check on a test copy (SPEC §11) -----------------------------------
+    # -- the endpoint check on a test copy (docs/remote-contract.md) ---------------------
     # The check writes a fresh X-UNDOGATE-CHECK property and removes it again; the copy
     # counts as restored when every line reads as at the start (by property: a server
     # may have refolded or reordered it).

@@ -1,6 +1,6 @@
 """An address book's or a calendar's members (RFC 4918 ``PROPFIND`` with ``Depth: 1``),
-and finding them by identity evidence (SPEC §12): one bounded listing, then each member
-read, matched here on normalized evidence only.
+and finding them by identity evidence (docs/collections.md): one bounded listing, then
+each member read, matched here on normalized evidence only.
 
 A listing longer than ``limits.max_collection_records`` members, or over
 ``limits.max_listing_bytes``, is refused: matching on part of a collection would be a

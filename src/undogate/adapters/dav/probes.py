@@ -1,5 +1,6 @@
-"""The endpoint check of an address book's or a calendar's test copy (SPEC §11, §12):
-whether undoing a create works there, and whether a deleted member can be put back.
+"""The endpoint check of an address book's or a calendar's test copy
+(docs/remote-contract.md, docs/collections.md): whether undoing a create works there,
+and whether a deleted member can be put back.
 
 Every request is one the gateway itself would send (the kind's adapter builds it):
 
