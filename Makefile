@@ -20,8 +20,12 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/undogate demo
 
+# The suite starts undogate as a process hundreds of times (serve, the CLI, MCP over
+# stdio); compiled once here, none of them compiles it again, even where
+# PYTHONDONTWRITEBYTECODE is set (CI sets it). The run is parallel (pyproject.toml).
 test: $(STAMP)
 	bash scripts/system-deps.sh
+	$(BIN)/python -m compileall -q src tests
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)

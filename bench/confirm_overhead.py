@@ -56,8 +56,10 @@ def _seed(data: Path) -> None:
 class ChainClock:
     """Time a confirm spends in the hash chain's inserts (docs/proof.md): the chain lock,
     the head read, each event's hash and the insert itself (which an event costs without
-    the chain too, so this is an upper bound on the chain's own cost). The bench wraps
-    the one chained insert; nothing else is changed."""
+    the chain too, so this is an upper bound on the chain's own cost). On PostgreSQL the
+    head's read is also the round trip that brings the write's deferred checks' answers
+    (``check_before_commit``), counted here too. The bench wraps the one chained insert;
+    nothing else is changed."""
 
     def __init__(self) -> None:
         self.spent = 0.0

@@ -8,6 +8,7 @@ pytest_plugins = [
     "tests.fixtures.mcp",  # a served gateway with agents, and MCP sessions on it
     "tests.fixtures.servers",  # PostgreSQL, Chromium and third-party servers
     "tests.fixtures.report",  # lines shown at the end of the run
+    "tests.fixtures.parallel",  # make test in parallel: how many workers, slow tests first
     # The kit's pytest plugin (the ``undogate_kit`` fixture of the kinds' contract,
     # tests/test_kinds_contract.py and tests/test_kind_from_outside.py), loaded as a
     # kind's author loads it (docs/kinds.md).

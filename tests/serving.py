@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from .processes import stop
 
@@ -114,6 +115,24 @@ def served_gateway(config: Path, env: dict[str, str]) -> Iterator[str]:
     """``undogate serve`` as a subprocess (needs ``/mcp`` mounted by ``serve``)."""
     with serving(config, env) as (url, _):
         yield url
+
+
+#: A scrape of ``GET /metrics``: each sample's value by its name and labels.
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+def samples(text: str) -> Samples:
+    """Every sample of a scrape, parsed by prometheus_client's own parser."""
+    found: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return found
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    """One sample's value (0 when the scrape has none: a counter not moved yet)."""
+    return found.get((name, frozenset(labels.items())), 0.0)
 
 
 def base_env() -> dict[str, str]:

@@ -45,6 +45,8 @@ from .fixtures.report import REPORT
 from .postgres import PostgresCluster
 from .serving import cli, free_port, wait_healthy
 
+pytestmark = pytest.mark.slow
+
 CUSTOMER = "/records/customer-123"
 TICKET = "/records/wrapped-7"
 INTERRUPTED = ("after_intent", "after_send", "after_response", "after_readback")

@@ -31,7 +31,7 @@ EDGES = [
     (event, src, dst)
     for event, table in TRANSITIONS.items()
     for src, dsts in table.items()
-    for dst in dsts
+    for dst in sorted(dsts)  # one order in every process: the parallel workers compare theirs
 ]
 
 

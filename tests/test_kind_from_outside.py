@@ -27,6 +27,8 @@ from undogate_keyvalue.store import KeyValueStore
 
 from undogate.testing import KindCase, KindContract, ServedGateway
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "kv-secret-token"
 _edits = itertools.count()
 

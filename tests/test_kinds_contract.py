@@ -18,6 +18,8 @@ from undogate.testing import KindCase, KindContract
 
 from .object_stores import BLOCK_BLOB, BlobServer, S3Server
 
+pytestmark = pytest.mark.slow
+
 TOKEN = "contract-token"
 _edits = itertools.count()
 

@@ -23,6 +23,8 @@ from undogate.mcp.tools import Refusal, agent_error
 from .serving import base_env, free_port
 from .worlds import RECORD, Connect, ServedWorld, run
 
+pytestmark = pytest.mark.slow
+
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 

@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -42,6 +43,8 @@ from undogate.operations.rewind_plan import Selection, StepVerdict
 
 from .postgres import PostgresCluster
 from .worlds import AGENT, OWNER, LocalGateway, make_config, resource
+
+pytestmark = pytest.mark.slow
 
 PATH = "/records/customer-123"
 FIELDS = ("status", "owner")

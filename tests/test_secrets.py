@@ -11,13 +11,16 @@ import json
 import logging
 import re
 import secrets
+import subprocess
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import yaml
 from rich.console import Console
 from starlette.testclient import TestClient
 
@@ -39,8 +42,11 @@ from undogate.testing import FaultProxy
 from undogate.views import agent_receipt, job_receipt
 
 from .object_stores import AZURE_KEY_ENV, S3_SECRET_ENV, BlobServer, S3Server
+from .processes import stop
+from .serving import SERVE, base_env, cli, free_port, wait_healthy
 from .test_web import csrf_of, sign_in
 from .worlds import (
+    MASTER_KEY,
     OWNER,
     LocalGateway,
     make_config,
@@ -483,3 +489,71 @@ def test_every_scheme_leaks_its_credential_nowhere(
             assert form not in text
         for path, data in files.items():
             assert form.encode() not in data, path
+
+
+def test_json_logs_parse_line_by_line_and_carry_no_token_or_key(
+    token_server: ContractServer, tmp_path: Path
+) -> None:
+    """``serve --log-format json``: every line of stderr is one JSON object, what serve
+    says and what it logs alike; no token value, nor any key, anywhere in it."""
+    token = new_token("basic")
+    token_server.token = token
+    config = tmp_path / "undogate.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"data_dir": str(tmp_path / "data")},
+                "resources": [resource(token_server, "customer", PATH, token_env=VAR,
+                                       token_scheme="basic")],
+                "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
+            }
+        )
+    )  # fmt: skip
+    env = {**base_env(), VAR: token, "UNDOGATE_MASTER_KEY": MASTER_KEY}
+    operator = cli("init", "--config", str(config), env=env).stdout.strip()
+    made = cli("keys", "create-agent", "--agent", "account-assistant", "--config", str(config),
+               env=env)  # fmt: skip
+    agent = made.stdout.splitlines()[0]
+    port = free_port()
+    proc = subprocess.Popen(
+        [*SERVE, "--config", str(config), "--port", str(port), "--log-format", "json"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, proc)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            prepared = client.post(
+                "/api/v1/jobs",
+                json={"summary": "s", "changes": [{"resource": "customer",
+                                                   "set": {"status": "customer"}}]},
+                headers={"Authorization": f"Bearer {agent}"},
+            )  # fmt: skip
+            assert prepared.status_code == 201, prepared.text  # the token reached the server
+            # Refusals are logged: one with the agent's key, one where the remote refused
+            # the (now wrong) token the gateway sent.
+            assert client.get("/api/v1/jobs", headers={"Authorization": f"Bearer {agent}"}
+                              ).status_code == 403  # fmt: skip
+            token_server.token = new_token("basic")
+            refused = client.post(
+                f"/api/v1/jobs/{prepared.json()['job_id']}/previews",
+                json={"operation": "apply"},
+                headers={"Authorization": f"Bearer {operator}"},
+            )
+            assert refused.status_code >= 400
+    finally:
+        stop(proc)
+    assert proc.stderr is not None
+    logged = proc.stderr.read()
+    proc.stderr.close()
+    lines = [json.loads(line) for line in logged.splitlines()]  # every line is JSON
+    assert all(set(line) >= {"time", "level", "logger", "pid", "message"} for line in lines)
+    said = [line["message"] for line in lines if line["logger"] == "undogate.serve"]
+    assert any(m.startswith(f"undogate serving {url}") for m in said), said
+    warned = [line for line in lines if line["logger"] == "undogate.refusals"]
+    assert len(warned) >= 2 and all(line["level"] == "warning" for line in warned), lines
+    for secret in [*secret_forms(token), agent, operator, MASTER_KEY]:
+        assert secret not in logged

@@ -145,6 +145,7 @@ def preview(tx: Transaction, token_hash: str, job_id: str = "job_1") -> None:
 
 
 def begin(tx: Transaction, job_id: str = "job_1", index: int = 0) -> int:
+    """The intent of one write; its action's id."""
     return tx.begin_action(
         job_id=job_id,
         change_idx=index,
@@ -152,7 +153,7 @@ def begin(tx: Transaction, job_id: str = "job_1", index: int = 0) -> int:
         method="PATCH",
         url="https://example.test/records/customer",
         if_match='"v1"',
-    )
+    ).value()
 
 
 def credential(tx: Transaction, cred_id: str, kind: str = "operator", owner: str = "") -> None:

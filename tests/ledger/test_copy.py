@@ -53,7 +53,7 @@ def fill(store: Store) -> None:
         tx.finish_action(
             action, ActionStatus.DONE, response_status=200, observation=Observation.LOOKS_APPLIED
         )
-        tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', applied_seq=1)
+        tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', stamp_seq=True)
         event(tx, "job_1", "finish_apply", to_state="applied")
         tx.add_event(
             job_id="job_1",

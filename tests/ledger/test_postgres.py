@@ -136,7 +136,7 @@ def test_of_two_stores_racing_to_claim_one_preview_exactly_one_wins(
 
         def claim(store: PostgresStore, j: str = job_id) -> Callable[[], object]:
             def slow(tx: Transaction) -> int:
-                seq = tx.claim_preview(f"hash-{j}", j, "prepared")
+                seq = tx.claim_preview(f"hash-{j}", j, "prepared").value()
                 another_waits(url)  # hold the claim open until another one tries
                 return seq
 

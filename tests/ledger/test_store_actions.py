@@ -67,10 +67,10 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
     )
 
     def hold(tx: Transaction) -> None:
-        tx.set_change_state("job_mine", 0, ChangeState.APPLIED, applied_seq=1)
-        tx.set_change_state("job_applied", 0, ChangeState.APPLIED, applied_seq=2)
+        tx.set_change_state("job_mine", 0, ChangeState.APPLIED, stamp_seq=True)
+        tx.set_change_state("job_applied", 0, ChangeState.APPLIED, stamp_seq=True)
         tx.set_change_state("job_uncertain", 0, ChangeState.UNCERTAIN)
-        tx.set_change_state("job_elsewhere", 0, ChangeState.APPLIED, applied_seq=3)
+        tx.set_change_state("job_elsewhere", 0, ChangeState.APPLIED, stamp_seq=True)
         begin(tx, "job_flying")
         begin(tx, "job_mine")
 

@@ -84,7 +84,9 @@ def test_job_and_change_states_move_and_keep_what_is_not_given(store: Store) -> 
 
     def move(tx: Transaction) -> None:
         tx.set_job_state("job_1", JobState.UNDOING, undo_started=True)
-        tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', applied_seq=7)
+        assert [tx.next_seq() for _ in range(6)] == [1, 2, 3, 4, 5, 6]
+        # Applied now: stamped with the next operation sequence number, in SQL.
+        tx.set_change_state("job_1", 0, ChangeState.APPLIED, applied_etag='"v2"', stamp_seq=True)
 
     store.write(move)
     store.write(lambda tx: tx.set_job_state("job_1", JobState.APPLIED))

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from undogate.errors import LedgerError
 from undogate.jobs import ActionStatus, Change, Job, JobState, Operation
-from undogate.ledger import Store, Transaction
+from undogate.ledger import Answer, Store, Transaction
 
 
 def _running_job(store: Store, job_id: str = "job_1") -> int:
@@ -49,7 +52,7 @@ def _running_job(store: Store, job_id: str = "job_1") -> int:
             method="PATCH",
             url="https://example.test/records/customer",
             if_match='"v1"',
-        )
+        ).value()
 
     return store.write(write)
 
@@ -61,7 +64,7 @@ def test_work_in_flight_names_the_lease_of_its_process(store: Store) -> None:
     assert store.read(lambda tx: tx.job_runners()) == {"job_1": mine}
     (in_flight,) = store.read(lambda tx: tx.in_flight_actions())
     assert (in_flight.id, in_flight.lease_id) == (action_id, mine)
-    assert store.write(lambda tx: tx.holds_job("job_1"))
+    assert store.write(lambda tx: tx.holds_job("job_1").value())
     if mine is None:  # SQLite: one owner, no leases at all
         assert store.read(lambda tx: tx.open_leases()) == frozenset()
     else:
@@ -74,19 +77,19 @@ def test_an_outcome_lands_once_and_only_a_reconciliation_moves_a_settled_write(
 ) -> None:
     action_id = _running_job(store)
     # Recovery settled it (its process's lease expired) ...
-    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.UNCERTAIN))
+    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.UNCERTAIN).value())
     # ... so the late outcome of its own process is refused, changing nothing ...
-    assert not store.write(lambda tx: tx.finish_action(action_id, ActionStatus.DONE))
+    assert not store.write(lambda tx: tx.finish_action(action_id, ActionStatus.DONE).value())
     job = store.load_job("job_1")
     assert job is not None and job.actions[0].status is ActionStatus.UNCERTAIN
     # ... and a reviewer's reconciliation still moves it.
-    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.ACCEPTED))
+    assert store.write(lambda tx: tx.finish_action(action_id, ActionStatus.ACCEPTED).value())
 
 
 def test_a_job_settled_elsewhere_is_no_longer_held(store: Store) -> None:
     _running_job(store)
     store.write(lambda tx: tx.set_job_state("job_1", JobState.NEEDS_REVIEW))
-    assert not store.write(lambda tx: tx.holds_job("job_1"))
+    assert not store.write(lambda tx: tx.holds_job("job_1").value())
     assert store.read(lambda tx: tx.job_runners()) == {}
 
 
@@ -102,3 +105,31 @@ def test_a_process_never_ends_its_own_lease(store: Store) -> None:
         )
     assert store.write(lambda tx: tx.end_expired_leases()) == []
     assert store.read(lambda tx: tx.open_leases()) == (frozenset({mine}) if mine else frozenset())
+
+
+def test_a_check_left_for_the_commit_still_rolls_the_whole_write_back(store: Store) -> None:
+    """``check_before_commit``: how an outcome learns its job was settled elsewhere
+    without a round trip of its own; whatever the write did before is not kept."""
+    _running_job(store)
+    store.write(lambda tx: tx.set_job_state("job_1", JobState.NEEDS_REVIEW))  # settled
+    asked: list[Answer[bool]] = []
+
+    def late(tx: Transaction) -> None:
+        held = tx.holds_job("job_1")
+        asked.append(held)
+        tx.set_job_state("job_1", JobState.APPLIED)
+        tx.add_event(job_id="job_1", actor="test", access_path="test", operation="late")
+
+        def still_held() -> None:
+            if not held.value():
+                raise LedgerError("this process no longer runs the job", lease="expired")
+
+        tx.check_before_commit(still_held)
+
+    with pytest.raises(LedgerError, match="no longer runs the job"):
+        store.write(late)
+    settled = store.load_job("job_1")
+    assert settled is not None and settled.state is JobState.NEEDS_REVIEW
+    assert [e.operation for e in store.events("job_1")] == []
+    with pytest.raises(TypeError, match="not a truth value"):
+        bool(asked[0])  # ``if answer`` would always pass: refused

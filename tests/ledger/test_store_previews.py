@@ -30,7 +30,7 @@ def test_a_preview_is_kept_and_claimed_once(store: Store) -> None:
     assert store.read(lambda tx: tx.load_preview("hash-unknown")) is None
     assert store.read(lambda tx: tx.latest_consumed_seq("job_1")) is None
 
-    seq = store.write(lambda tx: tx.claim_preview("hash-1", "job_1", "prepared"))
+    seq = store.write(lambda tx: tx.claim_preview("hash-1", "job_1", "prepared")).value()
     claimed = store.read(lambda tx: tx.load_preview("hash-1"))
     assert claimed is not None and claimed.op_seq == seq and claimed.consumed_at is not None
     assert store.read(lambda tx: tx.latest_consumed_seq("job_1")) == seq
@@ -52,7 +52,7 @@ def test_a_preview_made_before_another_operation_can_never_be_claimed(store: Sto
     with pytest.raises(PreviewUsed, match="another operation ran"):
         store.write(lambda tx: tx.claim_preview("old", "job_1", "prepared"))
     store.write(lambda tx: preview(tx, "after"))  # made after the claim: it may run
-    assert store.write(lambda tx: tx.claim_preview("after", "job_1", "prepared")) > 0
+    assert store.write(lambda tx: tx.claim_preview("after", "job_1", "prepared")).value() > 0
 
 
 def test_a_preview_is_not_claimed_for_a_job_that_moved_on(store: Store) -> None:
@@ -74,7 +74,9 @@ def test_of_racing_claims_exactly_one_wins(store: Store) -> None:
     def claim() -> None:
         start.wait(10)
         try:
-            won.append(store.write(lambda tx: tx.claim_preview("hash-1", "job_1", "prepared")))
+            won.append(
+                store.write(lambda tx: tx.claim_preview("hash-1", "job_1", "prepared")).value()
+            )
         except PreviewUsed as exc:
             lost.append(exc)
 

@@ -36,8 +36,9 @@ def _rewind(rewind_id: str = "rw_1", owner: str = OWNER) -> StoredRewind:
     )
 
 
-def _applied(store: Store, job_id: str, seq: int) -> None:
-    store.write(lambda tx: tx.set_change_state(job_id, 0, ChangeState.APPLIED, applied_seq=seq))
+def _applied(store: Store, job_id: str) -> None:
+    """Applied now: stamped with the next operation sequence number."""
+    store.write(lambda tx: tx.set_change_state(job_id, 0, ChangeState.APPLIED, stamp_seq=True))
 
 
 def test_a_selection_holds_the_owners_jobs_of_the_agent_that_applied_anything(
@@ -46,8 +47,8 @@ def test_a_selection_holds_the_owners_jobs_of_the_agent_that_applied_anything(
     start = time.time() - 1
     insert(store, job("job_a"), replace(job("job_b"), session="s-1"), job("job_c"))
     insert(store, job("job_x", owner="op_other"), job("job_y", agent="other-agent"))
-    for seq, job_id in enumerate(("job_a", "job_b", "job_x", "job_y"), start=1):
-        _applied(store, job_id, seq)  # job_c never applied anything
+    for job_id in ("job_a", "job_b", "job_x", "job_y"):
+        _applied(store, job_id)  # job_c never applied anything
 
     def select(**narrow: object) -> list[str]:
         args = {"since": start, "until": None, "label": None, "session": None, **narrow}

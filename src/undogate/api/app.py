@@ -17,6 +17,7 @@ from ..errors import UndogateError
 from ..service import Service
 from .export import export_routes
 from .inbox import inbox_routes
+from .metrics import metrics_routes
 from .openapi import openapi_document
 from .request_body import DrainUnreadBody
 from .responses import SecurityHeaders, _http_error, _undogate_error
@@ -44,7 +45,14 @@ def create_app(
     }
     handlers.update(exception_handlers or {})
     app = Starlette(
-        routes=[*api_routes(), *inbox_routes(), *export_routes(), *rewind_routes(), *routes],
+        routes=[
+            *api_routes(),
+            *inbox_routes(),
+            *export_routes(),
+            *rewind_routes(),
+            *metrics_routes(),
+            *routes,
+        ],
         lifespan=lifespan,
         exception_handlers=handlers,
     )

@@ -16,6 +16,7 @@ from .common import _KEY, _URL, FullHelpGroup, _ask, _review, file_copies_only
 from .failing import fail as _fail
 from .inbox_commands import jobs_list, jobs_reject_stale
 from .kinds import kinds_command
+from .operating import Echo, Watching, watching_options
 from .rewind import agents_group, rewind_command
 
 _CONFIG = click.option(
@@ -134,6 +135,7 @@ _NEW_LEDGER = click.option(
     "ledger (SQLite on this machine's disk, or PostgreSQL).",
 )
 @click.option("--listen-fd", type=int, default=None, hidden=True)  # a worker's socket
+@watching_options
 @_NEW_LEDGER
 def serve(
     config_path: Path,
@@ -142,17 +144,18 @@ def serve(
     workers: int,
     listen_fd: int | None,
     new_ledger: bool,
+    watching: Watching,
+    echo: Echo,
 ) -> None:
     """Open the ledger, recover interrupted work, and serve the HTTP API."""
     from .serve import serve as run
     from .workers import serve_workers
 
-    try:
-        if workers > 1:
-            sys.exit(serve_workers(config_path, host, port, workers, _echo_err))
-        run(config_path, host, port, _echo_err, new_ledger=new_ledger, listen_fd=listen_fd)
-    except UndogateError as exc:
-        _fail(exc)
+    if workers > 1:
+        sys.exit(serve_workers(config_path, host, port, workers, echo, watching))
+    run(
+        config_path, host, port, echo, new_ledger=new_ledger, listen_fd=listen_fd, watching=watching
+    )
 
 
 @main.command()

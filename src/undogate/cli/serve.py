@@ -5,7 +5,6 @@ processes."""
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import signal
 import socket
@@ -23,6 +22,7 @@ from ..operations.lease_sweep import ExpiredLeaseSweep
 from ..service import Service, open_service
 from ..webhooks.delivery import WebhookDelivery, webhook_warnings
 from .kinds import kind_warnings
+from .operating import PLAIN, Watching
 from .redact import install_redaction, uninstall_redaction
 
 Echo = Callable[[str], None]
@@ -159,27 +159,34 @@ def serve(
     *,
     new_ledger: bool = False,
     listen_fd: int | None = None,
+    watching: Watching = PLAIN,
 ) -> None:
     """Take a lease on the ledger, recover, and serve
     the API until interrupted. ``listen_fd``: serve on that inherited listening socket
-    (a worker of ``serve --workers``) instead of binding ``host:port``.
+    (a worker of ``serve --workers``) instead of binding ``host:port``. ``watching``:
+    the log format (configured by the caller) and the metrics bind.
 
     Raises:
         ConfigError (also: no config file, suggesting ``init``), LedgerInUse, LedgerError,
         InvalidRequest (also: the port is in use).
     """
     import uvicorn
+    from starlette.types import ASGIApp
+    from uvicorn.config import LOGGING_CONFIG
+
+    from ..api.metrics import MetricsBind
+    from ..metrics import serving
 
     require_config_file(config_path)
     # A SIGTERM exits through the finally blocks below, which close the ledger (a
     # PostgreSQL lease is then ended, not left to expire): by default it would kill the
     # process outright, also when uvicorn re-raises the one it shut down on.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    # Refusals are logged (``errors.log_refusal``) for the operator, on stderr.
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     sock = listen(host, port) if listen_fd is None else socket.socket(fileno=listen_fd)
+    sockets = [sock]
     sweep: ExpiredLeaseSweep | None = None  # started once recovery has run
     try:
+        sockets += _metrics_socket(watching)
         with open_configured(config_path, new_ledger=new_ledger) as svc:
             ledger = svc.context.ledger
             echo(ledger.describe())
@@ -213,17 +220,43 @@ def serve(
                 )
             from ..app import build_app
 
-            app = build_app(svc)
+            app: ASGIApp = build_app(svc)
             echo(f"undogate serving http://{host}:{port} (ledger {ledger.location})")
-            config = uvicorn.Config(app, log_level="warning", access_log=False)
+            if len(sockets) > 1:
+                bound = sockets[1].getsockname()
+                app = MetricsBind(app, svc, (str(bound[0]), int(bound[1])))
+                echo(f"metrics at http://{watching_url(bound)}/metrics (loopback, no key)")
+            serving()
+            config = uvicorn.Config(
+                app,
+                log_level="warning",
+                access_log=False,
+                # JSON logs: uvicorn's records go to the root's handler, not its own.
+                log_config=None if watching.log_format == "json" else LOGGING_CONFIG,
+            )
             try:
                 with _webhook_delivery(svc):
-                    uvicorn.Server(config).run(sockets=[sock])
+                    uvicorn.Server(config).run(sockets=sockets)
             finally:
                 if sweep is not None:
                     sweep.stop()
     finally:
-        sock.close()
+        for each in sockets:
+            each.close()
+
+
+def _metrics_socket(watching: Watching) -> list[socket.socket]:
+    """The socket of ``--metrics-bind``: bound here, or inherited by a worker."""
+    if watching.metrics_fd is not None:
+        return [socket.socket(fileno=watching.metrics_fd)]
+    if watching.metrics_bind is not None:
+        return [listen(*watching.metrics_bind)]
+    return []
+
+
+def watching_url(bound: tuple[str, int] | tuple[str, int, int, int]) -> str:
+    host, port = str(bound[0]), int(bound[1])
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -9,8 +9,14 @@ when its lease expires, settled by the others), and stops everything when a chil
 refuses to start (a config or ledger problem every child would hit).
 
 Each child's lines reach the parent's stderr labelled ``worker N (pid P):``, so an
-operator can tell whose they are; the parent says "serving" once every worker has said
-it is (not when it has merely started them).
+operator can tell whose they are (JSON lines pass as they are: each names its ``pid``);
+the parent says "serving" once every worker has said it is (not when it has merely
+started them).
+
+The workers count in one directory of their own (``PROMETHEUS_MULTIPROC_DIR``, made here
+and removed at the end), which a scrape of any of them sums; a worker that dies stops
+counting among the live processes. The ``--metrics-bind`` socket, if any, is bound here
+and shared like the port.
 
 On a SQLite ledger the workers share its file (on this machine's local disk); on
 PostgreSQL, its database.
@@ -18,7 +24,10 @@ PostgreSQL, its database.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +36,13 @@ from pathlib import Path
 from types import FrameType
 
 from ..config import load_config
+from ..metrics.multiprocess import (
+    MULTIPROCESS_ENV,
+    forget_worker,
+    new_counter_dir,
+    remove_counter_dir,
+)
+from .operating import PLAIN, Watching
 from .serve import Echo, listen, require_config_file
 
 #: A child that exits with an error sooner than this after its start failed to start.
@@ -34,8 +50,16 @@ STARTUP_S = 10.0
 MAX_WORKERS = 64
 
 
-def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: Echo) -> int:
+def serve_workers(
+    config_path: Path,
+    host: str,
+    port: int,
+    workers: int,
+    echo: Echo,
+    watching: Watching = PLAIN,
+) -> int:
     """Run ``workers`` serve processes until SIGTERM or SIGINT; returns the exit status.
+    They log and serve metrics as ``watching`` says.
 
     Raises:
         ConfigError, InvalidRequest (the port is in use; a worker count out of range).
@@ -43,10 +67,17 @@ def serve_workers(config_path: Path, host: str, port: int, workers: int, echo: E
     require_config_file(config_path)
     load_config(config_path)  # a bad config is refused once, before any worker starts
     sock = listen(host, port)
+    metrics_sock = listen(*watching.metrics_bind) if watching.metrics_bind else None
+    counter_dir = new_counter_dir()
     try:
-        return _Supervisor(config_path, sock.fileno(), workers, echo, host, port).run()
+        supervisor = _Supervisor(config_path, sock.fileno(), workers, echo, host, port)
+        supervisor.watched(watching, metrics_sock, counter_dir)
+        return supervisor.run()
     finally:
         sock.close()
+        if metrics_sock is not None:
+            metrics_sock.close()
+        remove_counter_dir(counter_dir)
 
 
 class _Supervisor:
@@ -75,11 +106,29 @@ class _Supervisor:
         self.stopping = False
         self.serving: set[int] = set()  # the slots whose worker said it is serving
         self.lock = threading.Lock()
+        self.pass_fds: tuple[int, ...] = (fd,)
+        self.env = dict(os.environ)
+        self.counter_dir: Path | None = None
+        self.json_lines = False
+
+    def watched(
+        self, watching: Watching, metrics_sock: socket.socket | None, counter_dir: Path
+    ) -> None:
+        """The workers log as ``watching`` says, share the metrics socket, and count in
+        ``counter_dir``."""
+        metrics_fd = metrics_sock.fileno() if metrics_sock is not None else None
+        self.command += watching.worker_arguments(metrics_fd)
+        if metrics_fd is not None:
+            self.pass_fds += (metrics_fd,)
+        self.env[MULTIPROCESS_ENV] = str(counter_dir)
+        self.counter_dir = counter_dir
+        self.json_lines = watching.log_format == "json"
 
     def _start_one(self, slot: int) -> None:
         child = subprocess.Popen(  # noqa: S603
             self.command,
-            pass_fds=(self.fd,),
+            pass_fds=self.pass_fds,
+            env=self.env,
             stderr=subprocess.PIPE,
             text=True,
             errors="replace",
@@ -91,8 +140,13 @@ class _Supervisor:
         """The worker's stderr, line by line, labelled with its slot and pid."""
         assert child.stderr is not None
         for line in child.stderr:
-            self.echo(f"worker {slot + 1} (pid {child.pid}): {line.rstrip()}")
-            if line.startswith("undogate serving "):
+            if self.json_lines:
+                sys.stderr.write(line)  # one JSON object, its pid in it: passed as it is
+                said = _message(line)
+            else:
+                self.echo(f"worker {slot + 1} (pid {child.pid}): {line.rstrip()}")
+                said = line
+            if said.startswith("undogate serving "):
                 with self.lock:
                     self.serving.add(slot)
         child.stderr.close()
@@ -141,6 +195,8 @@ class _Supervisor:
                 f"warning: worker {child.pid} exited ({code}); starting another (its writes "
                 "in flight become uncertain once its lease expires)"
             )
+            if self.counter_dir is not None:
+                forget_worker(self.counter_dir, child.pid)
             self._start_one(slot)
         return 0
 
@@ -155,6 +211,15 @@ class _Supervisor:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
+
+
+def _message(line: str) -> str:
+    """The message of one JSON log line ("" for a line that is not one)."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return ""
+    return str(record.get("message", "")) if isinstance(record, dict) else ""
 
 
 __all__ = ["MAX_WORKERS", "serve_workers"]

@@ -14,7 +14,11 @@ psycopg 3 connections.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
-  so a round trip is paid per answer the verbs wait for, not per statement.
+  so a round trip is paid per answer the verbs wait for, not per statement. A verb
+  whose answer can wait returns an ``Answer``, read when needed (the action an intent
+  records: after the commit), and a check can wait for the commit
+  (``check_before_commit``: an outcome's "still in flight"), where it shares the round
+  trip that reads the chain's head.
 - The pool hands out connections without a liveness round trip; one the server wrote
   to while it sat idle begins alone, and found dead there is replaced
   (``_checked_out``): before anything of the transaction was sent, the only point
@@ -47,6 +51,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from ..errors import LedgerError
 from .postgres_leases import LEASE_S, PostgresLease, pg_sql
 from .postgres_schema import SCHEMA_VERSION, migrate
+from .records import Answer
 from .sql_base import Cursor
 from .sql_verbs import SqlVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
@@ -93,6 +98,7 @@ class PostgresTransaction(SqlVerbs):
         self.skip_locked = " FOR UPDATE SKIP LOCKED" if writing else ""
         self.defer_chain = writing  # events are chained at the commit (sql_chain)
         self.pending = []
+        self.checks = []
         #: the advisory locks this transaction holds (a second ask is no round trip)
         self._held: set[str] = set()
 
@@ -108,6 +114,15 @@ class PostgresTransaction(SqlVerbs):
                 if name not in self._held:
                     self.connection.execute("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))
                     self._held.add(name)
+
+    def _answer(self, cursor: Cursor, read: Callable[[Cursor], T]) -> Answer[T]:
+        return Answer(lambda: read(cursor))
+
+    def check_before_commit(self, check: Callable[[], None]) -> None:
+        if self.defer_chain:
+            self.checks.append(check)
+        else:
+            check()
 
     def _lock_job(self, job_id: str) -> None:
         if self.writing:

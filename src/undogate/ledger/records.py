@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, NamedTuple
+from typing import Generic, Literal, NamedTuple, TypeVar
 
 from ..jobs import ChangeState, JobState, Operation
 from ..jsonvalue import JsonObject, JsonValue
@@ -129,6 +130,55 @@ class Admission:
     agent_unresolved: int
     owner_unresolved: int
     usage: LedgerUsage
+
+
+T = TypeVar("T")
+
+
+class Answer(Generic[T]):
+    """What a write asked the ledger, read when ``value`` is called, not when asked: on
+    PostgreSQL, whose statements are pipelined, the question travels with the statements
+    after it and costs no round trip of its own (read after the commit, none at all).
+    Never a truth value: ``if answer`` would test the object, not what it holds."""
+
+    __slots__ = ("_known", "_read", "_value")
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self._read = read
+        self._known = False
+        self._value: T | None = None
+
+    def value(self) -> T:
+        if not self._known:
+            self._value, self._known = self._read(), True
+        return self._value  # type: ignore[return-value]
+
+    def __bool__(self) -> bool:
+        raise TypeError("an Answer is not a truth value: call .value()")
+
+
+@dataclass(frozen=True)
+class OpenLease:
+    """A process's lease, as a scrape shows it: who holds it and how long ago it was
+    last renewed (by the ledger's clock)."""
+
+    id: str
+    holder: str
+    renewed_s_ago: float
+
+
+@dataclass(frozen=True)
+class OperatingFigures:
+    """What the ledger shows an operator now: writes whose outcome is uncertain and the
+    resources they quarantine, writes in flight, the webhook outbox's backlog (and how
+    long its oldest message has waited), and every open lease."""
+
+    uncertain_changes: int
+    quarantined_resources: int
+    writes_in_flight: int
+    webhooks_pending: int
+    oldest_webhook_s: float
+    leases: tuple[OpenLease, ...]
 
 
 class UnfinishedJob(NamedTuple):
@@ -266,6 +316,7 @@ class OutboxMessage:
 
 
 __all__ = [
+    "Answer",
     "EarlierJob",
     "Event",
     "ExportedJob",
@@ -274,6 +325,8 @@ __all__ = [
     "InboxRow",
     "LedgerUsage",
     "OpenChange",
+    "OpenLease",
+    "OperatingFigures",
     "OutboxMessage",
     "StoredCredential",
     "StoredEnrolment",

@@ -5,8 +5,12 @@ decision (nothing on SQLite, where ``BEGIN IMMEDIATE`` runs one write at a time)
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+from .records import Answer
+
+T = TypeVar("T")
 
 
 class Cursor(Protocol):
@@ -48,6 +52,18 @@ class EngineHooks:
 
     def _lock_job(self, job_id: str) -> None:
         """Hold the job's row until the write commits (a write only)."""
+
+    def _answer(self, cursor: Cursor, read: Callable[[Cursor], T]) -> Answer[T]:
+        """``read(cursor)``, now (SQLite: a library call, and a statement left unread
+        would hold up the commit); PostgreSQL reads it when asked (``Answer``)."""
+        value = read(cursor)
+        return Answer(lambda: value)
+
+    def check_before_commit(self, check: Callable[[], None]) -> None:
+        """Run ``check`` (which raises to roll the write back) before the commit, at the
+        latest: now here; PostgreSQL runs it at the commit, once the chain's head is
+        asked for, so the answers it reads share that round trip."""
+        check()
 
     def lock_resources(self, resource_ids: Iterable[str]) -> None:
         self._lock(*(f"resource:{r}" for r in sorted(set(resource_ids))))

@@ -43,18 +43,21 @@ class ChainVerbs(EngineHooks):
     Where writes run at once (PostgreSQL: ``defer_chain``), a write's events wait in
     ``pending`` until the engine calls ``flush_chain`` just before its COMMIT: the chain
     lock is then the last lock the write takes, so it can never be part of a deadlock,
-    and it is held only for the inserts and the commit."""
+    and it is held only for the inserts and the commit. The write's deferred checks
+    (``check_before_commit``) run there too, after the head is asked for and before it
+    is read: one round trip answers them all."""
 
     #: set by an engine whose writes run at once; it then calls ``flush_chain``
     defer_chain: bool = False
     pending: list[ChainedRow]
+    checks: list[Callable[[], None]]
 
     def chain_head(self) -> str:
         """The hash of the newest event, or ``GENESIS`` on an empty ledger."""
-        found = self.connection.execute(
-            "SELECT hash FROM events ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        return str(found[0]) if found is not None and found[0] is not None else GENESIS
+        return _head(self._ask_head())
+
+    def _ask_head(self) -> Cursor:
+        return self.connection.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1")
 
     def append_event(self, row: ChainedRow) -> None:
         """Insert ``row`` after the chain's head (at the commit, where deferred)."""
@@ -64,14 +67,27 @@ class ChainVerbs(EngineHooks):
         self._insert_chained([row])
 
     def flush_chain(self) -> None:
-        """Insert the deferred events, in order, after the chain's head."""
-        if self.defer_chain and self.pending:
+        """Run the deferred checks and insert the deferred events, in order, after the
+        chain's head."""
+        if not self.defer_chain:
+            return
+        if self.pending:
             rows, self.pending = self.pending, []
             self._insert_chained(rows)
+        else:
+            self._run_checks()
+
+    def _run_checks(self) -> None:
+        checks, self.checks = self.checks, []
+        for check in checks:
+            check()
 
     def _insert_chained(self, rows: list[ChainedRow]) -> None:
         self._lock(CHAIN_LOCK)
-        prev = self.chain_head()
+        asked = self._ask_head()
+        if self.defer_chain:
+            self._run_checks()
+        prev = _head(asked)
         for row in rows:
             digest = row_hash(prev, row)
             self.connection.execute(
@@ -80,6 +96,11 @@ class ChainVerbs(EngineHooks):
                 (*_values(row), prev, digest),
             )
             prev = digest
+
+
+def _head(asked: Cursor) -> str:
+    found = asked.fetchone()
+    return str(found[0]) if found is not None and found[0] is not None else GENESIS
 
 
 def new_row(

@@ -19,15 +19,14 @@ class CounterVerbs(EngineHooks):
         row = self.connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         return int(row[0]) if row else 0
 
-    def _bump(self, key: str, by: int) -> int:
-        """Add ``by`` to a counter; its new value (one statement: one round trip)."""
-        row = self.connection.execute(
+    def _bump(self, key: str, by: int) -> Cursor:
+        """Add ``by`` to a counter, in one statement; its new value is the cursor's row."""
+        return self.connection.execute(
             "INSERT INTO meta(key, value) VALUES (?, ?) "
             "ON CONFLICT(key) DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + ? AS TEXT) "
             "RETURNING value",
             (key, str(by), by),
-        ).fetchone()
-        return int(row[0])
+        )
 
     def usage(self) -> LedgerUsage:
         counts = dict(
@@ -55,7 +54,7 @@ class CounterVerbs(EngineHooks):
         )
 
     def next_seq(self) -> int:
-        return self._bump("op_seq", 1)
+        return int(self._bump("op_seq", 1).fetchone()[0])
 
 
 def usage_after(added: Cursor) -> LedgerUsage:

@@ -36,7 +36,15 @@ from ..jobs import (
     SideValue,
 )
 from ..jsonvalue import JsonObject, dumps, loads_object
-from .records import Admission, EarlierJob, Event, JobSummary, OpenChange, StoredPreview
+from .records import (
+    Admission,
+    Answer,
+    EarlierJob,
+    Event,
+    JobSummary,
+    OpenChange,
+    StoredPreview,
+)
 from .sql_chain import ChainVerbs, new_row
 from .sql_counters import CounterVerbs, usage_after
 
@@ -177,26 +185,22 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     def load_job(self, job_id: str, *, with_actions: bool = True) -> Job | None:
         c = self.connection
         self._lock_job(job_id)  # a write decides on what it loads: hold it to the commit
-        row = c.execute(
+        # All asked before any is read: on PostgreSQL one round trip, not three.
+        found = c.execute(
             "SELECT id, owner_id, agent_id, summary, attribution_label, idempotency_key, state, "
             "undo_started, created_at, updated_at, invalidated_reason, session FROM jobs "
             "WHERE id = ?",
             (job_id,),
-        ).fetchone()
+        )
+        change_rows = c.execute(_SELECT_CHANGES, (job_id,))
+        action_rows = c.execute(_SELECT_ACTIONS, (job_id,)) if with_actions else None
+        row = found.fetchone()
         if row is None:
             return None
-        changes = tuple(change_from_row(r) for r in c.execute(_SELECT_CHANGES, (job_id,)))
+        changes = tuple(change_from_row(r) for r in change_rows)
         actions: tuple[Action, ...] = ()
-        if with_actions:
-            actions = tuple(
-                _action_from_row(r)
-                for r in c.execute(
-                    "SELECT id, job_id, change_idx, operation, status, method, url, if_match, "
-                    "response_status, result_etag, address, detail, observation, started_at, "
-                    "finished_at FROM actions WHERE job_id = ? ORDER BY id",
-                    (job_id,),
-                )
-            )
+        if action_rows is not None:
+            actions = tuple(_action_from_row(r) for r in action_rows)
         return Job(
             id=row[0],
             owner_id=row[1],
@@ -278,15 +282,16 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         state: ChangeState,
         *,
         applied_etag: str | None = None,
-        applied_seq: int | None = None,
+        stamp_seq: bool = False,
         target: str | None = None,
     ) -> None:
         c = self.connection
+        if stamp_seq:
+            # The counter's new value is read by the update, not by us: no round trip.
+            self._bump("op_seq", 1)
         c.execute(
-            "UPDATE changes SET state = ?, applied_etag = COALESCE(?, applied_etag), "
-            "applied_seq = COALESCE(?, applied_seq), target = COALESCE(?, target) "
-            "WHERE job_id = ? AND idx = ?",
-            (state.value, applied_etag, applied_seq, target, job_id, index),
+            _STAMPED_CHANGE if stamp_seq else _MOVED_CHANGE,
+            (state.value, applied_etag, target, job_id, index),
         )
 
     def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
@@ -331,9 +336,8 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         method: str,
         url: str,
         if_match: str | None,
-    ) -> int:
-        c = self.connection
-        row = c.execute(
+    ) -> Answer[int]:
+        inserted = self.connection.execute(
             "INSERT INTO actions(job_id, change_idx, operation, status, method, url, if_match, "
             "started_at, lease_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             (
@@ -347,8 +351,8 @@ class JobVerbs(ChainVerbs, CounterVerbs):
                 time.time(),
                 self.lease_id,
             ),
-        ).fetchone()
-        return int(row[0])
+        )
+        return self._answer(inserted, lambda cursor: int(cursor.fetchone()[0]))
 
     def finish_action(
         self,
@@ -360,12 +364,12 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         address: str | None = None,
         detail: str | None = None,
         observation: Observation | None = None,
-    ) -> bool:
+    ) -> Answer[bool]:
         # An outcome lands only on a write still in flight: of a late outcome and the
         # recovery that settled its write as uncertain (its lease expired), exactly one
         # moves the row. Only a reconciliation moves a write already settled.
         sql = _FINISH_ACTION if status is ActionStatus.ACCEPTED else _FINISH_IN_FLIGHT
-        row = self.connection.execute(
+        moved = self.connection.execute(
             sql,
             (
                 status.value,
@@ -377,8 +381,8 @@ class JobVerbs(ChainVerbs, CounterVerbs):
                 time.time(),
                 action_id,
             ),
-        ).fetchone()
-        return row is not None
+        )
+        return self._answer(moved, lambda cursor: cursor.fetchone() is not None)
 
     # -- previews --------------------------------------------------------------------
 
@@ -427,15 +431,11 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         )
 
     def latest_consumed_seq(self, job_id: str) -> int | None:
-        c = self.connection
-        row = c.execute(
-            "SELECT MAX(op_seq) FROM previews WHERE job_id = ? AND consumed_at IS NOT NULL",
-            (job_id,),
-        ).fetchone()
+        row = self.connection.execute(_LATEST_CONSUMED, (job_id,)).fetchone()
         return row[0] if row and row[0] is not None else None
 
-    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> int:
-        """Consume the preview for one operation; returns its operation sequence number.
+    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> Answer[int]:
+        """Consume the preview for one operation; answers its operation sequence number.
 
         Inside the write transaction, so of two concurrent confirms exactly one wins:
         the other finds the token spent, or the job moved on.
@@ -447,31 +447,32 @@ class JobVerbs(ChainVerbs, CounterVerbs):
         """
         c = self.connection
         self._lock_job(job_id)
-        row = c.execute(
+        # All asked before any is read: on PostgreSQL one round trip, not three.
+        preview = c.execute(
             "SELECT consumed_at, base_seq FROM previews WHERE token_hash = ?"  # noqa: S608
             + self.for_update,
             (token_hash,),
-        ).fetchone()
+        )
+        latest = c.execute(_LATEST_CONSUMED, (job_id,))
+        state = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,))
+        row = preview.fetchone()
         if row is None or row[0] is not None:
             raise PreviewUsed("this preview was used by another confirm; preview again")
-        if (self.latest_consumed_seq(job_id) or 0) != row[1]:
+        if (latest.fetchone()[0] or 0) != row[1]:
             raise PreviewUsed(
                 "another operation ran on this job after this preview; preview again",
                 job=job_id,
             )
-        state = c.execute("SELECT state FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        if state is None or state[0] != expected_state:
+        now = state.fetchone()
+        if now is None or now[0] != expected_state:
             raise ChangedSincePreview(
                 "the job moved on while this confirm was checking it; nothing was written. "
                 "Preview again",
                 job=job_id,
             )
-        seq = self.next_seq()
-        c.execute(
-            "UPDATE previews SET consumed_at = ?, op_seq = ? WHERE token_hash = ?",
-            (time.time(), seq, token_hash),
-        )
-        return seq
+        seq = self._bump("op_seq", 1)  # read back by the update: no round trip
+        c.execute(_CLAIMED_PREVIEW, (time.time(), token_hash))
+        return self._answer(seq, lambda cursor: int(cursor.fetchone()[0]))
 
 
 # Cached: a resource's field list is stored with every change to it, so the overlap
@@ -486,6 +487,23 @@ def _fields_from_json(fields_json: str) -> tuple[str, ...]:
 # An outcome lands only on a write still in flight: of a late outcome and the recovery
 # that settled its write as uncertain (its lease expired), exactly one moves the row.
 # Only a reconciliation (``accepted``) moves a write already settled.
+# A change moved; one applied now is stamped with the operation sequence number its own
+# write just bumped (read back inside the same write, where no other write can move it).
+_MOVED_CHANGE = (
+    "UPDATE changes SET state = ?, applied_etag = COALESCE(?, applied_etag), "
+    "target = COALESCE(?, target) WHERE job_id = ? AND idx = ?"
+)
+_OP_SEQ = "SELECT CAST(value AS BIGINT) FROM meta WHERE key = 'op_seq'"
+_STAMPED_CHANGE = _MOVED_CHANGE.replace(
+    "target = COALESCE", f"applied_seq = ({_OP_SEQ}), target = COALESCE"
+)
+_CLAIMED_PREVIEW = f"UPDATE previews SET consumed_at = ?, op_seq = ({_OP_SEQ}) WHERE token_hash = ?"  # noqa: S608
+_LATEST_CONSUMED = "SELECT MAX(op_seq) FROM previews WHERE job_id = ? AND consumed_at IS NOT NULL"
+_SELECT_ACTIONS = (
+    "SELECT id, job_id, change_idx, operation, status, method, url, if_match, "
+    "response_status, result_etag, address, detail, observation, started_at, "
+    "finished_at FROM actions WHERE job_id = ? ORDER BY id"
+)
 _FINISH_ACTION = (
     "UPDATE actions SET status = ?, response_status = COALESCE(?, response_status), "
     "result_etag = COALESCE(?, result_etag), address = COALESCE(?, address), "

@@ -12,6 +12,7 @@ another machine is judged by one clock (on SQLite every process is on one machin
 
 from __future__ import annotations
 
+from .records import Answer
 from .sql_base import EngineHooks
 
 _RUNNING = "('applying', 'undoing')"
@@ -57,11 +58,8 @@ class LeaseVerbs(EngineHooks):
             ).fetchall()
         }
 
-    def holds_job(self, job_id: str) -> bool:
-        # The check locks the row it finds (``for_update``): one round trip. Under READ
-        # COMMITTED a row another write holds is checked again once that write commits.
-        row = self.connection.execute(
-            _HOLDS_JOB + self.for_update,
-            (job_id, self.lease_id),
-        ).fetchone()
-        return row is not None
+    def holds_job(self, job_id: str) -> Answer[bool]:
+        # The check locks the row it finds (``for_update``). Under READ COMMITTED a row
+        # another write holds is checked again once that write commits.
+        found = self.connection.execute(_HOLDS_JOB + self.for_update, (job_id, self.lease_id))
+        return self._answer(found, lambda cursor: cursor.fetchone() is not None)

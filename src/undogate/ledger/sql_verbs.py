@@ -1,4 +1,4 @@
-"""The verbs of ``store.Transaction``, listed once: the nine mixins, by topic, in the SQL
+"""The verbs of ``store.Transaction``, listed once: the eleven mixins, by topic, in the SQL
 both engines speak. An engine's transaction class is ``SqlVerbs`` plus its connection
 and its locks (``sql_base.EngineHooks``)."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .sql_admin import AdminVerbs
 from .sql_export import ExportVerbs
+from .sql_figures import FigureVerbs
 from .sql_inbox import InboxVerbs
 from .sql_jobs import JobVerbs
 from .sql_leases import LeaseVerbs
@@ -27,6 +28,7 @@ class SqlVerbs(
     OutboxVerbs,
     PasskeyVerbs,
     RewindVerbs,
+    FigureVerbs,
 ):
     """Every verb a transaction offers, over the engine's ``connection``."""
 

@@ -43,6 +43,7 @@ from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operat
 from ..jsonvalue import JsonObject
 from .records import (
     Admission,
+    Answer,
     EarlierJob,
     Event,
     ExportedJob,
@@ -52,6 +53,7 @@ from .records import (
     JobSummary,
     LedgerUsage,
     OpenChange,
+    OperatingFigures,
     StoredCheck,
     StoredCredential,
     StoredEnrolment,
@@ -251,6 +253,11 @@ class Reader(OutboxReader, RewindReader, Protocol):
         """The latest ``undo_accepted`` event of ``resource_id``, if any."""
         ...
 
+    def operating_figures(self) -> OperatingFigures:
+        """What an operator watches now (``metrics``): uncertain writes and the resources
+        they hold, writes in flight, the webhook backlog, the open leases."""
+        ...
+
 
 class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
@@ -303,11 +310,12 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         state: ChangeState,
         *,
         applied_etag: str | None = None,
-        applied_seq: int | None = None,
+        stamp_seq: bool = False,
         target: str | None = None,
     ) -> None:
-        """Move one change; ``None`` leaves the applied version, sequence and target as
-        they are (a create learns its target from the server's answer)."""
+        """Move one change; ``None`` leaves the applied version and target as they are
+        (a create learns its target from the server's answer). ``stamp_seq``: applied
+        now, so it takes the next operation sequence number (``next_seq``)."""
         ...
 
     def count_confirm_attempt(self, job_id: str) -> None:
@@ -333,8 +341,8 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         the job's last claimed operation, so it can never run after a newer one."""
         ...
 
-    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> int:
-        """Consume the preview for one operation; returns its operation sequence number.
+    def claim_preview(self, token_hash: str, job_id: str, expected_state: str) -> Answer[int]:
+        """Consume the preview for one operation; answers its operation sequence number.
 
         Inside the write that records the operation's start, so of two concurrent
         confirms exactly one wins: the other finds the token spent, or the job moved on.
@@ -355,8 +363,9 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         method: str,
         url: str,
         if_match: str | None,
-    ) -> int:
-        """Record the intent of one external write (``dispatching``); returns its id."""
+    ) -> Answer[int]:
+        """Record the intent of one external write (``dispatching``); answers its id
+        (read it after the commit: it costs no round trip then)."""
         ...
 
     def finish_action(
@@ -369,16 +378,21 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         address: str | None = None,
         detail: str | None = None,
         observation: Observation | None = None,
-    ) -> bool:
+    ) -> Answer[bool]:
         """Record the outcome of one external write; ``None`` keeps what was recorded.
         Only a write still ``dispatching`` takes an outcome (any status but
-        ``accepted``, which reconciles an uncertain one): False when it had left
+        ``accepted``, which reconciles an uncertain one): answers False when it had left
         ``dispatching`` already (recovery settled it: its process's lease expired)."""
         ...
 
-    def holds_job(self, job_id: str) -> bool:
+    def holds_job(self, job_id: str) -> Answer[bool]:
         """Whether the job is still ``applying`` or ``undoing`` under this process's
         lease (its row held to the commit): False once recovery elsewhere settled it."""
+        ...
+
+    def check_before_commit(self, check: Callable[[], None]) -> None:
+        """Run ``check`` before the commit, at the latest (it raises to roll the write
+        back): where answers cost a round trip, the answers it reads share one."""
         ...
 
     def end_expired_leases(self) -> list[str]:

@@ -28,6 +28,7 @@ from ..jobs import (
     Operation,
 )
 from ..ledger import StoredPreview
+from ..metrics import Watch, watching_confirm
 from . import step_up
 from .agent_stop import HELD, refuse_if_stopped
 from .context import Context
@@ -69,6 +70,8 @@ def confirm_preview(
     digest, which a preview that touches a ``require_passkey`` resource needs
     (``step_up``).
 
+    Counted and timed by operation and outcome (``metrics``).
+
     Raises:
         NotFound, PreviewExpired, PreviewUsed, ChangedSincePreview, Conflict,
         Quarantined, LaterJobOverlaps, LimitReached, TransitionNotAllowed,
@@ -77,6 +80,36 @@ def confirm_preview(
         PasskeyRequired, PasskeyRefused (its subclasses), AgentStopped (an apply of
         a stopped agent's job).
     """
+    with watching_confirm() as watch:
+        done = _confirm(
+            gw,
+            actor,
+            job,
+            preview_token,
+            watch,
+            dry_run=dry_run,
+            reauthorize=reauthorize,
+            acknowledge_irreversible=acknowledge_irreversible,
+            passkey_assertion=passkey_assertion,
+        )
+        watch.outcome = (
+            "dry_run" if done.dry_run else "repeated" if done.repeated else done.job.state.value
+        )
+        return done
+
+
+def _confirm(
+    gw: Context,
+    actor: Actor,
+    job: Job,
+    preview_token: str,
+    watch: Watch,
+    *,
+    dry_run: bool,
+    reauthorize: Callable[[], None] | None,
+    acknowledge_irreversible: bool,
+    passkey_assertion: str | None,
+) -> Confirmation:
     assertion = None
     if passkey_assertion is not None:
         assertion = step_up.refuse_replay(gw, passkey_assertion)
@@ -87,6 +120,7 @@ def confirm_preview(
     )
     if stored is None or stored.job_id != job.id:
         raise NotFound("unknown preview token for this job; preview again", job=job.id)
+    watch.operation = stored.operation.value
     if stored.consumed_at is not None:
         latest = gw.ledger.read(lambda tx: tx.latest_consumed_seq(job.id))
         if not dry_run and stored.op_seq == latest:

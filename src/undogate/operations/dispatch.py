@@ -31,10 +31,10 @@ from ..jobs import (
     state_after_undo,
 )
 from ..jsonvalue import JsonObject
-from ..ledger import Event, Store, Transaction
+from ..ledger import Answer, Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
-from .overlaps import check_overlaps
+from .overlaps import find_blockers, refuse_blocked
 from .preview import PlannedWrite
 
 
@@ -108,7 +108,7 @@ class Dispatch:
             if self.reauthorize is not None:
                 self.reauthorize()
             self.wire.check_credentials(planned.resource)
-            action_id = self.ledger.write(partial(self._intent_rows, planned=planned))
+            action_id = self.ledger.write(partial(self._intent_rows, planned=planned)).value()
             self.started = True  # only once that first intent is committed
         except UndogateError as exc:
             if not self.started or isinstance(exc, LedgerError):
@@ -180,13 +180,16 @@ class Dispatch:
             detail=detail,
         )
 
-    def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> int:
+    def _intent_rows(self, tx: Transaction, planned: PlannedWrite) -> Answer[int]:
         # Checked again here, in the transaction that records the intent: another job may
         # have gone uncertain, started a write or applied since this confirm planned.
+        # Both questions are asked before either answer is read (one round trip).
         tx.lock_resources([planned.change.resource_id])
-        if self.started and not tx.holds_job(self.job.id):
+        held = tx.holds_job(self.job.id) if self.started else None
+        blockers = find_blockers(tx, self.job, [planned.change], self.operation)
+        if held is not None and not held.value():
             raise _lease_lost()
-        check_overlaps(tx, self.job, [planned.change], self.operation)
+        refuse_blocked(blockers)
         if not self.started:
             tx.claim_preview(self.token_hash, self.job.id, self.job.state.value)
             # After the claim, which holds the job and finds it as loaded (a race lost
@@ -222,22 +225,28 @@ class Dispatch:
         finish: bool,
     ) -> None:
         new_state = change_state_after(self.operation, outcome.status, change)
-        if not tx.finish_action(
+        in_flight = tx.finish_action(
             action_id,
             outcome.status,
             response_status=outcome.response_status,
             result_etag=outcome.result_etag,
             address=outcome.address,
             detail=outcome.detail,
-        ):
-            raise _lease_lost()
+        )
+
+        def still_in_flight() -> None:
+            if not in_flight.value():
+                raise _lease_lost()
+
+        # The answer is read at the commit, with the chain's head: one round trip less.
+        tx.check_before_commit(still_in_flight)
         applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
         tx.set_change_state(
             self.job.id,
             change.index,
             new_state,
             applied_etag=outcome.result_etag if applied else None,
-            applied_seq=tx.next_seq() if applied else None,
+            stamp_seq=applied,
             target=outcome.target,
         )
         self._event(

@@ -51,7 +51,12 @@ def find_blockers(
 def check_overlaps(tx: Reader, job: Job, targets: Sequence[Change], operation: Operation) -> None:
     """Raises: Quarantined or LaterJobOverlaps for the first blocked change; its details
     list every blocked change under ``blockers``."""
-    found = find_blockers(tx, job, targets, operation)
+    refuse_blocked(find_blockers(tx, job, targets, operation))
+
+
+def refuse_blocked(found: list[Blocker]) -> None:
+    """Raises: Quarantined or LaterJobOverlaps for the first of ``found`` (what
+    ``find_blockers`` found), if any."""
     if not found:
         return
     first = found[0]

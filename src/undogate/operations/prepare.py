@@ -28,6 +28,7 @@ from ..jobs import (
 )
 from ..jsonvalue import JsonError, JsonObject, JsonValue, check_encodable, dumps
 from ..ledger import EarlierJob, LedgerUsage, Reader, Transaction
+from ..metrics import watching_prepare
 from ..net.etag import parse_etag
 from .agent_stop import NOTHING_PREPARED, refuse_if_stopped
 from .context import Context
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 
 
 def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) -> Prepared:
-    """Read every resource and record before/after. Writes nothing externally.
+    """Read every resource and record before/after. Writes nothing externally. Counted
+    and timed by outcome (``metrics``).
 
     Raises:
         InvalidRequest, NotFound, Forbidden (a resource without conditional writes),
@@ -46,6 +48,13 @@ def prepare_job(gw: Context, actor: Actor, agent_id: str, request: PrepareReques
         StaleVersion, IdempotencyKeyReused, RemoteUnavailable, RemoteContractBreach,
         MissingToken.
     """
+    with watching_prepare() as watch:
+        prepared = _prepare(gw, actor, agent_id, request)
+        watch.outcome = "replayed" if prepared.replay else "prepared"
+        return prepared
+
+
+def _prepare(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) -> Prepared:
     limits = gw.config.limits
     summary = request.summary.strip()
     if not summary or len(summary) > 2000:

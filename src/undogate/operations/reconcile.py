@@ -86,7 +86,7 @@ def accept_observed(
                 applied_etag=(
                     snap.etag.header if new_state is ChangeState.APPLIED and snap.exists else None
                 ),
-                applied_seq=tx.next_seq() if new_state is ChangeState.APPLIED else None,
+                stamp_seq=new_state is ChangeState.APPLIED,
                 # A create whose answer was lost learns here which record it made.
                 target=snap.target if new_state is ChangeState.APPLIED else None,
             )

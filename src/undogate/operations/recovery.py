@@ -141,7 +141,7 @@ def _settle_in(
         elsewhere = action.lease_id is not None and action.lease_id != mine
         reason, action_detail = LEASE_EXPIRED if elsewhere else cause
         # False: its own process recorded an outcome first; nothing to settle.
-        if not tx.finish_action(action.id, ActionStatus.UNCERTAIN, detail=action_detail):
+        if not tx.finish_action(action.id, ActionStatus.UNCERTAIN, detail=action_detail).value():
             continue
         tx.set_change_state(action.job_id, action.change_index, ChangeState.UNCERTAIN)
         tx.add_event(

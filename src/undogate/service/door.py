@@ -14,11 +14,11 @@ from contextlib import contextmanager
 
 from ..auth import Keyring
 from ..config import Config
-from ..ledger import open_store
+from ..ledger import OperatingFigures, open_store
 from ..net import PinnedClient
 from ..operations.context import Context, crash_point_from_env
 from ..operations.recovery import recover
-from .access import Authentication
+from .access import Authentication, in_thread
 from .administrators import Administrators
 from .agents import Agents
 from .reviewers import Reviewers
@@ -43,6 +43,11 @@ class Service:
 
     def clock(self) -> float:
         return self.context.clock()
+
+    async def operating_figures(self) -> OperatingFigures:
+        """What the ledger shows an operator now (``GET /metrics``); the surface decides
+        who may see it (an administrator, or whoever reaches the loopback bind)."""
+        return await in_thread(self.context.ledger.read, lambda tx: tx.operating_figures())
 
     def recover(self) -> dict[str, int]:
         """Start-up recovery (see ``operations.recovery.recover``)."""
