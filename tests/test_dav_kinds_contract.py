@@ -23,6 +23,7 @@ from undogate.testing import KindCase, KindContract
 from .caldav_servers import PASSWORD, USER, DavCollections
 from .dav_world import CONTACT, EVENT, held, seed
 
+pytestmark = pytest.mark.slow  # a served gateway per test, four kinds: handed out first
 _UNFOLD = re.compile(r"\r?\n[ \t]")
 _edits = itertools.count()
 CONTACT_FIELDS = ["FN", "EMAIL", "NOTE", "TITLE"]
