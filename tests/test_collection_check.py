@@ -66,7 +66,10 @@ def test_the_check_verifies_create_undo_and_recreate_and_leaves_everything(
     again = check_endpoint(Context(gw.config, gw.ledger, gw.http, environ={}), "contacts-copy")
     lines = report_lines(result_view(again))
     assert any("verified undos: undo_of_create, recreate" in line for line in lines), lines
-    assert lines[-1].endswith("verified on a test copy (check 2 in the ledger)")
+    assert lines[-1] == (
+        "contacts: verified on a test copy as json_patch, version in If-Match, stale 412 "
+        "(check 2 in the ledger)"
+    )
 
 
 def test_a_store_that_never_recreates_verifies_only_the_undo_of_a_create(
@@ -80,13 +83,27 @@ def test_a_store_that_never_recreates_verifies_only_the_undo_of_a_create(
     assert steps["recreate_deleted_id"].evidence == {"status": 409}
 
 
+def test_a_store_that_writes_on_a_stale_tag_fails_and_verifies_nothing(
+    gw: LocalGateway, server: ContractServer
+) -> None:
+    start = _seed_copy(server)
+    server.arm("ignore_if_match")  # the first stale write: the update of the probe
+    passed, steps, undos = _check(gw)
+    assert not passed and undos == ()
+    assert not steps["stale_update_refused"].passed
+    assert "stale_delete_refused" not in steps  # a failed guard stops the check
+    assert server.collection_records(COPY) == start["copy"]  # the probe is gone with it
+
+
 def test_a_store_that_deletes_on_a_stale_tag_fails_and_verifies_nothing(
     gw: LocalGateway, server: ContractServer
 ) -> None:
     start = _seed_copy(server)
-    server.arm("ignore_if_match")
+    server.arm("precondition_status:412")  # the stale update: refused as it should be
+    server.arm("ignore_if_match")  # the stale delete: carried out
     passed, steps, undos = _check(gw)
     assert not passed and undos == ()
+    assert steps["stale_update_refused"].evidence == {"status": 412, "unchanged": True}
     assert not steps["stale_delete_refused"].passed
     assert server.collection_records(COPY) == start["copy"]  # the probe is gone with it
 

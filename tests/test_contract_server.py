@@ -169,13 +169,38 @@ def test_missing_if_match_is_428(server: ContractServer, client: httpx.Client) -
 def test_wrong_patch_media_type_is_415(server: ContractServer, client: httpx.Client) -> None:
     etag = server.etag(CUSTOMER)
     body = json.dumps([{"op": "replace", "path": "/status", "value": "won"}])
-    for media_type in ["application/json", "application/merge-patch+json", "text/plain"]:
+    for media_type in ["application/json", "text/plain"]:
         response = client.patch(
             CUSTOMER, content=body, headers={"Content-Type": media_type, "If-Match": etag}
         )
         assert response.status_code == 415
+    # A JSON Patch sent as a merge patch would replace the record with an array: refused.
+    merge = {"Content-Type": "application/merge-patch+json", "If-Match": etag}
+    assert client.patch(CUSTOMER, content=body, headers=merge).status_code == 422
     assert server.etag(CUSTOMER) == etag
     assert server.get_record(CUSTOMER)["status"] == "lead"
+
+
+def test_a_merge_patch_and_a_record_put_are_conditional(
+    server: ContractServer, client: httpx.Client
+) -> None:
+    etag = server.etag(CUSTOMER)
+    merge = b'{"status": "won", "owner": null}'
+    stale = {"Content-Type": "application/merge-patch+json", "If-Match": '"stale"'}
+    assert client.patch(CUSTOMER, content=merge, headers=stale).status_code == 412
+    record = b'{"status": "won"}'
+    put = {"Content-Type": "application/json"}
+    assert client.put(CUSTOMER, content=record, headers=put).status_code == 428
+    assert (
+        client.put(CUSTOMER, content=record, headers={**put, "If-Match": '"x"'}).status_code == 412
+    )
+    assert server.etag(CUSTOMER) == etag and server.write_count(CUSTOMER) == 0
+    merged = client.patch(CUSTOMER, content=merge, headers={**stale, "If-Match": etag})
+    assert merged.status_code == 200 and "owner" not in server.get_record(CUSTOMER)
+    put_ok = client.put(
+        CUSTOMER, content=record, headers={**put, "If-Match": server.etag(CUSTOMER)}
+    )
+    assert put_ok.status_code == 200 and server.raw_bytes(CUSTOMER) == record  # kept as sent
 
 
 def test_failed_test_op_is_409_and_the_patch_is_atomic(
@@ -296,13 +321,9 @@ def test_methods_and_unknown_paths(server: ContractServer, client: httpx.Client)
     assert put_text(client, "/docs/new.txt", b"x", "text/plain", '"x"').status_code == 404
     ops = [{"op": "replace", "path": "/x", "value": 1}]
     assert patch(client, PLAIN, ops, etag).status_code == 405
-    response = client.put(
-        CUSTOMER,
-        content=b"{}",
-        headers={"Content-Type": "application/json", "If-Match": server.etag(CUSTOMER)},
-    )
+    response = client.post(CUSTOMER, content=b"{}", headers={"Content-Type": "application/json"})
     assert response.status_code == 405
-    assert response.headers["allow"] == "GET, HEAD, PATCH"
+    assert response.headers["allow"] == "GET, HEAD, PATCH, PUT"
     assert client.delete(PLAIN).status_code == 405
     assert server.paths() == [NOTES, PLAIN, CUSTOMER, WRAPPED]
 
@@ -354,8 +375,8 @@ def test_helpers_edit_state_from_outside(server: ContractServer, client: httpx.C
     new_etag = server.set_record(WRAPPED, {"status": "held", "owner": "kim"}, pointer="/data")
     assert new_etag != etag
     assert client.get(WRAPPED).json()["data"] == {"status": "held", "owner": "kim"}
-    server.set_record("/customers/9", '{"n": 10000000000000000000000000001}')
-    assert client.get("/customers/9").content == b'{"n":10000000000000000000000000001}'
+    server.set_record("/customers/9", '{"n": 10000000000000000000000000001}')  # kept as given
+    assert client.get("/customers/9").content == b'{"n": 10000000000000000000000000001}'
     server.set_text("/docs/extra.md", "hi", media_type="text/markdown; charset=utf-8")
     got = client.get("/docs/extra.md")
     assert got.headers["content-type"] == "text/markdown; charset=utf-8"

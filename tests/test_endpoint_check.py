@@ -22,6 +22,8 @@ from undogate.operations.endpoint_check import (
     Step,
     check_endpoint,
     latest_verification,
+    report_lines,
+    result_view,
 )
 
 from .serving import SERVED_COPY_PATH, SERVED_PATH, cli
@@ -188,6 +190,25 @@ def test_a_webdav_text_test_copy_passes_and_its_bytes_come_back_exactly(
     assert server.raw_bytes(PROD_TEXT) == prod_bytes and server.etag(PROD_TEXT) == prod_etag
     [(_, _, passed, evidence)] = evidence_rows(ledger)
     assert passed == 1 and MARKER_PREFIX not in evidence and "Copy" not in evidence
+
+
+@pytest.mark.parametrize("kind", ["json_record", "webdav_text"])
+def test_a_record_and_a_document_are_reported_in_their_own_words(
+    server: ContractServer, data_dir: Path, ledger: Ledger, http: ScriptedHTTP, kind: str
+) -> None:
+    # Every kind's check reports through one view: a record's or a document's steps
+    # must never carry a collection's titles (they once did, through a merged table).
+    config, copy_id, _ = copy_of_kind(server, data_dir, kind)
+
+    lines = report_lines(
+        result_view(check_endpoint(Context(config, ledger, http, environ={}), copy_id))
+    )
+
+    assert lines[1] == "  [pass] read the production resource (never written): read", lines
+    assert not [line for line in lines if "collection" in line], lines
+    # A record names its mode (one of three dialects); a document has one way to write.
+    mode = " as json_patch, version in If-Match, stale 412" if kind == "json_record" else ""
+    assert lines[-1].endswith(f": verified on a test copy{mode} (check 1 in the ledger)"), lines
 
 
 def test_it_never_runs_against_a_resource_that_is_not_a_test_copy(
@@ -449,11 +470,11 @@ def test_the_cli_exits_0_when_verified_1_when_not_and_2_when_refused(
     assert ok.returncode == 0, ok.stderr
     assert "(directly on the ledger)" in ok.stderr
     assert (
-        "[pass] If-Match with a tag the endpoint issued earlier (now stale) is refused "
-        "with 412 and no effect: HTTP 412, nothing changed" in ok.stdout
+        "[pass] a write with a version the endpoint issued earlier (now stale) is refused "
+        "as stale, with no effect: HTTP 412, nothing changed" in ok.stdout
     )
     assert '[pass] the weak form of the current tag (W/"...") is refused' in ok.stdout
-    assert "[pass] If-Match on a resource that does not exist creates nothing" in ok.stdout
+    assert "[pass] a write conditional on a version, to a resource that does not exist" in ok.stdout
     assert "customer: verified on a test copy" in ok.stdout
     server.arm("status:500", COPY)
     failed = cli("check-endpoint", "customer-copy", "--config", str(path))
@@ -481,7 +502,10 @@ def test_the_check_runs_through_a_serving_gateway(
 
     assert done.returncode == 0, done.stdout + done.stderr
     assert "(through the API)" in done.stderr
-    assert "customer: verified on a test copy (check 1 in the ledger)" in done.stdout
+    assert (
+        "customer: verified on a test copy as json_patch, version in If-Match, stale 412 "
+        "(check 1 in the ledger)" in done.stdout
+    )
     assert server.get_record(SERVED_COPY_PATH) == start
     assert server.attempt_count(SERVED_PATH) == 0
     with httpx.Client(base_url=str(served["url"]), timeout=30) as client:
@@ -503,7 +527,10 @@ def test_the_check_runs_through_a_serving_gateway(
     direct = cli("check-endpoint", "customer-copy", "--config", config, env=env)
     assert direct.returncode == 0, direct.stdout + direct.stderr
     assert "(directly on the ledger)" in direct.stderr
-    assert "customer: verified on a test copy (check 3 in the ledger)" in direct.stdout
+    assert (
+        "customer: verified on a test copy as json_patch, version in If-Match, stale 412 "
+        "(check 3 in the ledger)" in direct.stdout
+    )
 
 
 def test_the_job_page_says_attested_only_until_a_check_passes(

@@ -1,8 +1,11 @@
 """The three built-in kinds pass the contract of the kit (``undogate.testing``), exactly
 as a kind from outside does (tests/test_kind_from_outside.py): each against the
-reference endpoint, through a real served gateway and the kit's fault proxy; and
-``webdav_text`` against the object stores, with their signing schemes (moto's S3 with
-AWS SigV4, Azurite with Azure Shared Key and a static header)."""
+reference endpoint, through a real served gateway and the kit's fault proxy. The JSON
+kinds' other dialects run it too: a record written with JSON Merge Patch, a collection
+written with whole-record PUTs (here), and a record whose version is CouchDB's ``_rev``,
+against a real pouchdb-server (tests/test_pouchdb.py); and ``webdav_text`` against the
+object stores, with their signing schemes (moto's S3 with AWS SigV4, Azurite with Azure
+Shared Key and a static header)."""
 
 from __future__ import annotations
 
@@ -45,6 +48,29 @@ class TestJsonRecordContract(KindContract):
             outside_edit=lambda: endpoint.set_field(path, "/data/status", f"other {next(_edits)}"),
             state=lambda: endpoint.raw_bytes(path),
             settings={"fields": ["status", "owner"], "record_pointer": "/data"},
+            token=TOKEN,
+        )
+
+
+class TestJsonRecordMergePatchContract(KindContract):
+    @pytest.fixture
+    def kind_case(self, endpoint: ContractServer) -> KindCase:
+        path, copy = "/records/kit-merge", "/records/kit-merge-copy"
+        for where in (path, copy):
+            endpoint.set_record(where, {"data": {"status": "lead", "owner": "ann"}, "n": 1})
+        return KindCase(
+            kind="json_record",
+            url=endpoint.url(path),
+            test_copy_url=endpoint.url(copy),
+            change={"set": {"status": "customer"}, "remove": ["owner"]},
+            other_change={"set": {"status": "vip"}},
+            outside_edit=lambda: endpoint.set_field(path, "/data/status", f"other {next(_edits)}"),
+            state=lambda: endpoint.raw_bytes(path),
+            settings={
+                "fields": ["status", "owner"],
+                "record_pointer": "/data",
+                "write": "merge_patch",
+            },
             token=TOKEN,
         )
 
@@ -92,6 +118,30 @@ class TestJsonCollectionContract(KindContract):
             },
             token=TOKEN,
             create={"create": {"email": "kit-new@example.com", "status": "lead"}},
+        )
+
+
+class TestJsonCollectionPutContract(KindContract):
+    @pytest.fixture
+    def kind_case(self, endpoint: ContractServer) -> KindCase:
+        collection, copy = "/collections/kit-put", "/collections/kit-put-copy"
+        for where in (collection, copy):
+            endpoint.set_record(f"{where}/ann", {"id": "ann", "email": "ann@example.com"})
+        record = f"{collection}/ann"
+        return KindCase(
+            kind="json_collection",
+            url=endpoint.url(collection),
+            test_copy_url=endpoint.url(copy),
+            change={"id": "ann", "set": {"status": "customer"}},
+            other_change={"id": "ann", "set": {"status": "vip"}},
+            outside_edit=lambda: endpoint.set_field(record, "/status", f"other {next(_edits)}"),
+            # The record's bytes (a PUT's are kept as sent) and which records there are.
+            state=lambda: (
+                endpoint.raw_bytes(record)
+                + json.dumps(sorted(endpoint.collection_records(collection))).encode()
+            ),
+            settings={"fields": ["email", "status"], "create": "put", "write": "put"},
+            token=TOKEN,
         )
 
 

@@ -171,6 +171,22 @@ def test_a_plan_restores_what_its_own_later_jobs_overwrote_on_a_document(
     assert server.raw_bytes("/docs/notes.md") == before
 
 
+def test_a_record_written_whole_blocks_the_older_steps_a_preview_could_not_show(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    """With ``write: put`` the second undo would send bytes only the first undo's
+    read-back has: the plan blocks it rather than preview a request it would not send."""
+    config = make_config(server, data_dir, resource(server, "customer", CUSTOMER, write="put"))
+    gw = open_gateway(config)
+    since = time.time()
+    first = applied(gw, "customer", status="customer")
+    newest = applied(gw, "customer", owner="lee")
+    by_job = {s.job_id: s for s in plan(gw, since).steps}
+    assert by_job[newest].verdict is StepVerdict.UNDO
+    assert by_job[first].verdict is StepVerdict.BLOCKED
+    assert "cannot be foreseen" in (by_job[first].message or "")
+
+
 def test_an_outside_edit_blocks_its_step(records: LocalGateway, server: ContractServer) -> None:
     since = time.time()
     job_id = applied(records, "supplier", status="paused")

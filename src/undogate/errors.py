@@ -8,6 +8,8 @@ its own vocabulary in one place.
     UndogateError
     ├── ConfigError                 config_invalid         (carries every problem found)
     ├── InvalidRequest              invalid_request
+    ├── NotExpressible              not_expressible        (the resource's write dialect
+    │                                                       cannot say the planned values)
     ├── PayloadTooLarge             payload_too_large      (a request body over the limit)
     ├── TooManyStreams              too_many_streams       (open /mcp streams at their bound)
     ├── NotFound                    not_found
@@ -118,6 +120,13 @@ class ConfigError(UndogateError):
 
 class InvalidRequest(UndogateError):
     code = "invalid_request"
+
+
+class NotExpressible(UndogateError):
+    """A change whose values (or whose undo's) the resource's write dialect cannot say:
+    RFC 7396 merge patch reads a ``null`` as "remove", so it can store no ``null``."""
+
+    code = "not_expressible"
 
 
 class PayloadTooLarge(UndogateError):

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar, Protocol
@@ -55,6 +55,8 @@ class Verdict(StrEnum):
 # These answers mean the server changed nothing (docs/remote-contract.md).
 REFUSAL_STATUSES = frozenset({401, 403, 404, 405, 409, 412, 415, 422})
 SUCCESS_STATUSES = frozenset({200, 204})
+# What an endpoint answers a write whose ``If-Match`` no longer matches (RFC 9110).
+PRECONDITION_FAILED = 412
 
 # A snapshot's version where the resource does not exist (never a quoted entity-tag).
 ABSENT_VERSION = "absent"
@@ -91,7 +93,12 @@ def media_type_is(value: str, allowed: frozenset[str]) -> bool:
 @dataclass(frozen=True)
 class Snapshot:
     """One read of a resource: its version, media type, digest, and its ``content`` as
-    the kind parsed it."""
+    the kind parsed it.
+
+    ``etag`` is the resource's version: the read's strong ETag, or, where the kind keeps
+    the version in the body (``Guard.in_body``), that version as an entity-tag (the
+    read's own ETag, weak or strong, is then not consulted). ``body`` is the bytes the
+    read returned, for a write that sends the document back as read."""
 
     etag: ETag
     media_type: str
@@ -104,6 +111,7 @@ class Snapshot:
     exists: bool = True
     # The part of the resource this read is of, for kinds with parts (a record's id).
     target: str | None = None
+    body: bytes = field(default=b"", repr=False)
 
     @property
     def version(self) -> str:
@@ -208,6 +216,21 @@ class Plan:
             assertion_kind=assertion_kind,
             target=self.target,
         )
+
+
+@dataclass(frozen=True)
+class Guard:
+    """How a write to a resource carries the version it was planned on, and how the
+    resource's endpoint refuses one that went stale.
+
+    ``in_body``: the version lives in the body (a CouchDB ``_rev``), not in the ETag;
+    ``stale_statuses``: what the endpoint answers a stale version (412 for ``If-Match``);
+    ``mode``: how the kind writes the resource, in a few words, where it can write in
+    more than one way (the endpoint check's verdict names it)."""
+
+    in_body: bool = False
+    stale_statuses: frozenset[int] = frozenset({PRECONDITION_FAILED})
+    mode: str | None = None
 
 
 class Adapter(ABC):
@@ -342,11 +365,12 @@ class Adapter(ABC):
         """The undo guard: it still shows what the job wrote, unless a kind is stricter."""
         return self.shows(change, snapshot, Side.AFTER)
 
-    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+    def undone(self, resource: Resource, change: Change, snapshot: Snapshot) -> Snapshot | None:
         """What the resource will show once the undo of ``change`` lands on
         ``snapshot`` (its version aside: a rewind plan sets that), so that a plan can
-        check the guards of the changes before it (docs/rewind.md). ``None``: this kind
-        cannot foresee it, and a plan blocks the older changes on the resource."""
+        check the guards of the changes before it and show their writes exactly
+        (docs/rewind.md). ``None``: this kind cannot foresee it, and a plan blocks the
+        older changes on the resource."""
         return None
 
     # -- writing -------------------------------------------------------------------------
@@ -357,6 +381,20 @@ class Adapter(ABC):
     ) -> ConditionalWrite:
         """The conditional write that moves the resource to ``target`` of the change."""
 
+    def guard(self, resource: Resource) -> Guard:
+        """How writes to ``resource`` carry their version; unless a kind says otherwise,
+        ``If-Match`` with the read's strong ETag, refused with 412."""
+        return Guard()
+
+    def body_version(self, resource: Resource, body: bytes) -> ETag:
+        """The version a read's ``body`` carries, for a resource whose ``guard`` keeps
+        it there (asked only then).
+
+        Raises:
+            RemoteContractBreach: the body holds no version the gateway can pin.
+        """
+        raise NotImplementedError(f"{self.kind} keeps no version in the body")
+
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
         """What the answer to ``write`` says on its own (docs/remote-contract.md's table)."""
         if response.status in REFUSAL_STATUSES:
@@ -364,6 +402,24 @@ class Adapter(ABC):
         if response.status not in SUCCESS_STATUSES:
             return Verdict.UNCERTAIN
         return Verdict.READ_BACK
+
+    def verdict(
+        self,
+        resource: Resource,
+        write: ConditionalWrite,
+        response: RemoteResponse,
+        seen_stale: frozenset[int],
+    ) -> Verdict:
+        """What the answer to ``write`` says, knowing what the resource's endpoint was
+        seen to do: ``seen_stale`` are the statuses with which it refused a stale write,
+        changing nothing, in the latest passing endpoint check of the resource under its
+        current identity. A status the resource's guard names for a stale version, other
+        than 412, is the operator's word until such a check saw it: uncertain before,
+        refused after (docs/remote-contract.md). Everything else: ``classify``."""
+        status = response.status
+        if status != PRECONDITION_FAILED and status in self.guard(resource).stale_statuses:
+            return Verdict.REFUSED if status in seen_stale else Verdict.UNCERTAIN
+        return self.classify(write, response)
 
     def read_back_problem(
         self,

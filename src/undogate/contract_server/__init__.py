@@ -1,10 +1,11 @@
 """The reference endpoint: an HTTP server that honours undogate's remote contract exactly.
 
-It serves JSON records (GET, conditional JSON Patch) and UTF-8 text documents (GET,
-conditional PUT) at arbitrary paths, gives every successful write a new strong ETag, and
-can be told to misbehave in precise ways (faults) so the gateway's handling of uncertain
-outcomes can be exercised against a real socket. The demo and the tests start it
-in-process on 127.0.0.1; ``undogate contract-server`` runs it in the foreground.
+It serves JSON records (GET, conditional JSON Patch, JSON Merge Patch or PUT) and UTF-8
+text documents (GET, conditional PUT) at arbitrary paths, gives every successful write a
+new strong ETag, and can be told to misbehave in precise ways (faults) so the gateway's
+handling of uncertain outcomes can be exercised against a real socket. The demo and the
+tests start it in-process on 127.0.0.1; ``undogate contract-server`` runs it in the
+foreground.
 
 All state sits behind one lock: an ``If-Match`` comparison and the write it guards happen
 under that lock, so a stale writer can never slip in between.

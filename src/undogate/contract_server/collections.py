@@ -7,7 +7,8 @@ otherwise (GET, conditional JSON Patch). What a collection adds:
 - ``GET /collections/<name>[?field=value...]``: every record, as a JSON array, filtered
   by exact equality on each query member;
 - ``PUT /collections/<name>/<id>`` with ``If-None-Match: *``: create that record (201)
-  only where none exists (412 otherwise); without a condition, 428;
+  only where none exists (412 otherwise); with ``If-Match``, a record's own conditional
+  PUT; without a condition, 428;
 - ``POST /collections/<name>``: create a record with a server-chosen id (201, its URL in
   ``Location``, the record with its ``id`` in the body);
 - ``DELETE /collections/<name>/<id>`` with ``If-Match``: delete it (204), 412 on a
@@ -99,11 +100,11 @@ class Collections:
                 reply = problem(405, "method_not_allowed", f"{request.method} is not allowed")
                 reply.headers.append(("Allow", "GET, HEAD, POST"))
                 return reply
-            if request.method == "PUT":
+            if request.method == "PUT" and "if-match" not in request.headers:
                 return self._put(collection, request)
             if request.method == "DELETE":
                 return self._delete(request)
-        return None  # GET, PATCH of a record: an ordinary record
+        return None  # GET, PATCH, PUT with If-Match of a record: an ordinary record
 
     def _list(self, collection: str, query: str) -> Reply:
         wanted = parse_qsl(query, keep_blank_values=True)

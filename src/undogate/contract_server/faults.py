@@ -30,7 +30,13 @@ import jsonpointer
 
 from ..jsonvalue import JsonObject, dumps, loads, loads_object
 from ..net.etag import ETag, parse_etag_list
-from .resources import Kind
+from .resources import (
+    MERGE_PATCH_MEDIA_TYPE,
+    RECORD_MEDIA_TYPE,
+    Kind,
+    merge_patch,
+    parse_media_type,
+)
 
 WEAK_IF_MATCH = "weak_if_match"
 CREATE_UNDER_IF_MATCH = "create_under_if_match"
@@ -62,16 +68,23 @@ class Created:
 
 
 def created_by(method: str, content_type: str, body: bytes) -> Created | None:
-    """The resource a PATCH (JSON Patch applied to ``{}``) or PUT (the text) would
-    create at a missing path; ``None`` when the request cannot create one."""
-    if method == "PUT":
+    """The resource a PATCH (a JSON Patch or a JSON Merge Patch applied to ``{}``) or a
+    PUT (a record, or the text) would create at a missing path; ``None`` when the request
+    cannot create one."""
+    main = parse_media_type(content_type)[0]
+    if method == "PUT" and main != RECORD_MEDIA_TYPE:
         return Created("text", body, content_type or "text/plain", None)
-    if method != "PATCH":
+    if method not in ("PUT", "PATCH"):
         return None
     try:
-        operations = loads(body)
-        patch = jsonpatch.JsonPatch(cast(list[dict[str, Any]], operations))
-        document = patch.apply({}, in_place=False)
+        if method == "PUT":
+            document: object = loads_object(body)
+        elif main == MERGE_PATCH_MEDIA_TYPE:
+            document = merge_patch({}, loads(body))
+        else:
+            operations = loads(body)
+            patch = jsonpatch.JsonPatch(cast(list[dict[str, Any]], operations))
+            document = patch.apply({}, in_place=False)
     except (  # JsonError is a ValueError
         jsonpatch.JsonPatchException,
         jsonpointer.JsonPointerException,

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..digests import sha256_hex
-from ..jsonvalue import JsonError, JsonObject, dumps, loads_object
+from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads_object
 from ..net.etag import ETag
 
 RECORD_MEDIA_TYPE = "application/json"
+MERGE_PATCH_MEDIA_TYPE = "application/merge-patch+json"
 TEXT_MEDIA_TYPES = frozenset({"text/plain", "text/markdown"})
 STATE_FILE = ".undogate-contract-state.json"
 
@@ -95,6 +96,19 @@ def _digest(media_type: str, body: bytes) -> str:
 
 def record_body(document: JsonObject) -> bytes:
     return dumps(document, sort_keys=False).encode("utf-8")
+
+
+def merge_patch(target: JsonValue, patch: JsonValue) -> JsonValue:
+    """RFC 7396 section 2's MergePatch(Target, Patch), as the RFC writes it."""
+    if not isinstance(patch, dict):
+        return patch
+    result: JsonObject = dict(target) if isinstance(target, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            result.pop(name, None)
+        else:
+            result[name] = merge_patch(result.get(name), value)
+    return result
 
 
 def parse_media_type(value: str) -> tuple[str, dict[str, str]]:

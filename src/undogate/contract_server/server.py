@@ -57,8 +57,9 @@ def _to_document(value: JsonObject | Mapping[str, Any] | str | bytes) -> JsonObj
 class ContractServer:
     """A reference endpoint for the remote contract (docs/remote-contract.md), for demos and tests.
 
-    Records (``application/json``) accept only a conditional JSON Patch; text documents
-    (``text/plain``, ``text/markdown``) accept only a conditional PUT. With ``data_dir``
+    Records (``application/json``) accept a conditional JSON Patch, JSON Merge Patch or
+    PUT of the whole record; text documents (``text/plain``, ``text/markdown``) accept
+    only a conditional PUT. With ``data_dir``
     the resources are loaded from files (``*.json`` → ``/records/<stem>``, ``*.txt`` and
     ``*.md`` → ``/docs/<name>``; an empty or missing directory is seeded with the demo)
     and every write is persisted atomically; without it the built-in demo seed lives in
@@ -258,9 +259,10 @@ class ContractServer:
     ) -> str:
         """Replace a record as an outside party would (new ETag); returns the ETag.
 
-        ``value`` is a mapping or JSON text. With ``pointer`` only the object at that
-        pointer inside the existing document is replaced (e.g. ``"/data"``). An unknown
-        path creates the record (persisted only under ``/records/``).
+        ``value`` is a mapping or JSON text; the whole record given as text is kept as
+        that text, byte for byte. With ``pointer`` only the object at that pointer
+        inside the existing document is replaced (e.g. ``"/data"``). An unknown path
+        creates the record (persisted only under ``/records/``).
 
         Raises:
             JsonError: JSON text is malformed or the pointer leads to no object.
@@ -280,7 +282,9 @@ class ContractServer:
                 parent[tokens[-1]] = new
                 new = document
             file = existing.file if existing is not None else self._store.file_for(path, "record")
-            body = record_body(new)
+            as_given = isinstance(value, (str, bytes)) and not pointer
+            text = value.encode("utf-8") if isinstance(value, str) else value
+            body = text if as_given and isinstance(text, bytes) else record_body(new)
             return self._store.commit(
                 path, "record", body, RECORD_MEDIA_TYPE, new, file
             ).etag.header

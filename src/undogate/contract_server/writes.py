@@ -1,5 +1,7 @@
 """How the contract server answers a request for a resource: a read (with its read faults)
-or a conditional write (JSON Patch to a record, PUT of a text document).
+or a conditional write: to a record, a JSON Patch (RFC 6902), a JSON Merge Patch (RFC
+7396) or a PUT of the whole record (kept byte for byte as sent); to a text document, a
+PUT.
 
 A write is validated first, then its ``If-Match`` is compared with the current ETag and
 the write applied, both under the server's one lock, so a stale writer can never slip in
@@ -16,7 +18,7 @@ from typing import Any, cast
 import jsonpatch
 import jsonpointer
 
-from ..jsonvalue import JsonError, JsonObject, loads
+from ..jsonvalue import JsonError, JsonObject, loads, loads_object
 from ..net.etag import if_match_satisfied
 from .faults import (
     APPLYING_FAULTS,
@@ -30,10 +32,12 @@ from .faults import (
 )
 from .httpd import Reply, Request, problem
 from .resources import (
+    MERGE_PATCH_MEDIA_TYPE,
     RECORD_MEDIA_TYPE,
     Resource,
     ResourceStore,
     acceptable_text_type,
+    merge_patch,
     parse_media_type,
     record_body,
 )
@@ -70,11 +74,13 @@ class Responder:
                 return created or problem(404, "not_found", f"no resource at {request.path}")
             if request.method == "DELETE" and request.path in self._created_by_fault:
                 return self._delete_created(request.path, resource)
-            allowed = "GET, HEAD, PATCH" if resource.kind == "record" else "GET, HEAD, PUT"
+            allowed = "GET, HEAD, PATCH, PUT" if resource.kind == "record" else "GET, HEAD, PUT"
             if request.method in ("GET", "HEAD"):
                 return self._read(request.path, resource, head=request.method == "HEAD")
             if request.method == "PATCH" and resource.kind == "record":
                 return self._patch(request, resource)
+            if request.method == "PUT" and resource.kind == "record":
+                return self._put_record(request, resource)
             if request.method == "PUT" and resource.kind == "text":
                 return self._put(request, resource)
         reply = problem(405, "method_not_allowed", f"{request.method} is not allowed here")
@@ -123,9 +129,15 @@ class Responder:
     def _patch(self, request: Request, resource: Resource) -> Reply:
         path = request.path
         self.attempts[path] += 1
-        content_type = request.headers.get("content-type", "")
-        if parse_media_type(content_type)[0] != JSON_PATCH_MEDIA_TYPE:
-            return problem(415, "unsupported_media_type", f"send {JSON_PATCH_MEDIA_TYPE}")
+        content_type = parse_media_type(request.headers.get("content-type", ""))[0]
+        if content_type == MERGE_PATCH_MEDIA_TYPE:
+            return self._merge(request, resource)
+        if content_type != JSON_PATCH_MEDIA_TYPE:
+            return problem(
+                415,
+                "unsupported_media_type",
+                f"send {JSON_PATCH_MEDIA_TYPE} or {MERGE_PATCH_MEDIA_TYPE}",
+            )
         try:
             operations = loads(request.body)
         except JsonError as exc:
@@ -158,8 +170,50 @@ class Responder:
         if not isinstance(result, dict):
             return problem(422, "not_object", "the patched document must be a JSON object")
         document = cast(JsonObject, result)
+        return self._commit_record(path, resource, document, record_body(document), fault)
+
+    def _merge(self, request: Request, resource: Resource) -> Reply:
         try:
-            body = record_body(document)
+            patch = loads(request.body)
+        except JsonError as exc:
+            return problem(400, "malformed_patch", str(exc))
+        refusal = self._check_precondition(request, resource)
+        if refusal is not None:
+            return refusal
+        fault = self._faults.peek_write(request.path)
+        if fault is not None and fault.name not in APPLYING_FAULTS:
+            return self._fire_write_fault(fault, resource, ok_status=200)
+        result = merge_patch(resource.document, patch)
+        if not isinstance(result, dict):
+            return problem(422, "not_object", "the patched document must be a JSON object")
+        return self._commit_record(request.path, resource, result, record_body(result), fault)
+
+    def _put_record(self, request: Request, resource: Resource) -> Reply:
+        """The whole record replaced, its bytes kept exactly as sent."""
+        self.attempts[request.path] += 1
+        if parse_media_type(request.headers.get("content-type", ""))[0] != RECORD_MEDIA_TYPE:
+            return problem(415, "unsupported_media_type", f"send {RECORD_MEDIA_TYPE}")
+        try:
+            document = loads_object(request.body)
+        except JsonError as exc:
+            return problem(422, "invalid_record", str(exc))
+        refusal = self._check_precondition(request, resource)
+        if refusal is not None:
+            return refusal
+        fault = self._faults.peek_write(request.path)
+        if fault is not None and fault.name not in APPLYING_FAULTS:
+            return self._fire_write_fault(fault, resource, ok_status=200)
+        return self._commit_record(request.path, resource, document, request.body, fault)
+
+    def _commit_record(
+        self,
+        path: str,
+        resource: Resource,
+        document: JsonObject,
+        body: bytes,
+        fault: Fault | None,
+    ) -> Reply:
+        try:
             updated = self._store.commit(
                 path, "record", body, RECORD_MEDIA_TYPE, document, resource.file
             )

@@ -100,6 +100,8 @@ _NEXT_STEP = {
     "new idempotency_key; to get the original job back, repeat its exact input.",
     "not_found": "Nothing was prepared. Use only resource ids that list_resources returns.",
     "invalid_request": "Nothing was prepared. Fix the input and call again.",
+    "not_expressible": "Nothing was prepared. This resource's endpoint cannot store that "
+    "value (a null) the way it is written to; choose another value or leave it to a person.",
     "forbidden": "Nothing was prepared. Only a person can change this; do not retry.",
     "limit_reached": "Nothing was prepared. A person has to make room; do not retry now.",
     "quota_exceeded": "Nothing was prepared. Too many of your jobs wait for a person; do "

@@ -34,6 +34,7 @@ from ..jsonvalue import JsonObject
 from ..ledger import Answer, Event, Store, Transaction
 from ..net import RemoteResponse, TransportFailure
 from ..webhooks.events import Notifier
+from .endpoint_check import stale_statuses_seen
 from .overlaps import find_blockers, refuse_blocked
 from .preview import PlannedWrite
 
@@ -314,7 +315,10 @@ class Dispatch:
         def uncertain(detail: str) -> Outcome:
             return Outcome(ActionStatus.UNCERTAIN, status, address=response.address, detail=detail)
 
-        verdict = planned.adapter.classify(planned.write, response)
+        # What the endpoint check saw this endpoint refuse a stale write with: the only
+        # evidence that turns such an answer (other than 412) into a refusal.
+        seen = self.ledger.read(partial(stale_statuses_seen, resource=planned.resource))
+        verdict = planned.adapter.verdict(planned.resource, planned.write, response, seen)
         if verdict is Verdict.REFUSED:
             return Outcome(
                 ActionStatus.REFUSED,

@@ -23,7 +23,7 @@ from ..adapters import MARKER_PREFIX, CheckRun, Step, adapter_for
 from ..config import Resource
 from ..errors import Conflict, InvalidRequest, NotFound
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, dumps, from_python
-from ..ledger import Store
+from ..ledger import Reader, Store
 from ..net.urls import normalised_url
 from .context import Context
 
@@ -35,6 +35,7 @@ __all__ = [
     "latest_verification",
     "report_lines",
     "result_view",
+    "stale_statuses_seen",
 ]
 
 # Where a test copy's original bytes are kept, beside the ledger, when the check cannot
@@ -52,6 +53,8 @@ class CheckResult:
     undos: tuple[str, ...] = ()  # what it verified of undos offered only once verified
     required: tuple[str, ...] = ()
     titles: Mapping[str, str] = field(default_factory=dict)
+    stale_statuses: tuple[int, ...] = ()  # what it saw a stale write refused with
+    mode: str | None = None  # how the kind writes the resource (CheckRun.mode)
 
 
 _running: set[str] = set()
@@ -148,6 +151,7 @@ def _record(
 ) -> CheckResult:
     passed, steps = run.passed, run.steps
     undos = run.undos if passed else ()
+    stale = run.stale_statuses if passed else ()
     steps_json: list[JsonValue] = [
         from_python({"name": s.name, "passed": s.passed, "summary": s.summary, **s.evidence})
         for s in steps
@@ -155,6 +159,10 @@ def _record(
     record: JsonObject = {"kind": copy.kind, "steps": steps_json}
     if undos:
         record["undos"] = [*undos]
+    if stale:
+        record["stale_statuses"] = [from_python(status) for status in stale]
+    if run.mode is not None:
+        record["mode"] = run.mode
     evidence = dumps(record, sort_keys=False)
 
     check_id = ledger.write(
@@ -170,13 +178,34 @@ def _record(
         )
     )
     return CheckResult(
-        check_id, production.id, copy.id, passed, steps, undos, run.required, run.titles
+        check_id,
+        production.id,
+        copy.id,
+        passed,
+        steps,
+        undos,
+        run.required,
+        run.titles,
+        stale,
+        run.mode,
     )
 
 
 def latest_verification(ledger: Store, resource: Resource) -> bool:
     """True when the latest check of ``resource`` under its current identity passed."""
     return ledger.read(lambda tx: tx.latest_check_passed(resource.id, resource.fingerprint))
+
+
+def stale_statuses_seen(tx: Reader, resource: Resource) -> frozenset[int]:
+    """The statuses with which the latest check of ``resource`` under its current
+    identity saw its endpoint refuse a stale write and change nothing (none unless that
+    check passed): what lets such an answer count as a refusal (``Adapter.verdict``)."""
+    check = tx.latest_check(resource.id, resource.fingerprint)
+    if check is None or not check.passed:
+        return frozenset()
+    seen = check.evidence.get("stale_statuses")
+    listed = seen if isinstance(seen, list) else []
+    return frozenset(int(s.text) for s in listed if isinstance(s, JsonNumber))
 
 
 def result_view(result: CheckResult) -> JsonObject:
@@ -188,6 +217,8 @@ def result_view(result: CheckResult) -> JsonObject:
         "test_copy": result.test_copy_id,
         "passed": result.passed,
         "verified_undos": [*result.undos],
+        "stale_statuses": [from_python(status) for status in result.stale_statuses],
+        "mode": result.mode,
         "required_steps": [*result.required],
         "step_titles": {name: title for name, title in result.titles.items()},
         "steps": [
@@ -225,6 +256,8 @@ def report_lines(view: JsonObject) -> list[str]:
         if name not in ran
     )
     verdict = "verified on a test copy" if view.get("passed") is True else "not verified"
+    if isinstance(view.get("mode"), str):
+        verdict += f" as {view.get('mode')}"
     undos = view.get("verified_undos")
     if isinstance(undos, list) and undos:
         lines.append(

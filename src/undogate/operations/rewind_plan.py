@@ -221,7 +221,10 @@ def walk(
             continue
         assert isinstance(seen, Snapshot)  # only a read resource's step is undone
         undos.append(PlannedUndo(step, change, write, last_undo.get(key)))
-        state[key] = _after_undo(adapter_for(change.kind).undone(change, seen), job, change)
+        res = gw.config.resource(change.resource_id)
+        assert res is not None  # a step whose resource left the config is never undone
+        undone = adapter_for(change.kind).undone(res, change, seen)
+        state[key] = _after_undo(undone, job, change)
         last_undo[key] = number
         released.add((job.id, change.applied_at))
     versions = {k: v.version for k, v in reads.items() if isinstance(v, Snapshot)}

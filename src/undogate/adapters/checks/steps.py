@@ -60,6 +60,12 @@ class CheckRun:
     # What it verified of the undos offered only once verified (docs/collections.md); empty unless
     # it passed.
     undos: tuple[str, ...] = ()
+    # The statuses with which the endpoint refused a stale write and changed nothing:
+    # the evidence that lets such an answer count as a refusal (docs/remote-contract.md).
+    stale_statuses: tuple[int, ...] = ()
+    # How the kind writes the copy, where it can write in more than one way (the verdict
+    # names it).
+    mode: str | None = None
 
 
 __all__ = ["MARKER_PREFIX", "CheckRun", "Evidence", "Step", "StepFailed", "error_step"]

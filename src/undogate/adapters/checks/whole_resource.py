@@ -3,13 +3,16 @@
 that is one too. Each probe is one request against the test copy:
 
 1. the production resource is read (never written);
-2. the test copy's GET carries one strong ETag and valid data;
-3. a good conditional write answers a success the kind documents (``classify``: 200
-   or 204 unless it says more) and a read-back shows a new strong ETag and the desired
-   values;
-4. a write with the tag from before that write (one the endpoint itself issued, now
-   stale) is refused with 412 and changes nothing;
-5. a write with the weak form of the current tag is refused and changes nothing;
+2. the test copy's GET carries its version (one strong ETag, or the version in the body
+   where the kind keeps it there) and valid data;
+3. a good conditional write answers a success the kind documents (``Adapter.classify``)
+   and a read-back shows a new version and the desired values;
+4. a write with the version from before that write (one the endpoint itself issued, now
+   stale), in the place the kind's writes carry it, is refused with a status the
+   resource's guard names for a stale version (412 for ``If-Match``) and changes
+   nothing; that status is the check's evidence (``CheckRun.stale_statuses``);
+5. a write with the weak form of the current tag is refused and changes nothing (only
+   where the version travels in ``If-Match``: a version in the body is no entity-tag);
 6. a conditional write to a URL beside the copy, where nothing exists, creates nothing;
 7. the undo write restores the start exactly (as the kind defines "the start");
 8. the production resource is unchanged.
@@ -22,8 +25,8 @@ state unknown does. Whenever the copy may not be at its start, the check puts it
 every value the check wrote there, so that it only ever puts back its own writes. The
 refusal probes use only tags the endpoint itself issued for this copy (endpoints may
 validate a tag's syntax: Kinto answers 400 to a tag that is not a quoted integer), and
-each carries a change that would otherwise succeed, so that only the ``If-Match``
-comparison can refuse it.
+each carries a change that would otherwise succeed, so that only the comparison of
+the version (in ``If-Match`` or in the body) can refuse it.
 """
 
 from __future__ import annotations
@@ -50,18 +53,22 @@ _ABSENT = (404, 410)
 
 STEP_TITLES: dict[str, str] = {
     "production_read": "read the production resource (never written)",
-    "strong_etag": "GET of the test copy has one strong ETag and valid data",
-    "good_write": "a good conditional write gives a new strong ETag and the desired values",
-    "stale_write_refused": "If-Match with a tag the endpoint issued earlier (now stale) "
-    "is refused with 412 and no effect",
+    "strong_etag": "GET of the test copy has its version (one strong ETag, or the "
+    "version in the body) and valid data",
+    "good_write": "a good conditional write gives a new version and the desired values",
+    "stale_write_refused": "a write with a version the endpoint issued earlier (now stale) "
+    "is refused as stale, with no effect",
     "weak_if_match_refused": 'the weak form of the current tag (W/"...") is refused with no effect',
-    "missing_not_created": "If-Match on a resource that does not exist creates nothing",
+    "missing_not_created": "a write conditional on a version, to a resource that does not "
+    "exist, creates nothing",
     "undo_restores": "the undo write restores the start exactly",
     "restore_test_copy": "put the test copy back after a failure",
     "production_unchanged": "the production resource is unchanged",
 }
-# Every step a passing check has, in order (restore_test_copy only follows a failure).
+# Every step a passing check has, in order (restore_test_copy only follows a failure;
+# the weak tag only where the version travels in If-Match).
 REQUIRED_STEPS = tuple(name for name in STEP_TITLES if name != "restore_test_copy")
+WEAK_STEP = "weak_if_match_refused"
 
 
 def same_version(a: Snapshot, b: Snapshot) -> bool:
@@ -85,10 +92,28 @@ class WholeResourceAdapter(Adapter):
         timeout_s: float,
         keep: Callable[[bytes], Path | None],
     ) -> CheckRun:
+        guard = self.guard(copy)
         probe = CopyProbe(self, wire, copy, timeout_s, keep)
-        steps = run_copy_check(probe, production, self.may_be_absent(production))
-        passed = tuple(s.name for s in steps) == REQUIRED_STEPS and all(s.passed for s in steps)
-        return CheckRun(tuple(steps), passed, REQUIRED_STEPS, STEP_TITLES)
+        steps = run_copy_check(probe, production, self.may_be_absent(production), guard.in_body)
+        required = tuple(
+            name for name in REQUIRED_STEPS if not (guard.in_body and name == WEAK_STEP)
+        )
+        passed = tuple(s.name for s in steps) == required and all(s.passed for s in steps)
+        stale = tuple(
+            status
+            for s in steps
+            if s.name == "stale_write_refused"
+            and s.passed
+            and isinstance(status := s.evidence["status"], int)
+        )
+        return CheckRun(
+            tuple(steps),
+            passed,
+            required,
+            STEP_TITLES,
+            stale_statuses=stale if passed else (),
+            mode=guard.mode,
+        )
 
     def sibling_url(self, url: str, name: str) -> str:
         """A URL beside ``url``, made with ``name``, where nothing should exist: unless
@@ -149,8 +174,11 @@ class WholeResourceAdapter(Adapter):
         not)."""
 
 
-def run_copy_check(probe: CopyProbe, production: Resource, maybe_absent: bool) -> list[Step]:
-    """Every step, in order (``maybe_absent``: the production resource need not exist)."""
+def run_copy_check(
+    probe: CopyProbe, production: Resource, maybe_absent: bool, version_in_body: bool
+) -> list[Step]:
+    """Every step, in order (``maybe_absent``: the production resource need not exist;
+    ``version_in_body``: the writes carry no ``If-Match``, so no weak tag is probed)."""
     steps: list[Step] = []
     prod_before = None
     wrote = restored = False
@@ -164,8 +192,9 @@ def run_copy_check(probe: CopyProbe, production: Resource, maybe_absent: bool) -
         steps.append(step)
         step, current = probe.stale_write(current)
         steps.append(step)
-        step, current = probe.weak_write(current)
-        steps.append(step)
+        if not version_in_body:
+            step, current = probe.weak_write(current)
+            steps.append(step)
         steps.append(probe.missing_resource(current))
         steps.append(probe.undo(current))
         restored = True
@@ -262,7 +291,9 @@ class CopyProbe:
     def begin(self) -> Step:
         self.start = self.read(self.copy, "strong_etag")
         evidence: Evidence = {"digest": self.start.digest, "bytes": self.start.size}
-        return Step("strong_etag", True, "one strong ETag, valid data", evidence)
+        in_body = self.adapter.guard(self.copy).in_body
+        where = "the version in the body" if in_body else "one strong ETag"
+        return Step("strong_etag", True, f"{where}, valid data", evidence)
 
     def good_write(self) -> tuple[Step, Snapshot]:
         name, start = "good_write", self._start()
@@ -289,11 +320,12 @@ class CopyProbe:
                 "the same ETag" if not new_etag else "other values than written"
             )
             raise StepFailed(Step(name, False, why, evidence))
-        summary = f"HTTP {answer.status}, new strong ETag, values in place"
+        summary = f"HTTP {answer.status}, new version, values in place"
         return Step(name, True, summary, evidence), after
 
     def stale_write(self, current: Snapshot) -> tuple[Step, Snapshot]:
-        """If-Match with the tag the endpoint issued before the good write: 412."""
+        """The version the endpoint issued before the good write, where the kind's writes
+        carry it: refused with a stale status of the resource's guard."""
         return self._refusal("stale_write_refused", current, self._start().etag)
 
     def weak_write(self, current: Snapshot) -> tuple[Step, Snapshot]:
@@ -310,7 +342,8 @@ class CopyProbe:
         status = answer.status
         # A 412 that names what is wrong with the content was not decided by the tag.
         named = self.adapter.content_refusal(answer)
-        refused = status == 412 if name == "stale_write_refused" else 400 <= status < 500
+        stale_statuses = self.adapter.guard(self.copy).stale_statuses
+        refused = status in stale_statuses if name == "stale_write_refused" else 400 <= status < 500
         evidence: Evidence = {"status": status, "unchanged": unchanged}
         if refused and unchanged and named is None:
             return Step(name, True, f"HTTP {status}, nothing changed", evidence), now
@@ -320,7 +353,7 @@ class CopyProbe:
             why += f" naming {named}: the server refused the content, not the tag"
         elif self.adapter.shows(change, now, Side.AFTER):
             why += " and the write landed: " + (
-                "the endpoint does not compare If-Match"
+                "the endpoint does not compare " + self._condition()
                 if name == "stale_write_refused"
                 else "the endpoint matches a weak tag (RFC 9110: If-Match compares strongly)"
             )
@@ -328,7 +361,9 @@ class CopyProbe:
             why += "; the test copy changed"
         elif not refused:
             why += ", nothing changed, but " + (
-                "only 412 shows that the tag was compared"
+                "only a status declared in stale_status ("
+                + ", ".join(str(s) for s in sorted(stale_statuses))
+                + ") shows that the version was compared"
                 if name == "stale_write_refused"
                 else "a refusal is a 4xx"
             )
@@ -366,8 +401,12 @@ class CopyProbe:
             if deleted
             else f"the probe created {url} and the check could not delete it: delete {url} by hand"
         )
-        summary = f"{answered}: CREATED a resource under If-Match"
+        summary = f"{answered}: CREATED a resource under {self._condition()}"
         return Step(name, False, summary, evidence, message)
+
+    def _condition(self) -> str:
+        """Where the copy's writes carry their version, as a report says it."""
+        return "the version in the body" if self.adapter.guard(self.copy).in_body else "If-Match"
 
     def _create_attempt(self, url: str, tag: ETag) -> ConditionalWrite:
         marker = MARKER_PREFIX + secrets.token_hex(8)

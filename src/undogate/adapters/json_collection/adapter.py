@@ -4,7 +4,8 @@ A change acts on one record, its ``target`` (the record's id; unknown until the 
 names it for a ``POST`` create). Its two sides are ``{"record": {...}}`` objects, or
 ``ABSENT`` where the record does not exist, so the operation is read off the sides:
 
-- an update (both sides): the touched allow-listed fields, as ``json_record`` patches them;
+- an update (both sides): the touched allow-listed fields, written as ``json_record``
+  writes them (``records.dialects``: the resource's ``write`` mode and ``version``);
 - a create (before absent): the fields the record is created with, and the members the
   server adds that are never compared (``server_fields``, ``id_field``): a record
   "shows" a create only when it holds exactly those fields, so a record someone else
@@ -16,8 +17,9 @@ names it for a ``POST`` create). Its two sides are ``{"record": {...}}`` objects
 - a delete (after absent): the whole record as it was (its pre-image), without the
   ``server_fields`` the server rewrites on every write.
 
-Undoing a create deletes exactly that record, only while it carries the tag its
-read-back gave; undoing a delete re-creates the same id from the pre-image with
+Undoing a create deletes exactly that record, only while it carries the version its
+read-back gave (in ``If-Match``, or as ``?{delete_query}=`` where the version lives in
+the body); undoing a delete re-creates the same id from the pre-image with
 ``If-None-Match: *``. Both are offered only once verified on a test copy and accepted
 (``undo_needs``). Any two changes on one record overlap.
 """
@@ -43,13 +45,14 @@ from ...jsonvalue import (
     resolve_record,
 )
 from ...net import RemoteResponse
+from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import (
     RECREATE,
-    REFUSAL_STATUSES,
     UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
+    Guard,
     Plan,
     Prober,
     Reader,
@@ -59,15 +62,14 @@ from ..base import (
     absent_snapshot,
 )
 from ..checks.steps import CheckRun
+from ..records import dialects
 from ..records.fields import (
     JSON_MEDIA_TYPE,
-    PATCH_MEDIA_TYPE,
     check_allowed,
     differing_fields,
     envelope,
     fields_show,
     parse_record,
-    patch_ops,
     plan_fields,
 )
 from ..records.members import REMOVE, SET, remove_of, set_of
@@ -93,8 +95,6 @@ from .sides import (
     side_record,
     without,
 )
-
-CREATED_STATUSES = frozenset({200, 201, 204})
 
 
 @register
@@ -144,6 +144,12 @@ class JsonCollectionAdapter(Adapter):
 
     def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
         return parse_record(resource, media_type, body, limits)
+
+    def guard(self, resource: Resource) -> Guard:
+        return dialects.record_guard(resource)
+
+    def body_version(self, resource: Resource, body: bytes) -> ETag:
+        return dialects.body_version(resource, body)
 
     def prepare(
         self,
@@ -222,13 +228,14 @@ class JsonCollectionAdapter(Adapter):
         touched, before, after = plan_fields(
             resource, current_record(snap), set_of(request), remove_of(request), limits
         )
+        dialects.check_expressible(resource, touched, before, after)
         return Plan(touched, {"record": before}, {"record": after}, target=snap.target)
 
     def _delete_plan(
         self, resource: Resource, snap: Snapshot, record_id: str, limits: Limits
     ) -> Plan:
         settings = collection_settings(resource)
-        kept = list(settings.server_fields)
+        kept = settings.rewritten_fields()
         pre_image = without(current_record(snap), kept)
         fields = tuple(f for f in settings.fields if f in pre_image)
         before: JsonObject = {"record": pre_image, "server_fields": [*kept]}
@@ -258,7 +265,7 @@ class JsonCollectionAdapter(Adapter):
         settings = collection_settings(resource)
         after: JsonObject = {
             "record": values,
-            "server_fields": [*settings.server_fields],
+            "server_fields": [*settings.rewritten_fields()],
             "id_field": settings.id_field,
         }
         if settings.create == "post":
@@ -439,14 +446,7 @@ class JsonCollectionAdapter(Adapter):
         if operation == "update":
             source = side_record(change.before if target is Side.AFTER else change.after)
             goal = side_record(change.after if target is Side.AFTER else change.before)
-            ops = patch_ops(
-                collection_settings(resource).record_pointer, change.fields, source, goal
-            )
-            tag = snapshot.etag.header
-            headers = {"Content-Type": PATCH_MEDIA_TYPE, "If-Match": tag}
-            return ConditionalWrite(
-                "PATCH", url, headers, dumps(ops, sort_keys=False).encode(), tag
-            )
+            return dialects.update_write(resource, url, change.fields, source, goal, snapshot)
         creating = (operation == "create") == (target is Side.AFTER)
         if creating:
             record = side_record(change.after if operation == "create" else change.before)
@@ -463,14 +463,10 @@ class JsonCollectionAdapter(Adapter):
         # planned on (the tag its pre-image was read with).
         made = change.applied_etag if operation == "create" else change.prepared_etag
         assert made is not None  # an applied create always has its read-back's tag
-        return ConditionalWrite("DELETE", url, {"If-Match": made}, b"", made)
+        return dialects.delete_write(resource, url, made)
 
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
-        if response.status in REFUSAL_STATUSES:
-            return Verdict.REFUSED
-        if response.status in CREATED_STATUSES:
-            return Verdict.READ_BACK
-        return Verdict.UNCERTAIN
+        return dialects.classify_record_write(write, response)
 
     def written_target(
         self, resource: Resource, change: Change, write: ConditionalWrite, response: RemoteResponse

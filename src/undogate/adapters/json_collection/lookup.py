@@ -30,6 +30,13 @@ def record_url(resource: Resource, record_id: str) -> str:
     return resource.url.rstrip("/") + "/" + quote(record_id, safe="")
 
 
+def listing_url(resource: Resource) -> str:
+    """Where the collection's records are listed: its own URL, or the declared
+    ``listing.path`` after it (the operator's, never an agent's)."""
+    listing = collection_settings(resource).listing
+    return resource.url if listing is None else resource.url.rstrip("/") + "/" + listing.path
+
+
 def record_resource(resource: Resource, record_id: str) -> Resource:
     """The collection's settings at one record's URL (what a read or write of it uses)."""
     return resource.model_copy(update={"url": record_url(resource, record_id)})
@@ -83,7 +90,7 @@ def find_by_evidence(
     evidence = evidence_of(resource, values)
     if lookup is None or not evidence:
         return []
-    urls = [resource.url]
+    urls = [listing_url(resource)]
     if lookup.query is not None:
         urls = []
         for name, normalized in evidence.items():
@@ -145,7 +152,8 @@ def list_records(
             resource=resource.id,
         )
     check_json_media_type(resource, response.headers.get("content-type", ""))
-    records = parse_listing(resource, response.body)
+    listing = collection_settings(resource).listing
+    records = parse_listing(resource, response.body, listing.records if listing else None)
     limit = limits.max_collection_records
     if len(records) > limit:
         raise LimitReached(

@@ -7,18 +7,23 @@ Every request is the one the gateway itself would send (the kind's adapter build
 2. every record of the test copy is read (one bounded listing): the start;
 3. a probe record is created, as the collection creates (``PUT`` + ``If-None-Match: *``
    or ``POST``);
-4. it reads back with a strong ETag and the values written;
-5. after a good write to the probe, a ``DELETE`` with the tag the endpoint issued before
-   that write (now stale) is refused with 412 and no effect;
-6. a ``DELETE`` with the current tag removes the probe: the undo of a create;
-7. every record of the copy equals the start: the collateral guard;
-8. (not required) the deleted id is re-created from its pre-image with
+4. it reads back with its version and the values written;
+5. after a good update of the probe, an update carrying the version the endpoint issued
+   before it (now stale), in the place the resource's writes carry it (``If-Match``, or
+   the body), is refused with a status the resource's guard names for a stale version
+   and no effect;
+6. so is a ``DELETE`` with that stale version (``If-Match``, or ``?{delete_query}=``);
+7. a ``DELETE`` with the current version removes the probe: the undo of a create;
+8. every record of the copy equals the start: the collateral guard;
+9. (not required) the deleted id is re-created from its pre-image with
    ``If-None-Match: *`` and reads back whole, the undo of a delete; the check deletes it
    again and the collateral guard runs once more.
 
-A passing check verifies ``UNDO_OF_CREATE``; step 8 adds ``RECREATE``. If the probe may
-be left behind, the check deletes it (only its own probe) or says what to delete by
-hand. Evidence: statuses, counts and digests, never values.
+A passing check verifies ``UNDO_OF_CREATE``; step 9 adds ``RECREATE``. The statuses of
+steps 5 and 6 are its evidence of how the endpoint refuses a stale version
+(``CheckRun.stale_statuses``). If the probe may be left behind, the check deletes it
+(only its own probe) or says what to delete by hand. Evidence: statuses, counts and
+digests, never values.
 """
 
 from __future__ import annotations
@@ -35,17 +40,19 @@ from ...net import RemoteResponse, TransportFailure
 from ...resources import Resource
 from ..base import RECREATE, UNDO_OF_CREATE, Adapter, Prober, Side, Snapshot, absent_snapshot
 from ..checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
-from .lookup import list_records, record_id_of, record_url
+from .lookup import list_records, listing_url, record_id_of, record_url
 from .settings import collection_settings
 
 COLLECTION_STEP_TITLES: dict[str, str] = {
     "production_read": "list the production collection (never written)",
     "collection_snapshot": "every record of the test copy read (one bounded listing)",
     "probe_created": "a probe record is created the way the gateway creates",
-    "probe_read_back": "the probe reads back with a strong ETag and its values",
-    "stale_delete_refused": "DELETE with a tag the endpoint issued earlier (now stale) "
-    "is refused with 412 and no effect",
-    "good_delete": "DELETE with the current tag removes the probe (the undo of a create)",
+    "probe_read_back": "the probe reads back with its version and its values",
+    "stale_update_refused": "an update with a version the endpoint issued earlier (now "
+    "stale) is refused as stale, with no effect",
+    "stale_delete_refused": "DELETE with a version the endpoint issued earlier (now stale) "
+    "is refused as stale, with no effect",
+    "good_delete": "DELETE with the current version removes the probe (the undo of a create)",
     "collateral_guard": "every record of the test copy equals the start",
     "recreate_deleted_id": "a deleted id is re-created from its pre-image with "
     "If-None-Match: * (the undo of a delete)",
@@ -58,6 +65,7 @@ COLLECTION_REQUIRED = (
     "collection_snapshot",
     "probe_created",
     "probe_read_back",
+    "stale_update_refused",
     "stale_delete_refused",
     "good_delete",
     "collateral_guard",
@@ -90,7 +98,7 @@ class CollectionProbe:
 
     def listing(self, res: Resource, name: str) -> dict[str, str]:
         try:
-            records = list_records(self.remote, res, res.url, self._deadline())
+            records = list_records(self.remote, res, listing_url(res), self._deadline())
             return listing_digests(records, res)
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
@@ -156,33 +164,55 @@ class CollectionProbe:
         if not shows:
             raise StepFailed(Step(name, False, "the probe does not read back as written", evidence))
         evidence["digest"] = snap.digest
-        return Step(name, True, "one strong ETag, values in place", evidence), snap
+        return Step(name, True, "its version, values in place", evidence), snap
 
-    def stale_delete(self, change: Change, snap: Snapshot) -> tuple[Step, Snapshot]:
-        """A good write to the probe makes its first tag stale; DELETE with that tag."""
-        name = "stale_delete_refused"
+    def _edit(self, change: Change, snap: Snapshot, name: str) -> Change:
+        """An update of the probe planned on ``snap``: a fresh marker in its first field."""
         marker = MARKER_PREFIX + secrets.token_hex(8)
         first = collection_settings(self.copy).fields[0]
         update = ChangeRequest(self.copy.id, set={first: marker})
         try:
-            edit = self.adapter.plan(self.copy, update, snap, self.remote.limits).change(
+            return self.adapter.plan(self.copy, update, snap, self.remote.limits).change(
                 0, self.copy, snap
             )
         except UndogateError as exc:
             raise StepFailed(error_step(name, exc)) from None
-        wrote = self._send(edit, snap, Side.AFTER, name).status
+
+    def stale_update(self, change: Change, snap: Snapshot) -> tuple[Step, Snapshot, Snapshot]:
+        """A good update of the probe makes its first version stale; an update carrying
+        that version is refused. Returns the step, the probe after the good update, and
+        the stale read."""
+        name = "stale_update_refused"
+        wrote = self._send(self._edit(change, snap, name), snap, Side.AFTER, name).status
         now = self._read(change, name)
         if wrote not in _OK or not now.exists or now.etag.strong_equals(snap.etag):
-            why = f"the write to the probe answered HTTP {wrote} without a new tag"
+            why = f"the update of the probe answered HTTP {wrote} without a new version"
             raise StepFailed(Step(name, False, why, {"status": wrote}))
-        stale = replace(change, applied_etag=snap.etag.header)
-        status = self._send(stale, now, Side.BEFORE, name).status
+        edit = self._edit(change, now, name)
+        status = self._send(edit, replace(now, etag=snap.etag), Side.AFTER, name).status
+        return self._refused(name, change, now, status), now, snap
+
+    def stale_delete(self, change: Change, now: Snapshot, stale: Snapshot) -> Step:
+        """A DELETE carrying the version ``stale`` read, where ``now`` is current."""
+        name = "stale_delete_refused"
+        status = self._send(replace(change, applied_etag=stale.etag.header), now, Side.BEFORE, name)
+        return self._refused(name, change, now, status.status)
+
+    def _refused(self, name: str, change: Change, now: Snapshot, status: int) -> Step:
+        """The stale write answered ``status``: a stale status of the guard, and the probe
+        as ``now`` (its version and bytes), or the step fails."""
         after = self._read(change, name)
-        unchanged = after.exists and after.etag.strong_equals(now.etag)
+        unchanged = (
+            after.exists and after.etag.strong_equals(now.etag) and after.digest == now.digest
+        )
         evidence: Evidence = {"status": status, "unchanged": unchanged}
-        if status == 412 and unchanged:
-            return Step(name, True, "HTTP 412, nothing changed", evidence), after
+        stale = self.adapter.guard(self.copy).stale_statuses
+        if status in stale and unchanged:
+            return Step(name, True, f"HTTP {status}, nothing changed", evidence)
         why = f"answered HTTP {status}" + ("" if unchanged else ": the probe changed or vanished")
+        if unchanged and status not in stale:
+            listed = ", ".join(str(s) for s in sorted(stale))
+            why += f", not a stale status of this resource ({listed})"
         if not after.exists:
             self.gone = True
         raise StepFailed(Step(name, False, why, evidence))
@@ -211,7 +241,7 @@ class CollectionProbe:
         pre-image. A refusal is an answer (RECREATE is not verified), not a failure."""
         name = "recreate_deleted_id"
         settings = collection_settings(self.copy)
-        kept = list(settings.server_fields)
+        kept = settings.rewritten_fields()
         record = {k: v for k, v in pre_image.items() if k not in kept}
         deleted = replace(
             change,
@@ -277,8 +307,9 @@ def run_collection_check(probe: CollectionProbe, production: Resource) -> CheckR
         steps.append(step)
         step, snap = probe.read_back(change)
         steps.append(step)
-        step, snap = probe.stale_delete(change, snap)
+        step, snap, stale = probe.stale_update(change, snap)
         steps.append(step)
+        steps.append(probe.stale_delete(change, snap, stale))
         step, pre_image = probe.good_delete(change, snap)
         steps.append(step)
         guard = probe.collateral()
@@ -311,4 +342,21 @@ def run_collection_check(probe: CollectionProbe, production: Resource) -> CheckR
         s.passed for s in steps if s.name != "recreate_deleted_id"
     )
     verified = tuple(undos) if passed else ()
-    return CheckRun(tuple(steps), passed, COLLECTION_REQUIRED, COLLECTION_STEP_TITLES, verified)
+    seen = sorted(
+        {
+            status
+            for s in steps
+            if s.name in ("stale_update_refused", "stale_delete_refused")
+            and s.passed
+            and isinstance(status := s.evidence["status"], int)
+        }
+    )
+    return CheckRun(
+        tuple(steps),
+        passed,
+        COLLECTION_REQUIRED,
+        COLLECTION_STEP_TITLES,
+        verified,
+        stale_statuses=tuple(seen) if passed else (),
+        mode=probe.adapter.guard(probe.copy).mode,
+    )

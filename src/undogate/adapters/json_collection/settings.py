@@ -1,16 +1,25 @@
-"""What a ``json_collection`` needs of its settings (docs/collections.md): the record kinds' field
-rules, how records are created, and identity evidence that never guesses."""
+"""What a ``json_collection`` needs of its settings (docs/collections.md): the record
+kinds' field rules and dialect, how records are created, where they are listed, and
+identity evidence that never guesses."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from pydantic import Field
 
+from ...jsonvalue import JsonError, parse_pointer
 from ...resources import Limits, Resource, StrictModel
 from ..evidence import EVIDENCE_KINDS
+from ..records.dialects import dialect_problems, version_member
 from ..records.fields import field_problems
 from ..records.settings import RecordSettings
+
+# A listing's path: segments of unreserved characters (never "." or ".."), then the
+# operator's own query.
+_LISTING_PATH_RE = re.compile(r"[A-Za-z0-9_~-][A-Za-z0-9_.~-]*(/[A-Za-z0-9_~-][A-Za-z0-9_.~-]*)*")
+_LISTING_QUERY_RE = re.compile(r"[A-Za-z0-9_.~=&%+,:-]*")
 
 
 class IdentityRule(StrictModel):
@@ -29,6 +38,16 @@ class Lookup(StrictModel):
     list: bool = False
 
 
+class Listing(StrictModel):
+    """Where a collection whose URL does not list its records lists them (CouchDB:
+    ``_all_docs?include_docs=true``): ``path``, after the collection's URL (its query is
+    the operator's, never an agent's), and ``records``, a JSON Pointer to the records in
+    the answer, where ``*`` stands for every item of an array (``/rows/*/doc``)."""
+
+    path: str = Field(min_length=1, max_length=512)
+    records: str = Field("", max_length=256)
+
+
 class CollectionSettings(RecordSettings):
     # How a create is sent: ``put`` (PUT {collection}/{id} with If-None-Match: *) or
     # ``post``; identity evidence and its lookup; the record's id member; the members
@@ -39,6 +58,7 @@ class CollectionSettings(RecordSettings):
     lookup: Lookup | None = None
     id_field: str = Field("id", min_length=1, max_length=128)
     server_fields: tuple[str, ...] = ()
+    listing: Listing | None = None
 
     def fingerprint_part(self) -> dict[str, Any]:
         part = super().fingerprint_part()
@@ -46,7 +66,17 @@ class CollectionSettings(RecordSettings):
             # How records appear is identity too; absent, the digest of a resource
             # declared before ``create`` existed stays what it was.
             part["create"] = self.create
+        if self.listing is not None:
+            part["listing"] = self.listing.model_dump(mode="json")
         return part
+
+    def rewritten_fields(self) -> list[str]:
+        """The members the server rewrites on every write: the ``server_fields``, and the
+        record's version member where it lives in the record (never compared, never
+        sent back by a re-create)."""
+        version = version_member(self)
+        extra = [version] if version is not None and version not in self.server_fields else []
+        return [*self.server_fields, *extra]
 
 
 def collection_settings(resource: Resource) -> CollectionSettings:
@@ -56,8 +86,10 @@ def collection_settings(resource: Resource) -> CollectionSettings:
 
 
 def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-    problems = field_problems(resource, limits)
+    problems = field_problems(resource, limits) + dialect_problems(resource, deletes=True)
     settings = collection_settings(resource)
+    if settings.listing is not None:
+        problems.extend(_listing_problems(settings.listing))
     if settings.create not in (None, "put", "post"):
         problems.append(("create", "a json_collection creates with put or post"))
     fields = set(settings.fields)
@@ -110,4 +142,22 @@ def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, s
     for j, name in enumerate(settings.server_fields):
         if name in fields:
             problems.append((f"server_fields[{j}]", f"{name!r} is an allow-listed field"))
+    return problems
+
+
+def _listing_problems(listing: Listing) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    path, _, query = listing.path.partition("?")
+    if not _LISTING_PATH_RE.fullmatch(path) or not _LISTING_QUERY_RE.fullmatch(query):
+        problems.append(
+            (
+                "listing.path",
+                "a path after the collection's URL (letters, digits, '_', '-', '.', '~' "
+                "between slashes, never '.' or '..'), then an optional query",
+            )
+        )
+    try:
+        parse_pointer(listing.records)
+    except JsonError:
+        problems.append(("listing.records", "must be empty or a JSON Pointer starting with '/'"))
     return problems

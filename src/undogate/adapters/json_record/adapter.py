@@ -1,4 +1,6 @@
-"""``json_record``: allow-listed top-level fields, changed by RFC 6902 PATCH.
+"""``json_record``: allow-listed top-level fields, changed in the dialect its endpoint
+speaks (``records.dialects``: JSON Patch, JSON Merge Patch or a whole-record PUT, the
+version in ``If-Match`` or in the body).
 
 A side of a record change is the object of the touched fields present on that side (a
 touched field missing from it is absent there). Two changes overlap when they touch a
@@ -14,20 +16,20 @@ from typing import ClassVar
 
 from ...errors import InvalidRequest
 from ...jobs import ABSENT, Change, ChangeRequest, ChangeView, SideValue
-from ...jsonvalue import JsonObject, JsonValue, dumps, escape_token
+from ...jsonvalue import JsonObject, JsonValue, dumps
+from ...net import RemoteResponse
 from ...net.etag import ETag
 from ...resources import Limits, Resource
-from ..base import ConditionalWrite, Plan, Side, Snapshot
+from ..base import ConditionalWrite, Guard, Plan, Side, Snapshot, Verdict
 from ..checks.steps import Evidence
 from ..checks.whole_resource import WholeResourceAdapter
+from ..records import dialects
 from ..records.fields import (
-    PATCH_MEDIA_TYPE,
     differing_fields,
     field_problems,
     fields_diff,
     fields_show,
     parse_record,
-    patch_ops,
     plan_fields,
 )
 from ..records.members import REMOVE, SET, remove_of, set_of
@@ -44,7 +46,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
     accept = "application/json"
     summary = (
         "one JSON record at one URL; a change sets or removes allow-listed top-level fields "
-        "(RFC 6902 PATCH with If-Match)"
+        "(JSON Patch, JSON Merge Patch or a whole-record PUT, conditional on the version read)"
     )
     agent_guide = (
         "`set` (field -> new JSON value) and/or `remove` (field names); only the listed "
@@ -70,7 +72,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
     # -- the config ------------------------------------------------------------------
 
     def config_problems(self, resource: Resource, limits: Limits) -> list[tuple[str, str]]:
-        return field_problems(resource, limits)
+        return field_problems(resource, limits) + dialects.dialect_problems(resource, deletes=False)
 
     def test_copy_problem(self, copy: Resource, production: Resource) -> str | None:
         return copy_shape_problem(copy, production)
@@ -82,6 +84,12 @@ class JsonRecordAdapter(WholeResourceAdapter):
 
     def parse(self, resource: Resource, media_type: str, body: bytes, limits: Limits) -> JsonValue:
         return parse_record(resource, media_type, body, limits)
+
+    def guard(self, resource: Resource) -> Guard:
+        return dialects.record_guard(resource)
+
+    def body_version(self, resource: Resource, body: bytes) -> ETag:
+        return dialects.body_version(resource, body)
 
     def plan(
         self, resource: Resource, request: ChangeRequest, snapshot: Snapshot, limits: Limits
@@ -103,6 +111,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
         touched, before, after = plan_fields(
             resource, _record(snapshot), set_of(request), remove_of(request), limits
         )
+        dialects.check_expressible(resource, touched, before, after)
         return Plan(fields=touched, before=before, after=after)
 
     def payload_size(self, change: Change) -> int:
@@ -119,7 +128,13 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def shows(self, change: Change, snapshot: Snapshot, side: Side) -> bool:
         return fields_show(change.fields, _values(_side(change, side)), _record(snapshot))
 
-    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+    def undone(self, resource: Resource, change: Change, snapshot: Snapshot) -> Snapshot | None:
+        settings = record_settings(resource)
+        if settings.write == "put" or settings.version is not None:
+            # The next write would carry the record's bytes or its version in the body,
+            # which only this undo's read-back will have: a preview could not show that
+            # write exactly, so the plan blocks it rather than show another.
+            return None
         record = dict(_record(snapshot))
         before = _values(change.before)
         for name in change.fields:
@@ -136,14 +151,10 @@ class JsonRecordAdapter(WholeResourceAdapter):
     ) -> ConditionalWrite:
         source = _values(_side(change, Side.BEFORE if target is Side.AFTER else Side.AFTER))
         goal = _values(_side(change, target))
-        ops = patch_ops(record_settings(resource).record_pointer, change.fields, source, goal)
-        return ConditionalWrite(
-            method="PATCH",
-            url=resource.url,
-            headers={"Content-Type": PATCH_MEDIA_TYPE, "If-Match": snapshot.etag.header},
-            body=dumps(ops, sort_keys=False).encode("utf-8"),
-            if_match=snapshot.etag.header,
-        )
+        return dialects.update_write(resource, resource.url, change.fields, source, goal, snapshot)
+
+    def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
+        return dialects.classify_record_write(write, response)
 
     # -- other jobs ----------------------------------------------------------------------
 
@@ -181,8 +192,8 @@ class JsonRecordAdapter(WholeResourceAdapter):
 
     def reversibility(self, change: Change) -> str:
         return (
-            f"Reversible: undo patches back only {', '.join(change.fields)}, only while they "
-            "still hold the values this job wrote; other fields are never touched."
+            f"Reversible: undo writes back only {', '.join(change.fields)}, only while they "
+            "still hold the values this job wrote; other fields are never changed."
         )
 
     # -- the endpoint check on a test copy (docs/remote-contract.md) ---------------------
@@ -212,15 +223,7 @@ class JsonRecordAdapter(WholeResourceAdapter):
     def create_attempt(
         self, copy: Resource, start: Snapshot, url: str, tag: ETag, marker: str
     ) -> ConditionalWrite:
-        settings = record_settings(copy)
-        first, pointer = settings.fields[0], settings.record_pointer
-        op: JsonValue = (
-            {"op": "add", "path": pointer, "value": {first: marker}}
-            if pointer
-            else {"op": "add", "path": "/" + escape_token(first), "value": marker}
-        )
-        headers = {"Content-Type": PATCH_MEDIA_TYPE, "If-Match": tag.header}
-        return ConditionalWrite("PATCH", url, headers, dumps([op]).encode("utf-8"), tag.header)
+        return dialects.create_attempt(copy, url, tag, marker)
 
     def restore_evidence(
         self, copy: Resource, start: Snapshot, back: Snapshot, ok: bool

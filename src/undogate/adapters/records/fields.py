@@ -28,6 +28,8 @@ from .settings import record_settings
 PATCH_MEDIA_TYPE = "application/json-patch+json"
 JSON_MEDIA_TYPE = "application/json"
 JSON_MEDIA_TYPES = frozenset({JSON_MEDIA_TYPE})
+# In a listing's records pointer: every item of the array there.
+EVERY_ITEM = "*"
 _FIELD_RE = re.compile(r"[^\x00-\x1f]{1,128}")
 
 
@@ -80,16 +82,19 @@ def parse_record(resource: Resource, media_type: str, body: bytes, limits: Limit
         raise _breach(resource, exc) from None
 
 
-def parse_listing(resource: Resource, body: bytes) -> list[JsonObject]:
+def parse_listing(resource: Resource, body: bytes, records: str | None = None) -> list[JsonObject]:
     """A collection listing: a JSON array of records, or an object holding one at
-    ``record_pointer`` (``{"data": [...]}``).
+    ``record_pointer`` (``{"data": [...]}``); with ``records`` (a declared listing's
+    pointer, ``*`` for every item of an array: ``/rows/*/doc``), the records there.
 
     Raises:
         RemoteContractBreach: malformed, duplicate keys, not a list of objects.
     """
     try:
         document = loads(body)
-        if isinstance(document, dict):
+        if records is not None:
+            document = _every(document, parse_pointer(records))
+        elif isinstance(document, dict):
             for token in parse_pointer(record_settings(resource).record_pointer):
                 inner = document.get(token) if isinstance(document, dict) else None
                 if inner is None:
@@ -102,6 +107,18 @@ def parse_listing(resource: Resource, body: bytes) -> list[JsonObject]:
             f"{resource.id}'s listing is not a list of records", resource=resource.id
         )
     return [r for r in document if isinstance(r, dict)]
+
+
+def _every(node: JsonValue, tokens: Sequence[str]) -> JsonValue:
+    """What ``tokens`` lead to, ``*`` standing for every item of an array (the results
+    of each item in one list); None where a member is missing."""
+    for i, name in enumerate(tokens):
+        if name == EVERY_ITEM:
+            if not isinstance(node, list):
+                return None
+            return [_every(item, tokens[i + 1 :]) for item in node]
+        node = node.get(name) if isinstance(node, dict) else None
+    return node
 
 
 def check_json_media_type(resource: Resource, media_type: str) -> None:

@@ -215,7 +215,7 @@ class WebDavTextAdapter(WholeResourceAdapter):
             return False
         return applied.strong_equals(snapshot.etag) and self.shows(change, snapshot, Side.AFTER)
 
-    def undone(self, change: Change, snapshot: Snapshot) -> Snapshot | None:
+    def undone(self, resource: Resource, change: Change, snapshot: Snapshot) -> Snapshot | None:
         if change.before is ABSENT:
             return absent_snapshot(target=snapshot.target)
         text, media_type = _text(change.before), _media_type(change.before)

@@ -295,6 +295,18 @@ SCHEMAS: S = {
             "resource": _STR,
             "test_copy": _STR,
             "passed": _BOOL,
+            "mode": {
+                **_nullable("string"),
+                "description": "how the kind writes the resource, where it can write in "
+                "more than one way (a JSON kind's dialect)",
+            },
+            "stale_statuses": {
+                "type": "array",
+                "items": _INT,
+                "description": "the statuses with which the endpoint refused a stale write, "
+                "changing nothing (a passing check only): what lets such an answer count "
+                "as a refusal",
+            },
             "steps": {
                 "type": "array",
                 "items": _obj(
