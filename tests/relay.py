@@ -1,5 +1,5 @@
-"""A TCP relay on 127.0.0.1 in front of a real server (Kinto), for the one fault a real
-server cannot be asked for: a write held at the endpoint.
+"""A TCP relay on 127.0.0.1 in front of a real server (Kinto, Radicale, Xandikos), for
+the one fault a real server cannot be asked for: a write held at the endpoint.
 
 Every connection passes through byte for byte, except that the relay can be told to
 withhold the next write: it reads that request whole, never forwards it, and closes the

@@ -117,6 +117,7 @@ class TestJsonCollectionContract(KindContract):
                 "lookup": {"list": True},
             },
             token=TOKEN,
+            create={"create": {"email": "kit-new@example.com", "status": "lead"}},
         )
 
 

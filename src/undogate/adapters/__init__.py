@@ -1,10 +1,12 @@
 """Everything a resource kind knows: one package per kind, all behind ``Adapter``.
 
 Importing this package registers the built-in kinds (``json_record``, ``webdav_text``,
-``json_collection``); kinds from outside arrive through the ``undogate.kinds`` entry
-point (``registry``). Core code meets kinds only through the registry: ``adapter_for``,
-``kind_names``, ``installed_kinds``. ``Wire`` sends any kind's requests, with the
-credential ``credentials`` adds (whose rules for static headers ``config`` asks).
+``json_collection``, and the contacts' and calendars': ``vcard``, ``vcard_collection``,
+``icalendar``, ``icalendar_collection``); kinds from outside arrive through the
+``undogate.kinds`` entry point (``registry``). Core code meets kinds only through the
+registry: ``adapter_for``, ``kind_names``, ``installed_kinds``. ``Wire`` sends any kind's
+requests, with the credential ``credentials`` adds (whose rules for static headers
+``config`` asks).
 
 What a kind's author builds on (docs/kinds.md) is exported here: ``Adapter`` and the
 values it trades in, ``KindSettings``, the change members and shapes, the endpoint
@@ -31,8 +33,10 @@ from .base import (
     absent_snapshot,
     media_type_is,
 )
+from .calendars import ICalendarAdapter, ICalendarCollectionAdapter
 from .checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
 from .checks.whole_resource import WholeResourceAdapter
+from .contacts import VCardAdapter, VCardCollectionAdapter
 from .credentials import copy_authentication_problem, header_problems
 from .json_collection import JsonCollectionAdapter
 from .json_record import JsonRecordAdapter
@@ -80,6 +84,8 @@ __all__ = [
     "ETag",
     "Evidence",
     "Guard",
+    "ICalendarAdapter",
+    "ICalendarCollectionAdapter",
     "InstalledKind",
     "JsonCollectionAdapter",
     "JsonRecordAdapter",
@@ -94,6 +100,8 @@ __all__ = [
     "Snapshot",
     "Step",
     "StepFailed",
+    "VCardAdapter",
+    "VCardCollectionAdapter",
     "Verdict",
     "WebDavTextAdapter",
     "WholeResourceAdapter",

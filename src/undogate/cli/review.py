@@ -193,6 +193,8 @@ def render_body(console: Console, request: dict[str, Any]) -> None:
         return
     noun = "line" if len(lines) == 1 else "lines"
     size = f"{s(request['body_bytes'])} bytes, {len(lines)} {noun}"
+    if request.get("crlf"):
+        size += ", each ending CRLF"
     console.print(f"  body: {size}", style="dim")
     for line in lines:
         console.print(Text("  | ", style="dim").append_text(inert(line)), soft_wrap=True)
@@ -207,6 +209,9 @@ def _render_requests(console: Console, requests: list[Any]) -> None:
         for name, value in _obj(r.get("headers") or {}).items():
             console.print(inert(f"  {name}: {value}"), soft_wrap=True)
         console.print(inert(f"  {authentication_line(r)}"), style="dim", soft_wrap=True)
+        if r.get("body_diff"):
+            console.print("  body against the document as read:", style="dim")
+            render_diff(console, _list(r["body_diff"]))
         render_body(console, r)
 
 

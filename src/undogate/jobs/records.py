@@ -177,21 +177,27 @@ class Prepared:
 class ConditionalWrite:
     """The exact request a confirm sends (auth is added at dispatch, never stored).
 
-    ``if_match`` is the version the write is conditional on, when it has one."""
+    ``if_match`` is the version the write is conditional on, when it has one.
+    ``replaces`` is the text of the document a whole-document ``PUT`` replaces, as it
+    was read: the surfaces show the body as a line diff against it."""
 
     method: str
     url: str
     headers: dict[str, str]
     body: bytes
     if_match: str | None
+    replaces: str | None = None
 
     def describe(self) -> dict[str, Any]:
-        return {
+        described: dict[str, Any] = {
             "method": self.method,
             "url": self.url,
             "headers": dict(self.headers),
             "body": self.body.decode("utf-8"),
         }
+        if self.replaces is not None:
+            described["replaces"] = self.replaces
+        return described
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ proxy's own: a signature may cover it) and, when told, commits
 one fault on the next write. The contract's faults need nothing of the endpoint or of
 the kind: they happen on the wire.
 
-Faults (each armed for the next request that is not a ``GET``):
+Faults (each armed for the next write: a request that is not a read, ``GET``, ``HEAD``,
+``PROPFIND`` or ``REPORT``):
 
 - ``drop_response``: the write reaches the endpoint, its answer never reaches the
   gateway (the connection closes): a lost response;
@@ -37,6 +38,9 @@ _HOP = frozenset(
     {"connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding"}
 )
 FAULTS = ("drop_response", "hold_response", "stale_read_back", "outside_edit")
+# What a kind may send while it reads (the gateway's ``remote.READ_METHODS``): never a
+# write, so never one a fault is armed for.
+READS = frozenset({"GET", "HEAD", "PROPFIND", "REPORT"})
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,7 @@ class FaultProxy:
                 proxy._handle(self)
 
             do_PUT = do_POST = do_PATCH = do_DELETE = do_GET
+            do_PROPFIND = do_REPORT = do_GET
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass  # the record is ``seen``
@@ -120,7 +125,7 @@ class FaultProxy:
     def writes(self) -> list[Seen]:
         """Every request but the reads, in the order they came."""
         with self._lock:
-            return [s for s in self.seen if s.method != "GET"]
+            return [s for s in self.seen if s.method not in READS]
 
     # -- forwarding ------------------------------------------------------------------------
 
@@ -132,7 +137,7 @@ class FaultProxy:
         with self._lock:
             self.seen.append(seen)
             fault = None
-            if seen.method != "GET":
+            if seen.method not in READS:
                 fault, self._armed = self._armed, None
             stale = self._last_get.get(seen.path) if self._stale_for == seen.path else None
             if seen.method == "GET" and stale is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..adapters import adapter_for
+from ..adapters import adapter_for, text_diff
 from ..config import Resource
 from ..jobs import Action, Change, ChangeView, Confirmation, Job, Preview, UndoOffer
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue, from_python
@@ -191,19 +191,30 @@ def preview_view(preview: Preview, job: Job | None, now: float) -> JsonObject:
     }
 
 
+def _without_crlf(text: str) -> tuple[str, bool]:
+    """A text whose every line ends CRLF (vCard, iCalendar) with LF endings instead, and
+    whether it was one: its lines are shown with that said once, not with a marked
+    carriage return on every line."""
+    crlf = "\r\n" in text and text.count("\r\n") == text.count("\n")
+    return (text.replace("\r\n", "\n") if crlf else text), crlf
+
+
 def request_view(request: Mapping[str, Any]) -> JsonObject:
     """One planned request exactly as it will be sent (method, URL, headers, body), and
     the body as the lines it is made of: the CLI and the web preview both show this, so a
-    PUT of a document reads as its text and a JSON Patch as its exact bytes. The
+    PUT of a document reads as its text and a JSON Patch as its exact bytes. A PUT of a
+    whole document that says what it replaces (``ConditionalWrite.replaces``) also
+    carries ``body_diff``: its body as a line diff against the document as read. The
     credential is not in it: ``authentication`` says how it is added at send time (its
     scheme in words, the headers it adds), never with what; ``None``: no credential."""
     body = str(request.get("body", ""))
-    lines = body.split("\n") if body else []
+    text, crlf = _without_crlf(body)
+    lines = text.split("\n") if text else []
     final_newline = len(lines) > 1 and lines[-1] == ""
     if final_newline:
         lines.pop()
     headers = request.get("headers") or {}
-    return {
+    view: JsonObject = {
         "method": str(request["method"]),
         "url": str(request["url"]),
         "headers": {str(k): str(v) for k, v in dict(headers).items()},
@@ -213,6 +224,14 @@ def request_view(request: Mapping[str, Any]) -> JsonObject:
         "missing_final_newline": "\n" in body and not final_newline,
         "authentication": _authentication(request.get("authentication")),
     }
+    if crlf:
+        view["crlf"] = True
+    replaced = request.get("replaces")
+    if isinstance(replaced, str):
+        old, old_crlf = _without_crlf(replaced)
+        # Line endings compared too: the texts are split alike only when both end CRLF.
+        view["body_diff"] = text_diff(old, text) if old_crlf == crlf else text_diff(replaced, body)
+    return view
 
 
 def _authentication(described: Any) -> JsonObject | None:

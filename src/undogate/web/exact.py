@@ -3,7 +3,9 @@ only where a reader expects a break, long ones folded behind their length.
 
 Pure. Wrapping never breaks a word or a number: the only break opportunities are
 ``<wbr>`` after JSON punctuation (``,`` ``:`` ``{`` ``[``) and URL separators (``/``
-``?`` ``&``), which add no character to the text (what is copied is what is sent).
+``?`` ``&``), and every 16 digits of a run of more than 32 hex digits (a hash, an
+entity tag: Radicale's are 64, and no reader takes one in as a word), which add no
+character to the text (what is copied is what is sent).
 Every piece passes through ``invisibles.visible`` and is escaped, so a value stays inert
 text with each invisible character marked.
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from markupsafe import Markup, escape
@@ -36,6 +39,8 @@ LONG_BODY_BYTES = 1500
 LONG_BODY_LINES = 30
 
 _BREAK_AFTER = re.compile(r"(?<=[,:{\[/?&])")
+_LONG_HEX = re.compile(r"[0-9A-Fa-f]{33,}")
+HEX_CHUNK = 16
 # A browser also breaks after a hyphen; inside exact text that reads as hyphenation, so a
 # hyphenated word is kept whole.
 _HYPHENATED = re.compile(r"[^\s]*-[^\s]*")
@@ -92,7 +97,18 @@ def breakable(text: Any) -> Markup:
     """``text`` as inert markup that may wrap after punctuation or at a space, never
     inside a word (a hyphenated one included)."""
     shown = shown_text(str(text), keep_newlines=False)
-    return Markup("<wbr>").join(_whole_words(piece) for piece in _BREAK_AFTER.split(shown))
+    pieces = [cut for piece in _BREAK_AFTER.split(shown) for cut in _hex_cut(piece)]
+    return Markup("<wbr>").join(_whole_words(piece) for piece in pieces)
+
+
+def _hex_cut(piece: str) -> list[str]:
+    """``piece`` cut every ``HEX_CHUNK`` digits inside each run of more than 32 hex
+    digits, and nowhere else."""
+    cuts = [0]
+    for found in _LONG_HEX.finditer(piece):
+        cuts.extend(range(found.start() + HEX_CHUNK, found.end(), HEX_CHUNK))
+    cuts.append(len(piece))
+    return [piece[a:b] for a, b in pairwise(cuts)]
 
 
 def _whole_words(piece: str) -> Markup:

@@ -123,6 +123,12 @@ class WholeResourceAdapter(Adapter):
         stem = path.rstrip("/")
         return urlunsplit(parts._replace(path=f"{stem}-{name}{path[len(stem) :]}"))
 
+    def content_refusal(self, response: RemoteResponse) -> str | None:
+        """What a refusal names as wrong with the content it carried (a CalDAV server's
+        412 naming ``valid-calendar-data``), or ``None``. Such a 412 says nothing about
+        the ``If-Match`` tag, so it never counts as the stale tag's refusal."""
+        return None
+
     @abstractmethod
     def marker_request(self, copy: Resource, start: Snapshot, marker: str) -> ChangeRequest:
         """A change only the check would make: ``marker`` written into the copy."""
@@ -296,6 +302,9 @@ class CopyProbe:
         answer = self.send(write, name)
         if not self.succeeded(write, answer):
             why = f"answered HTTP {answer.status}"
+            named = self.adapter.content_refusal(answer)
+            if named is not None:
+                why += f", naming {named}: the server refused the content"
             raise StepFailed(Step(name, False, why, {"status": answer.status}))
         after = self.read(self.copy, name)
         new_etag = not after.etag.strong_equals(start.etag)
@@ -331,14 +340,18 @@ class CopyProbe:
         now = self.read(self.copy, name)
         unchanged = same_version(now, current)
         status = answer.status
-        guard = self.adapter.guard(self.copy)
-        stale_statuses = guard.stale_statuses
+        # A 412 that names what is wrong with the content was not decided by the tag.
+        named = self.adapter.content_refusal(answer)
+        stale_statuses = self.adapter.guard(self.copy).stale_statuses
         refused = status in stale_statuses if name == "stale_write_refused" else 400 <= status < 500
         evidence: Evidence = {"status": status, "unchanged": unchanged}
-        if refused and unchanged:
+        if refused and unchanged and named is None:
             return Step(name, True, f"HTTP {status}, nothing changed", evidence), now
         why = f"answered HTTP {status}"
-        if self.adapter.shows(change, now, Side.AFTER):
+        if named is not None:
+            evidence["content_refused"] = named
+            why += f" naming {named}: the server refused the content, not the tag"
+        elif self.adapter.shows(change, now, Side.AFTER):
             why += " and the write landed: " + (
                 "the endpoint does not compare " + self._condition()
                 if name == "stale_write_refused"

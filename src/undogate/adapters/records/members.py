@@ -1,4 +1,5 @@
-"""The members of a change to a record's fields, shared by the kinds of JSON records."""
+"""The members of a change to a resource's allow-listed fields: shared by the kinds of
+JSON records (top-level fields) and of contacts and calendars (properties)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ from ...jsonvalue import JsonObject
 from ..shapes import names_member, object_member
 
 SET = object_member(
-    "set", "field -> new JSON value (allow-listed top-level fields only)", in_every_digest=True
+    "set",
+    "allow-listed field -> its new value (a JSON record's top-level field; a contact's or "
+    "an event's property, as its kind says)",
+    in_every_digest=True,
 )
-REMOVE = names_member("remove", "allow-listed field names to remove", in_every_digest=True)
+REMOVE = names_member(
+    "remove",
+    "allow-listed field names to remove (a property: every instance of it)",
+    in_every_digest=True,
+)
 
 
 def set_of(request: ChangeRequest) -> JsonObject:

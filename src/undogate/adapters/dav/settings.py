@@ -1,0 +1,124 @@
+"""What the kinds of contacts and calendars take in the config: the properties a change
+may touch (``fields``), and for an address book or a calendar the identity evidence an
+upsert matches on. A property that reschedules, re-identifies or invites is refused
+here, at config load, never at the first change."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ...resources import KindSettings, Limits, Resource
+from ..evidence import EVIDENCE_KINDS
+from ..json_collection.settings import IdentityRule
+from .formats import CHECK_PROPERTY, FORBIDDEN, STRUCTURAL
+
+_PROPERTY_NAME = re.compile(r"[A-Z0-9-]{1,64}")
+
+
+class PropertySettings(KindSettings):
+    # The properties a change may set or remove, in capitals (EMAIL, NOTE, DTSTART).
+    fields: tuple[str, ...] = ()
+
+    def fingerprint_part(self) -> dict[str, Any]:
+        return {"fields": sorted(self.fields)}
+
+
+class PropertyCollectionSettings(PropertySettings):
+    # Evidence of identity for an upsert: {field: EMAIL, evidence: email}, or
+    # {field: UID, evidence: exact}.
+    identity: tuple[IdentityRule, ...] = ()
+
+
+def property_settings(resource: Resource) -> PropertySettings:
+    settings = resource.settings
+    assert isinstance(settings, PropertySettings), f"{resource.id} is not a kind of properties"
+    return settings
+
+
+def collection_settings(resource: Resource) -> PropertyCollectionSettings:
+    settings = resource.settings
+    assert isinstance(settings, PropertyCollectionSettings), f"{resource.id} is not a collection"
+    return settings
+
+
+def _why_not(name: str) -> str | None:
+    if not _PROPERTY_NAME.fullmatch(name):
+        return f"{name[:64]!r} is not a property name in capitals (EMAIL, DTSTART, X-NAME)"
+    if name in FORBIDDEN:
+        return (
+            f"{name} cannot be allow-listed: changing it reschedules an event, "
+            "re-identifies it or sends invitations"
+        )
+    if name in STRUCTURAL:
+        return (
+            f"{name} is not a property a change may touch: it frames the object or says "
+            "how it is read"
+        )
+    if name == CHECK_PROPERTY:
+        return f"{name} is the endpoint check's own marker"
+    return None
+
+
+def property_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+    """The allow-list rules every kind of contacts and calendars shares."""
+    problems: list[tuple[str, str]] = []
+    fields = property_settings(resource).fields
+    if not fields:
+        problems.append(("fields", f"a {resource.kind} needs at least one property in fields"))
+    if len(fields) > limits.max_fields_per_resource:
+        problems.append(("fields", f"at most {limits.max_fields_per_resource} properties"))
+    if len(set(fields)) != len(fields):
+        problems.append(("fields", "a property is named twice"))
+    for j, name in enumerate(fields):
+        why = _why_not(name)
+        if why is not None:
+            problems.append((f"fields[{j}]", why))
+    return problems
+
+
+def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, str]]:
+    problems = property_problems(resource, limits)
+    if not resource.url.endswith("/"):
+        problems.append(("url", "an address book's or a calendar's URL ends with /"))
+    settings = collection_settings(resource)
+    seen: set[str] = set()
+    for i, rule in enumerate(settings.identity):
+        if rule.evidence not in EVIDENCE_KINDS:
+            problems.append(
+                (
+                    f"identity[{i}].evidence",
+                    f"{rule.evidence!r} is not identity evidence: only "
+                    + ", ".join(EVIDENCE_KINDS)
+                    + " match (never similarity, fuzzy or name matching)",
+                )
+            )
+        if rule.field == "UID":
+            if rule.evidence != "exact":
+                problems.append((f"identity[{i}].evidence", "a UID is evidence only exactly"))
+        elif rule.field not in settings.fields:
+            problems.append(
+                (f"identity[{i}].field", f"{rule.field!r} is neither UID nor in fields")
+            )
+        if rule.field in seen:
+            problems.append((f"identity[{i}].field", f"{rule.field!r} is named twice"))
+        seen.add(rule.field)
+    return problems
+
+
+def copy_problem(copy: Resource, production: Resource) -> str | None:
+    """A test copy allow-lists the same properties as what it stands for."""
+    if sorted(property_settings(copy).fields) != sorted(property_settings(production).fields):
+        return f"the fields must be the same as {production.id!r}'s"
+    return None
+
+
+__all__ = [
+    "PropertyCollectionSettings",
+    "PropertySettings",
+    "collection_problems",
+    "collection_settings",
+    "copy_problem",
+    "property_problems",
+    "property_settings",
+]
