@@ -232,7 +232,12 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
     assert "NOT LOADED" in rows["clashing_thing"] and "member set differs" in rows["clashing_thing"]
     # A distribution cannot take a built-in kind's name: it is refused, the built-in stays.
     assert "already provided by undogate" in rows["json_record"]
-    assert set(served) == {"json_record", "json_collection", "webdav_text", "keyvalue_entry"}
+    # Every kind served without the broken distribution is served beside it.
+    alone = _undogate("kinds")
+    assert alone.returncode == 0, alone.stderr
+    unharmed = {line.split()[0] for line in alone.stdout.splitlines()[1:] if line.strip()}
+    assert {"json_record", "webdav_text", "keyvalue_entry"} <= unharmed
+    assert set(served) == unharmed
     assert all(line.endswith(("built-in", "installed")) for line in served.values())
 
     def config(kind: str) -> Path:
@@ -250,7 +255,10 @@ def test_a_kind_that_fails_to_load_is_named_with_its_distribution_and_harms_no_o
     assert "undogate-kind-broken 1.0" in refused.stderr and "RuntimeError" in refused.stderr
     unknown = _with_broken("check-config", "--config", str(config("spreadsheet")))
     assert unknown.returncode == 2
-    assert "unknown kind 'spreadsheet'; the installed kinds are json_collection" in unknown.stderr
+    installed = unknown.stderr.split("the installed kinds are ", 1)[1]
+    assert "unknown kind 'spreadsheet'" in unknown.stderr
+    assert all(kind in installed for kind in unharmed)  # the installed ones, listed
+    assert "broken_thing" not in installed
     fine = _with_broken("check-config", "--config", str(config("json_record")))
     assert fine.returncode == 0, fine.stderr
 
