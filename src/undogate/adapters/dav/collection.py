@@ -31,9 +31,7 @@ from ...jsonvalue import JsonNumber, JsonObject, JsonValue, dumps
 from ...net import RemoteResponse
 from ...resources import Limits, Resource
 from ..base import (
-    RECREATE,
     REFUSAL_STATUSES,
-    UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Plan,
@@ -45,7 +43,7 @@ from ..base import (
 )
 from ..checks.steps import CheckRun
 from ..json_collection.members import CREATE, DELETE, ID, UPSERT, deletes, record_id_of, values_of
-from ..json_collection.sides import operation_of
+from ..json_collection.sides import member_undo_guard_holds, member_undo_needs, operation_of
 from ..records.members import REMOVE, SET, remove_of, set_of
 from . import member_sides
 from .changes import (
@@ -354,17 +352,10 @@ class PropertyCollectionAdapter(Adapter):
         return object_differences(kept, document(text_of(snapshot), self.format), self.format)
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
-        if operation_of(change) == "create":
-            # Exactly what the create made: the tag its read-back gave, and the object whole.
-            return (
-                snapshot.exists
-                and snapshot.etag.header == change.applied_etag
-                and self.shows(change, snapshot, Side.AFTER)
-            )
-        return self.shows(change, snapshot, Side.AFTER)
+        return member_undo_guard_holds(change, snapshot, self.shows)
 
     def undo_needs(self, change: Change) -> str | None:
-        return {"create": UNDO_OF_CREATE, "delete": RECREATE}.get(operation_of(change))
+        return member_undo_needs(change)
 
     # -- writing -------------------------------------------------------------------------
 

@@ -48,8 +48,6 @@ from ...net import RemoteResponse
 from ...net.etag import ETag
 from ...resources import Limits, Resource
 from ..base import (
-    RECREATE,
-    UNDO_OF_CREATE,
     Adapter,
     ConditionalWrite,
     Guard,
@@ -89,6 +87,8 @@ from .probes import CollectionProbe, run_collection_check
 from .settings import CollectionSettings, collection_problems, collection_settings
 from .sides import (
     current_record,
+    member_undo_guard_holds,
+    member_undo_needs,
     operation_of,
     preexisting,
     server_fields,
@@ -424,17 +424,10 @@ class JsonCollectionAdapter(Adapter):
         return tuple(differing_fields(sorted({*whole, *now}), whole, now))
 
     def undo_guard_holds(self, change: Change, snapshot: Snapshot) -> bool:
-        if operation_of(change) == "create":
-            # Exactly what the create made: the tag its read-back gave, and the record whole.
-            return (
-                snapshot.exists
-                and snapshot.etag.header == change.applied_etag
-                and self.shows(change, snapshot, Side.AFTER)
-            )
-        return self.shows(change, snapshot, Side.AFTER)
+        return member_undo_guard_holds(change, snapshot, self.shows)
 
     def undo_needs(self, change: Change) -> str | None:
-        return {"create": UNDO_OF_CREATE, "delete": RECREATE}.get(operation_of(change))
+        return member_undo_needs(change)
 
     # -- writing -------------------------------------------------------------------------
 

@@ -4,11 +4,11 @@ preview's and the event's views of it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...jobs import ABSENT, Change, ChangeView, SideValue
 from ...jsonvalue import JsonObject
-from ..base import Side, Snapshot
+from ..base import RECREATE, UNDO_OF_CREATE, Side, Snapshot
 from ..records.fields import fields_diff
 from ..views import field_rows
 
@@ -20,6 +20,26 @@ def operation_of(change: Change) -> str:
     if change.after is ABSENT:
         return "delete"
     return "update"
+
+
+def member_undo_guard_holds(
+    change: Change, snapshot: Snapshot, shows: Callable[[Change, Snapshot, Side], bool]
+) -> bool:
+    """A member's undo guard, for every collection kind (``shows``: the kind's own)."""
+    if operation_of(change) == "create":
+        # Exactly what the create made: the tag its read-back gave, and the member whole.
+        return (
+            snapshot.exists
+            and snapshot.etag.header == change.applied_etag
+            and shows(change, snapshot, Side.AFTER)
+        )
+    return shows(change, snapshot, Side.AFTER)
+
+
+def member_undo_needs(change: Change) -> str | None:
+    """What a member change's undo needs verified first: a create's is a delete, a
+    delete's a re-create."""
+    return {"create": UNDO_OF_CREATE, "delete": RECREATE}.get(operation_of(change))
 
 
 def side_record(side: SideValue | None) -> JsonObject:
