@@ -46,11 +46,16 @@ def _machine(postgres_version: str, load: tuple[float, float, float]) -> list[st
 
 
 #: The throughput configurations, in the order they run and are shown:
-#: (on PostgreSQL, how many serve processes).
-CONFIGURATIONS: dict[str, tuple[bool, int]] = {
-    "SQLite, 1 process": (False, 1),
-    "PostgreSQL, 1 process": (True, 1),
-    "PostgreSQL, 2 processes": (True, 2),
+#: (on PostgreSQL, how many serve processes, how many owners the 16 agents belong to).
+CONFIGURATIONS: dict[str, tuple[bool, int, int]] = {
+    "SQLite, 1 process": (False, 1, 1),
+    "SQLite, 1 process, 4 owners": (False, 1, 4),
+    "SQLite, 2 processes": (False, 2, 1),
+    "SQLite, 2 processes, 4 owners": (False, 2, 4),
+    "PostgreSQL, 1 process": (True, 1, 1),
+    "PostgreSQL, 1 process, 4 owners": (True, 1, 4),
+    "PostgreSQL, 2 processes": (True, 2, 1),
+    "PostgreSQL, 2 processes, 4 owners": (True, 2, 4),
 }
 
 
@@ -116,7 +121,7 @@ def main() -> int:
         skipped: dict[str, str] = {}
         httpx_runs: list[dict[str, float]] = []
         for i in range(3):
-            for n, (name, (on_postgres, processes)) in enumerate(CONFIGURATIONS.items()):
+            for n, (name, (on_postgres, processes, owners)) in enumerate(CONFIGURATIONS.items()):
                 if name in skipped:
                     continue
                 try:
@@ -125,6 +130,7 @@ def main() -> int:
                             work / f"throughput-{i}-{n}",
                             ledger=pg.fresh_database() if on_postgres else None,
                             processes=processes,
+                            owners=owners,
                             database_cpu=(lambda: cluster_cpu_seconds(pg)) if on_postgres else None,
                         )
                     )
@@ -230,8 +236,10 @@ def main() -> int:
         "16 agents, each with its own token and resource, each sending 40 single-change "
         "prepares in sequence over one keep-alive connection to `POST /api/v1/jobs` on "
         "running `undogate serve` processes (two processes: two plain `serve` on the same "
-        "PostgreSQL database, on two ports, agents 0, 2, 4... on the first and the rest on "
-        "the second). Floor: the same number of raw GETs to the contract server from 16 "
+        "ledger, one SQLite data directory or one PostgreSQL database, on two ports, agents "
+        "0, 2, 4... on the first and the rest on the second). The 16 agents belong to one "
+        "owner, or to four (agent i to owner i mod 4; quotas are per owner). Floor: the "
+        "same number of raw GETs to the contract server from 16 "
         "threads on the same client, each followed by one durable commit on the same "
         "engine: on SQLite serialised (one writer, as the ledger), on PostgreSQL "
         "concurrent (a connection per thread; the ledger's writes run at once there too). "

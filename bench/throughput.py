@@ -2,11 +2,11 @@
 concurrent agents, vs raw GETs plus one durable commit each on the same ledger engine;
 and the servers' peak RSS.
 
-On SQLite one process serves; on PostgreSQL one or several plain ``serve`` processes
-share one database (each on its own port, the agents split between them). A second
-process that the ledger refuses (``LedgerInUse``, while a PostgreSQL ledger has one
-owner) raises ``SecondProcessRefused`` with serve's own words: a row to skip, not a
-failure.
+One or several plain ``serve`` processes share one ledger (SQLite in one data
+directory, or one PostgreSQL database), each on its own port, the agents split between
+them; the 16 agents belong to one owner or are dealt round to several. A second process
+that the ledger refuses raises ``SecondProcessRefused`` with serve's own words: a row to
+skip, not a failure.
 """
 
 from __future__ import annotations
@@ -96,14 +96,15 @@ def _config(work: Path, base: str, ledger: str | None) -> dict[str, object]:
     }
 
 
-def _tokens(config: dict[str, object]) -> list[str]:
+def _tokens(config: dict[str, object], owners: int) -> list[str]:
+    """A token per agent; agent ``i`` belongs to owner ``i % owners``."""
     ledger = open_store(parse_config(config).server)
     try:
         keyring = Keyring(ledger, known_agents=lambda: {f"agent-{i}" for i in range(AGENTS)})
-        owner = keyring.create_operator(label="bench")
+        made = [keyring.create_operator(label=f"bench-{n}") for n in range(owners)]
         return [
             keyring.create_agent_token(
-                owner_id=owner.credential.id, agent_id=f"agent-{i}", label=f"a{i}"
+                owner_id=made[i % owners].credential.id, agent_id=f"agent-{i}", label=f"a{i}"
             ).key
             for i in range(AGENTS)
         ]
@@ -211,12 +212,14 @@ def run(
     *,
     ledger: str | None = None,
     processes: int = 1,
+    owners: int = 1,
     per_agent: int = 40,
     database_cpu: Callable[[], float] | None = None,
 ) -> dict[str, float]:
-    """One run: 16 agents on ``client`` against ``processes`` serve processes on one
-    ledger (``ledger``: a PostgreSQL URL; else SQLite), then the floor on the same client
-    and the same engine. ``database_cpu`` reads the database server's CPU seconds so far.
+    """One run: 16 agents of ``owners`` owners on ``client`` against ``processes`` serve
+    processes on one ledger (``ledger``: a PostgreSQL URL; else SQLite), then the floor
+    on the same client and the same engine. ``database_cpu`` reads the database
+    server's CPU seconds so far.
 
     Raises:
         SecondProcessRefused: a serve process after the first was refused the ledger.
@@ -233,7 +236,7 @@ def run(
         settings = _config(work, base, ledger)
         config = work / "undogate.yaml"
         config.write_text(yaml.safe_dump(settings))
-        tokens = _tokens(settings)
+        tokens = _tokens(settings, owners)
         servers: list[subprocess.Popen[bytes]] = []
         try:
             gateways: list[str] = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import statistics
 
-#: A finding of this round, fixed in ``cli/serve.py``: kept so the results say what the
-#: earlier figures measured.
+#: A finding of an earlier round, fixed in ``cli/serve.py``: kept so the results say what
+#: the figures before it measured.
 NAGLE = (
-    "**Found and fixed this round: every response of `undogate serve` waited about 40 "
+    "**Found and fixed in an earlier round: every response of `undogate serve` waited about 40 "
     "ms.** `serve` bound its listening socket itself (`cli/serve.py`, `listen`) as "
     "`socket(family, SOCK_STREAM)`, with protocol 0; asyncio sets `TCP_NODELAY` only on "
     "connections whose socket says `IPPROTO_TCP`, so every reply waited for Nagle's "
@@ -19,9 +19,10 @@ NAGLE = (
 )
 
 #: What was done to cut CPU per prepare, and what was tried and not kept (with what it
-#: measured); kept here so the results say it next to the figures.
+#: measured, on the machine of its day); kept here so the results say it next to the
+#: figures.
 HISTORY = (
-    "Cut on PostgreSQL this round (interleaved runs on this shared machine; 16 agents of "
+    "Earlier rounds cut, on PostgreSQL (interleaved runs on this shared machine; 16 agents of "
     "one owner, one process unless said): a prepare writes its job's rows first and "
     "takes the owner's quota lock and the ledger-wide counter rows last, 206–249 → "
     "295–323 prepares/s; the statements of a transaction are pipelined (a round trip "
@@ -70,77 +71,73 @@ def _median(runs: list[dict[str, float]], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
+def _configuration(name: str, done: list[dict[str, float]]) -> str:
+    """What one configuration cost per prepare, and the rate a core of its own would make."""
+    gateway = _median(done, "server_cpu_ms")
+    database = _median(done, "database_cpu_ms")
+    said = (
+        f"- {name}: {gateway:.2f} ms of gateway CPU per prepare "
+        f"({_median(done, 'server_cpu_alone_ms'):.2f} ms for one agent alone), the gateway "
+        f"{_median(done, 'server_busy') * 100:.0f}% of a core busy"
+    )
+    if database:
+        said += (
+            f"; PostgreSQL {database:.2f} ms of its own CPU per prepare, its sessions "
+            f"waiting for a lock {_median(done, 'lock_wait_share') * 100:.0f}% of their "
+            "busy time"
+        )
+    return said + (
+        f". Per core of gateway{' and database' if database else ''} CPU: about "
+        f"{1000 / (gateway + database):.0f} prepares a second."
+    )
+
+
+def _owners(runs: dict[str, list[dict[str, float]]]) -> list[str]:
+    """Four owners against one, wherever both ran: what one owner's quota lock costs."""
+    lines = []
+    for name, done in runs.items():
+        four = runs.get(f"{name}, 4 owners") or []
+        if name.endswith("owners") or not done or not four:
+            continue
+        lines.append(
+            f"- {name}: 16 agents of one owner {_median(done, 'throughput'):.0f} prepares/s, "
+            f"of four owners {_median(four, 'throughput'):.0f}/s."
+        )
+    return lines
+
+
 def throughput_bounds(
     runs: dict[str, list[dict[str, float]]], skipped: dict[str, str]
 ) -> list[str]:
-    """One paragraph per configuration that ran, then what was done and tried."""
+    """What each configuration that ran cost, why, and what was done and tried."""
     every = [r for done in runs.values() for r in done]
     lines = [
-        NAGLE,
-        "",
-        "Bounded by: CPU, on 2 cores shared by everything in the run (the agents, the "
-        "gateway, the contract server, PostgreSQL) and by whatever else ran on the "
-        "machine: during the "
-        "concurrent runs all its cores were "
+        "Bounded by: CPU, on 2 cores shared by everything in the run (the 16 agents, the "
+        "gateway processes, the contract server, PostgreSQL) and by whatever else ran on "
+        "the machine: during the concurrent runs all its cores were "
         f"{_median(every, 'machine_busy') * 100:.0f}% busy (median; "
         f"{min(r['machine_busy'] for r in every) * 100:.0f}–"
-        f"{max(r['machine_busy'] for r in every) * 100:.0f}%).",
+        f"{max(r['machine_busy'] for r in every) * 100:.0f}%). So a second gateway "
+        "process here takes its core from the agents, the contract server and the "
+        "database rather than from an idle one; the figure that carries over to a machine "
+        "with cores to spare is the rate per core of gateway CPU below, not the table's "
+        "prepares a second.",
         "",
+        *(_configuration(name, done) for name, done in runs.items() if done),
+        *(f"- {name}: not measured: {why}" for name, why in skipped.items()),
+        "",
+        "A process is one interpreter: its threads share one lock, so one `serve` makes at "
+        "most a core's worth of prepares however many agents wait, and under 16 agents "
+        "each prepare also costs more CPU than alone (threads handing that lock around). "
+        "A second process is a second interpreter; on SQLite the processes take turns to "
+        "write (one writer at a time across processes, each commit fsync'd), on "
+        "PostgreSQL they write at once. Quotas are per owner and exact across processes: "
+        "a prepare counts its owner's jobs and commits under that owner's lock, so one "
+        "owner's prepares commit one at a time while several owners' run side by side:",
+        *_owners(runs),
+        "",
+        NAGLE,
+        "",
+        HISTORY,
     ]
-    sqlite = runs.get("SQLite, 1 process") or []
-    if sqlite:
-        lines.append(
-            f"- SQLite, 1 process: `undogate serve` is one Python process; it kept "
-            f"{_median(sqlite, 'server_busy') * 100:.0f}% of a core busy at "
-            f"{_median(sqlite, 'server_cpu_ms'):.2f} ms of CPU per prepare "
-            f"({_median(sqlite, 'server_cpu_alone_ms'):.2f} ms for one agent alone): the "
-            "agent's request in and the reply out (uvicorn, Starlette), the remote read "
-            "(httpcore and h11, pure Python), the lossless parse and plan, and one fsync'd "
-            "commit of four rows. "
-            + (
-                "The difference under 16 agents is threads contending for one interpreter lock. "
-                if _median(sqlite, "server_cpu_ms") > _median(sqlite, "server_cpu_alone_ms")
-                else ""
-            )
-            + "Reaching 0.5× would need a prepare under about "
-            f"{2000 / _median(sqlite, 'floor_throughput'):.2f} ms of gateway CPU (a whole core "
-            "making half the floor's rate), and a core of its own."
-        )
-    single = runs.get("PostgreSQL, 1 process") or []
-    if single:
-        lines.append(
-            f"- PostgreSQL, 1 process: {_median(single, 'server_cpu_ms'):.2f} ms of gateway "
-            f"CPU per prepare ({_median(single, 'server_cpu_alone_ms'):.2f} alone), "
-            f"{_median(single, 'server_busy') * 100:.0f}% of a core, plus "
-            f"{_median(single, 'database_cpu_ms'):.2f} ms of PostgreSQL's own CPU per "
-            "prepare on the same cores. Each answer the ledger waits for is a round trip "
-            "through psycopg (send, wait, parse the reply) where SQLite is a library call; "
-            "so one process does less per core than on SQLite, while its floor commits "
-            "concurrently. The 16 agents share one owner, and a prepare holds that owner's "
-            "quota lock from its count to its commit (fsync included; the job's rows are "
-            "written before it): "
-            f"{_median(single, 'lock_wait_share') * 100:.0f}% of the database sessions' "
-            "busy time was spent waiting for it. Prepares of one owner run one at a time."
-        )
-    double = runs.get("PostgreSQL, 2 processes") or []
-    if double:
-        total = _median(double, "server_cpu_ms") + _median(double, "database_cpu_ms")
-        lines.append(
-            f"- PostgreSQL, 2 processes: two interpreters, so no one lock caps the gateway "
-            f"at one core: together {_median(double, 'server_busy') * 100:.0f}% of a core "
-            f"at {_median(double, 'server_cpu_ms'):.2f} ms per prepare, and PostgreSQL "
-            f"{_median(double, 'database_cpu_ms'):.2f} ms; sessions waited for a lock "
-            f"{_median(double, 'lock_wait_share') * 100:.0f}% of their busy time (the one "
-            f"owner's quota lock serialises them across processes too). At {total:.2f} ms "
-            "of gateway "
-            f"and database CPU per prepare, 2 cores allow at most {2000 / total:.0f} "
-            "prepares a second before the contract server and the 16 agents take their "
-            "share; more cores (or machines) is what the second process is for."
-        )
-    elif "PostgreSQL, 2 processes" in skipped:
-        lines.append(
-            "- PostgreSQL, 2 processes: not measured: the second `serve` was refused the "
-            "ledger (it has one owner until processes hold leases); the benchmark runs it "
-            "as soon as two plain `serve` processes may share one database."
-        )
-    return [*lines, "", HISTORY]
+    return lines
