@@ -1,7 +1,8 @@
 """Stopping an agent (docs/rewind.md): one act that refuses the agent's new prepares
 (``agent_stopped``) and holds its waiting jobs from confirmation until a person resumes
 it. Per owner: stopping one owner's agent leaves the same agent of another owner alone.
-Both acts are events in the chain (``agent_stopped``, ``agent_resumed``).
+Both acts are events in the chain (``agent_stopped``, ``agent_resumed``) and webhooks
+(``agent.stopped``, ``agent.resumed``), added in the write that does them.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def set_stopped(gw: Context, actor: Actor, agent_id: str, stopped: bool) -> floa
     (None: it runs). Doing it twice changes nothing and records nothing."""
 
     def commit(tx: Transaction) -> float | None:
-        if tx.set_agent_stopped(actor.owner_id, agent_id, stopped=stopped, by=actor.label):
+        changed = tx.set_agent_stopped(actor.owner_id, agent_id, stopped=stopped, by=actor.label)
+        at = tx.agent_stopped_at(actor.owner_id, agent_id)
+        if changed:
             operation = "agent_stopped" if stopped else "agent_resumed"
             tx.add_event(
                 job_id=None,
@@ -42,7 +45,10 @@ def set_stopped(gw: Context, actor: Actor, agent_id: str, stopped: bool) -> floa
                 operation=operation,
                 target=agent_id,
             )
-        return tx.agent_stopped_at(actor.owner_id, agent_id)
+            gw.notifier.agent_stop_changed(
+                tx, actor, agent_id, stopped=stopped, at=gw.clock() if at is None else at
+            )
+        return at
 
     return gw.ledger.write(commit)
 
