@@ -18,13 +18,13 @@ import pytest
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.errors import ConfigError, InvalidRequest, UndogateError
+from undogate.errors import ConfigError, InvalidRequest, LedgerError, NotFound, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 from undogate.ledger import OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import PinnedClient
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
-from undogate.service import Reader, Service
+from undogate.service import Reader, Reviewer, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
 from undogate.webhooks.events import event_for
 
@@ -537,3 +537,50 @@ def test_an_operator_sees_only_the_messages_about_jobs_it_may_see(
     assert anyio.run(seen, narrow.key) == []  # another owner, and not this agent's
     with pytest.raises(InvalidRequest):
         anyio.run(seen, owner.key, "lost")
+
+
+def test_a_stop_that_does_not_commit_announces_nothing(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    receiver: Receiver,
+) -> None:
+    gw = open_gateway(parse_config(webhook_config(server, data_dir, receiver.url)))
+    keyring = Keyring(gw.ledger, known_agents=lambda: {a.id for a in gw.config.agents})
+    owner = keyring.create_operator(label="owner")
+    service = Service(gw, keyring)
+    hooked = Hooked(gw, receiver.secret)
+
+    async def stop(agent_id: str) -> float | None:
+        reviewer = Reviewer.of(await service.access.authenticate(owner.key), "test")
+        return await service.rewinds.stop(reviewer, agent_id)
+
+    def outbox() -> int:
+        with gw.ledger.raw() as c:
+            return int(c.execute("SELECT COUNT(*) FROM webhook_outbox").fetchone()[0])
+
+    with pytest.raises(NotFound):
+        anyio.run(stop, "no-such-agent")
+    assert outbox() == 0
+    # The database refuses the stop's chain event, inserted after its message: the
+    # whole write rolls back, the message with it.
+    with gw.ledger.raw() as c:
+        c.execute(
+            "CREATE TRIGGER refuse_stops BEFORE INSERT ON events "
+            "WHEN NEW.operation = 'agent_stopped' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    with pytest.raises(LedgerError):
+        anyio.run(stop, "account-assistant")
+    assert outbox() == 0
+    assert gw.ledger.read(lambda r: r.agent_stopped_at(owner.credential.owner_id, AGENT.id)) is None
+    with gw.ledger.raw() as c:
+        c.execute("DROP TRIGGER refuse_stops")
+    assert anyio.run(stop, "account-assistant") is not None
+    assert anyio.run(stop, "account-assistant") is not None  # stopped already: nothing new
+    assert outbox() == 1
+    try:
+        assert hooked.delivery.deliver_due() == 1
+    finally:
+        hooked.http.close()
+    assert receiver.events() == ["agent.stopped"]

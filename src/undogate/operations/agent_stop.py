@@ -37,16 +37,15 @@ def set_stopped(gw: Context, actor: Actor, agent_id: str, stopped: bool) -> floa
         changed = tx.set_agent_stopped(actor.owner_id, agent_id, stopped=stopped, by=actor.label)
         at = tx.agent_stopped_at(actor.owner_id, agent_id)
         if changed:
-            operation = "agent_stopped" if stopped else "agent_resumed"
+            gw.notifier.agent_stop_changed(
+                tx, actor, agent_id, stopped=stopped, at=gw.clock() if at is None else at
+            )
             tx.add_event(
                 job_id=None,
                 actor=actor.label,
                 access_path=actor.access_path,
-                operation=operation,
+                operation="agent_stopped" if stopped else "agent_resumed",
                 target=agent_id,
-            )
-            gw.notifier.agent_stop_changed(
-                tx, actor, agent_id, stopped=stopped, at=gw.clock() if at is None else at
             )
         return at
 
