@@ -20,7 +20,7 @@ from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.errors import ConfigError, InvalidRequest, LedgerError, NotFound, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.ledger import OutboxMessage
+from undogate.ledger import Ledger, OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import PinnedClient
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
@@ -546,7 +546,9 @@ def test_a_stop_that_does_not_commit_announces_nothing(
     receiver: Receiver,
 ) -> None:
     gw = open_gateway(parse_config(webhook_config(server, data_dir, receiver.url)))
-    keyring = Keyring(gw.ledger, known_agents=lambda: {a.id for a in gw.config.agents})
+    ledger = gw.ledger
+    assert isinstance(ledger, Ledger)  # SQLite: its connection takes the fault below
+    keyring = Keyring(ledger, known_agents=lambda: {a.id for a in gw.config.agents})
     owner = keyring.create_operator(label="owner")
     service = Service(gw, keyring)
     hooked = Hooked(gw, receiver.secret)
@@ -556,7 +558,7 @@ def test_a_stop_that_does_not_commit_announces_nothing(
         return await service.rewinds.stop(reviewer, agent_id)
 
     def outbox() -> int:
-        with gw.ledger.raw() as c:
+        with ledger.raw() as c:
             return int(c.execute("SELECT COUNT(*) FROM webhook_outbox").fetchone()[0])
 
     with pytest.raises(NotFound):
@@ -564,7 +566,7 @@ def test_a_stop_that_does_not_commit_announces_nothing(
     assert outbox() == 0
     # The database refuses the stop's chain event, inserted after its message: the
     # whole write rolls back, the message with it.
-    with gw.ledger.raw() as c:
+    with ledger.raw() as c:
         c.execute(
             "CREATE TRIGGER refuse_stops BEFORE INSERT ON events "
             "WHEN NEW.operation = 'agent_stopped' "
@@ -574,7 +576,7 @@ def test_a_stop_that_does_not_commit_announces_nothing(
         anyio.run(stop, "account-assistant")
     assert outbox() == 0
     assert gw.ledger.read(lambda r: r.agent_stopped_at(owner.credential.owner_id, AGENT.id)) is None
-    with gw.ledger.raw() as c:
+    with ledger.raw() as c:
         c.execute("DROP TRIGGER refuse_stops")
     assert anyio.run(stop, "account-assistant") is not None
     assert anyio.run(stop, "account-assistant") is not None  # stopped already: nothing new
