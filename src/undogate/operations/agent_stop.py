@@ -10,10 +10,11 @@ from __future__ import annotations
 from ..errors import AgentStopped
 from ..jobs import Actor
 from ..ledger import Reader, Transaction
+from ..views import agent_rewind_path
 from .context import Context
 
 NOTHING_PREPARED = "nothing was prepared"
-HELD = "its jobs are held from confirmation; undoing them is not"
+HELD = "its waiting jobs are held from confirmation (undoing its work is not)"
 
 
 def stopped_at(gw: Context, owner_id: str, agent_id: str) -> float | None:
@@ -21,10 +22,14 @@ def stopped_at(gw: Context, owner_id: str, agent_id: str) -> float | None:
 
 
 def refuse_if_stopped(tx: Reader, owner_id: str, agent_id: str, doing: str) -> None:
-    """Raises: AgentStopped, when the owner stopped the agent."""
+    """Raises: AgentStopped, when the owner stopped the agent: the sentence says what
+    the stop did (``doing``) and every way a person resumes it."""
     if tx.agent_stopped_at(owner_id, agent_id) is not None:
         raise AgentStopped(
-            f"agent {agent_id} was stopped by a person until they resume it: {doing}",
+            f"agent {agent_id} was stopped by a person: {doing}; it stays stopped until "
+            f"a person resumes it (undogate agents resume {agent_id}, "
+            f"POST /api/v1/agents/{agent_id}/resume, or {agent_rewind_path(agent_id)} "
+            "in the review UI)",
             agent=agent_id,
         )
 
