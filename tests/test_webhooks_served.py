@@ -311,6 +311,12 @@ def test_stopping_and_resuming_an_agent_is_announced_to_its_owner_alone(
         listed = gw.messages(url)
         their_list = httpx.get(f"{url}/api/v1/webhooks/messages", headers=theirs, timeout=30)
         shown = gw.cli_list(url)
+        with httpx.Client(base_url=url, timeout=30) as web:
+            form = web.get("/signin")
+            csrf = CSRF_RE.search(form.text)
+            assert csrf is not None
+            web.post("/signin", data={"key": gw.operator, "csrf": csrf.group(1)})
+            page = web.get("/webhooks")
     assert [b["type"] for b in bodies] == [
         "job.prepared",
         "agent.stopped",
@@ -353,3 +359,6 @@ def test_stopping_and_resuming_an_agent_is_announced_to_its_owner_alone(
     ]
     assert shown.returncode == 0, shown.stderr
     assert "agent account-assistant" in shown.stdout and "agent.resumed" in shown.stdout
+    assert page.status_code == 200
+    assert page.text.count('href="/agents/account-assistant/rewind">agent <code>') == 2
+    assert f'href="/jobs/{waiting}"><code>{waiting}</code>' in page.text
