@@ -7,7 +7,8 @@ delivery task then works outside any job write: it reads the due messages
 length of an attempt (``claim_webhook``: of two processes sharing a ledger, one wins;
 the second waits for the first's row lock, then finds it no longer due), and records the
 attempt's outcome (``record_webhook_attempt``, only while that claim holds). Delivered
-and failed messages stay, for operators to see."""
+and failed messages stay, for operators to see.
+"""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@
 ``rewind_applied`` in the one that ends a plan, ``agent_stop_changed`` in the one that
 stops or resumes an agent), so a message exists exactly when its change does: a
 rolled-back change announces nothing, and a committed one is announced even if the
-process dies the next instant. It only adds rows (no I/O): the delivery task sends them later, so a
-slow or dead receiver never delays a write.
+process dies the next instant. It only adds rows (no I/O): the delivery task sends them
+later, so a slow or dead receiver never delays a write.
 
 A payload carries ids, states and a review link, never a value: not the agent's summary,
 not a field, not a document (a receiver is one more place a secret could leak to).
