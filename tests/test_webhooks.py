@@ -5,6 +5,7 @@ served path (a restart, the CLI, the log) is in tests/test_webhooks_served.py.""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -23,10 +24,11 @@ from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequ
 from undogate.ledger import Ledger, OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import PinnedClient
+from undogate.operations.agent_stop import set_stopped
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
 from undogate.service import Reader, Reviewer, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
-from undogate.webhooks.events import event_for
+from undogate.webhooks.events import WAITING_NAMED, event_for
 
 from .postgres import PostgresCluster
 from .webhook_receiver import Receiver, new_secret, wait_until
@@ -586,3 +588,30 @@ def test_a_stop_that_does_not_commit_announces_nothing(
     finally:
         hooked.http.close()
     assert receiver.events() == ["agent.stopped"]
+
+
+def test_a_stop_names_at_most_its_newest_waiting_jobs_and_says_there_are_more(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    receiver: Receiver,
+) -> None:
+    data = webhook_config(server, data_dir, receiver.url)
+    many = WAITING_NAMED + 1
+    data["limits"] = {
+        "max_unresolved_jobs_per_agent": many,
+        "max_prepares_per_minute": many,
+        "prepare_burst": many,
+    }
+    hooked = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    try:
+        jobs = [hooked.prepare(status=f"s{n}") for n in range(many)]
+        set_stopped(hooked.gw, OWNER, "account-assistant", True)
+        [message] = [m for m in hooked.messages() if m.event == "agent.stopped"]
+        assert message.job_id is None
+        sent = json.loads(message.payload)["data"]
+        assert sent["waiting_jobs"] == jobs[:0:-1]  # the newest, newest first
+        assert sent["more_waiting_jobs"] is True
+        assert sent["actor"] == OWNER.label and sent["actor_label"] is None  # no key
+    finally:
+        hooked.http.close()
