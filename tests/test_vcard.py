@@ -236,3 +236,48 @@ def test_a_repeated_parameter_is_one_parameter(dav: DavCollections, data_dir: Pa
         assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
     back = properties(held(dav, path)[0])["EMAIL"]
     assert sorted(back[0].param("TYPE")) == ["INTERNET", "WORK"]
+
+
+@pytest.mark.parametrize(
+    ("identity", "where", "words"),
+    [
+        (
+            [{"field": "EMAIL", "evidence": "fuzzy"}],
+            "identity[0].evidence",
+            "not identity evidence",
+        ),
+        ([{"field": "UID", "evidence": "email"}], "identity[0].evidence", "UID is evidence only"),
+        ([{"field": "NICKNAME", "evidence": "exact"}], "identity[0].field", "neither UID nor"),
+        (
+            [{"field": "EMAIL", "evidence": "email"}, {"field": "EMAIL", "evidence": "exact"}],
+            "identity[1].field",
+            "named twice",
+        ),
+    ],
+)
+def test_an_address_book_s_identity_is_refused_at_config_load_unless_exact(
+    identity: list[dict[str, str]], where: str, words: str, data_dir: Path
+) -> None:
+    entry = {
+        "id": "book",
+        "agent_id": "account-assistant",
+        "name": "Book",
+        "kind": "vcard_collection",
+        "url": "https://dav.example.com/alice/contacts/",
+        "fields": ["EMAIL", "NOTE"],
+        "identity": identity,
+        "conditional_writes": True,
+    }
+    config = {
+        "server": {"data_dir": str(data_dir)},
+        "resources": [entry],
+        "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
+    }
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert where in str(refused.value.details) and words in str(refused.value), refused.value
+    entry["identity"] = [
+        {"field": "UID", "evidence": "exact"},
+        {"field": "EMAIL", "evidence": "email"},
+    ]
+    assert parse_config(config).resource("book") is not None
