@@ -176,24 +176,29 @@ def test_what_a_change_may_name(contact: tuple[LocalGateway, DavCollections, str
     assert job.changes[0].fields == ("NOTE",)
 
 
-@pytest.mark.parametrize("name", ["UID", "RRULE", "ATTENDEE", "ORGANIZER", "METHOD", "VERSION"])
-def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
-    name: str, data_dir: Path
-) -> None:
+def _config_of(data_dir: Path, kind: str, name: str, **settings: Any) -> dict[str, Any]:
+    """A config of one resource of ``kind`` (never reached: config load only)."""
     entry = {
         "id": "ada",
         "agent_id": "account-assistant",
         "name": "Ada",
-        "kind": "vcard",
-        "url": "https://dav.example.com/alice/contacts/ada.vcf",
-        "fields": ["EMAIL", name],
+        "kind": kind,
+        "url": f"https://dav.example.com/alice/contacts/{name}",
         "conditional_writes": True,
+        **settings,
     }
-    config = {
+    return {
         "server": {"data_dir": str(data_dir)},
         "resources": [entry],
         "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
     }
+
+
+@pytest.mark.parametrize("name", ["UID", "RRULE", "ATTENDEE", "ORGANIZER", "METHOD", "VERSION"])
+def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
+    name: str, data_dir: Path
+) -> None:
+    config = _config_of(data_dir, "vcard", "ada.vcf", fields=["EMAIL", name])
     with pytest.raises(ConfigError, match=rf"resources\[0\]\.fields\[1\]: {name}"):
         parse_config(config)
 
@@ -258,26 +263,14 @@ def test_a_repeated_parameter_is_one_parameter(dav: DavCollections, data_dir: Pa
 def test_an_address_book_s_identity_is_refused_at_config_load_unless_exact(
     identity: list[dict[str, str]], where: str, words: str, data_dir: Path
 ) -> None:
-    entry = {
-        "id": "book",
-        "agent_id": "account-assistant",
-        "name": "Book",
-        "kind": "vcard_collection",
-        "url": "https://dav.example.com/alice/contacts/",
-        "fields": ["EMAIL", "NOTE"],
-        "identity": identity,
-        "conditional_writes": True,
-    }
-    config = {
-        "server": {"data_dir": str(data_dir)},
-        "resources": [entry],
-        "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
-    }
+    config = _config_of(
+        data_dir, "vcard_collection", "", fields=["EMAIL", "NOTE"], identity=identity
+    )
     with pytest.raises(ConfigError) as refused:
         parse_config(config)
     assert where in str(refused.value.details) and words in str(refused.value), refused.value
-    entry["identity"] = [
+    config["resources"][0]["identity"] = [
         {"field": "UID", "evidence": "exact"},
         {"field": "EMAIL", "evidence": "email"},
     ]
-    assert parse_config(config).resource("book") is not None
+    assert parse_config(config).resource("ada") is not None
