@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
 from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
@@ -347,3 +348,55 @@ def test_a_job_whose_changes_sit_apart_in_the_plan_is_undone_in_two_parts(
     ]
     undos = [(a.change_index, a.status.value) for a in job.actions if a.operation is Operation.UNDO]
     assert undos == [(1, "done"), (0, "done")]
+
+
+def test_a_plan_stopped_before_a_write_says_why_not_what_an_older_undo_did(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    """A change whose undo an earlier plan tried (refused by the server), then a plan
+    whose run stops before that change's write because the reviewer's key was revoked
+    after the write before it: the report names the revocation, not the old refusal."""
+    since = time.time()
+    job_id = prepare(
+        records,
+        ChangeRequest("customer", set={"status": "customer"}),
+        ChangeRequest("ticket", set={"status": "closed"}),
+    )
+    assert confirmed(records, job_id).job.state is JobState.APPLIED
+    server.set_field(TICKET, "/data/status", "reopened")  # its step blocked: skipped
+    server.arm("status:422", CUSTOMER)
+    first = confirm(records, plan(records, since), skip_blocked=True)
+    assert first.stored.stopped is not None and first.stored.stopped["code"] == "refused"
+    server.set_field(TICKET, "/data/status", "closed")  # the edit taken back
+    keyring = Keyring(records.ledger, known_agents=lambda: {AGENT_ID})
+    issued = keyring.create_operator(label="reviewer")
+    principal = keyring.authenticate(issued.key)
+    checks: list[str] = []
+
+    def reauthorize() -> None:
+        """The service's re-check before each write, with the key revoked after the
+        first write landed."""
+        checks.append("checked")
+        if len(checks) == 2:
+            keyring.revoke(issued.credential.id)
+        keyring.recheck(principal)
+
+    made = plan(records, since)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    done = confirm_plan(
+        records,
+        OWNER,
+        load_plan(records, OWNER.owner_id, made.id),
+        preview.token,
+        reauthorize=reauthorize,
+    )
+    assert [(s.resource_id, o) for s, o in done.outcomes()] == [
+        ("ticket", "done"),
+        ("customer", "not_run"),
+    ]
+    assert done.stored.stopped == {
+        "step": "2",
+        "code": "unauthorized",
+        "message": f"step 2 (job {job_id}): not sent: the credential was revoked",
+    }
+    assert server.get_record(CUSTOMER)["status"] == "customer"  # never sent
