@@ -4,7 +4,7 @@ blocked step, by keyboard, at 1280 and 390 px, accessible and never cut off. A p
 a resource that requires a passkey is confirmed from its page with the passkey (the
 DevTools virtual authenticator); refused by the authenticator, or sent without it,
 nothing is written and the page says why. With ``UNDOGATE_UPDATE_SCREENSHOTS=1`` it
-rewrites docs/screenshots/rewind.png, rewind-phone.png and rewind-passkey.png."""
+rewrites docs/screenshots/rewind.png, rewind-passkey.png and their -phone.png."""
 
 from __future__ import annotations
 
@@ -107,17 +107,20 @@ def test_a_rewind_from_the_agents_page_by_keyboard(
     assert (record["status"], record["owner"], record["tier"]) == ("lead", "sam", "platinum")
 
 
+@pytest.mark.parametrize("width", [1280, 390])
 def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboard(
     browser: Any,
     server: ContractServer,
     data_dir: Path,
     open_gateway: Callable[[Config], LocalGateway],
+    width: int,
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
     start = server.raw_bytes(RECORD)
     with served(world.app) as site:
         you = Reviewer(browser, site, world)  # on http://localhost: a passkey's site
         page = you.page
+        page.set_viewport_size({"width": width, "height": 900})
         you.enrol()
         for status in ("customer", "vip"):  # two jobs on one field, each applied by passkey
             job_id = prepare(site, world, status)
@@ -139,7 +142,7 @@ def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboar
         assert "needs your passkey" in status.inner_text()
         assert "this exact plan" in status.inner_text()
         check_page(page)
-        save_shot(page, "rewind-passkey", docs=True)
+        save_shot(page, "rewind-passkey" if width == 1280 else "rewind-passkey-phone", docs=True)
 
         # The authenticator refuses (the person does not verify): nothing is sent.
         you.user_verified(False)
