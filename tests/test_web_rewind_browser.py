@@ -8,6 +8,7 @@ rewrites docs/screenshots/rewind.png, rewind-passkey.png and their -phone.png.""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from .browser import (
     served,
     tab_to,
 )
+from .serving import cli
 from .test_passkeys_browser import SEND_UNSIGNED, Reviewer, prepare
 from .test_web_browser import open_page, sign_in
 from .worlds import RECORD, LocalGateway, WebWorld, confirmed, web_world
@@ -113,6 +115,7 @@ def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboar
     server: ContractServer,
     data_dir: Path,
     open_gateway: Callable[[Config], LocalGateway],
+    tmp_path: Path,
     width: int,
 ) -> None:
     world = web_world(server, data_dir, open_gateway, require_passkey=True)
@@ -187,5 +190,16 @@ def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboar
         check_page(page)
         you.context.close()
     assert server.raw_bytes(RECORD) == start  # byte for byte, both jobs undone
-    events = world.gateway.ledger.read(lambda tx: tx.events_since(0, 0, 1000))
-    assert [e.operation for e in events].count("passkey_approved") == 3  # 2 applies, 1 plan
+    # The plan's receipt holds the one approval over the whole plan, and verifies.
+    rewind_id = plan_url.rsplit("/", 1)[1]
+    receipt = tmp_path / "plan.receipt.json"
+    made = cli("export-receipt", rewind_id, "--ledger", str(data_dir), "-o", str(receipt))
+    assert made.returncode == 0, made.stderr
+    approvals = [
+        json.loads(e["event"]["detail"])["preview"]
+        for e in json.loads(receipt.read_text())["segment"]
+        if e.get("event", {}).get("operation") == "passkey_approved"
+    ]
+    assert [(a["job_id"], a["operation"]) for a in approvals] == [(rewind_id, "rewind")]
+    checked = cli("verify-receipt", str(receipt))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
