@@ -170,7 +170,9 @@ def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboar
         assert "needs your passkey" in page.inner_text("main")
         assert "passkey_required" in page.inner_text("main")
         assert server.write_count(RECORD) == writes  # nothing written by any of them
-        page.goto(plan_url)
+        check_page(page)
+        page.get_by_role("link", name="Back to the plan").click()
+        page.wait_for_url(plan_url)
         assert "State: planned" in page.inner_text("main")
 
         # With the passkey: the plan runs, both steps, one approval.
