@@ -152,9 +152,8 @@ def _stopped_at(
     if last is not None:
         detail = last.detail or "the write did not land"
         return Stopped(step.number, last.status.value, f"{where}: {detail}")
-    if stopped_by is not None:
-        return Stopped(step.number, stopped_by.code, f"{where}: not sent: {stopped_by.message}")
-    return Stopped(step.number, StepOutcome.NOT_RUN, f"{where}: not sent")
+    assert stopped_by is not None  # a run stops at an outcome, or before a write it never began
+    return Stopped(step.number, stopped_by.code, f"{where}: not sent: {stopped_by.message}")
 
 
 def _last_undo(actions: Sequence[Action], index: int, since: float | None) -> Action | None:
