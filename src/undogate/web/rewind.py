@@ -7,12 +7,11 @@ plan); then the plan's report."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
@@ -20,34 +19,18 @@ from ..errors import InvalidRequest
 from ..operations.inbox import parse_time
 from ..operations.rewind_plan import Selection
 from ..operations.rewind_view import plan_view, preview_view
-from ..service import Caller, Reader, Reviewer, Service
+from ..service import Reader, Reviewer
+from ..views import agent_rewind_path
 from . import exact
+from .pages import Form, Pages
 from .passkey_pages import PasskeyPages
 from .sessions import Session
 
-C = TypeVar("C", bound=Caller)
-Form = Mapping[str, str]
-View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 
+class RewindPages(Pages, Protocol):
+    """The review UI as these pages use it: the passkey step of the job's preview too."""
 
-class Pages(Protocol):
-    """What these views use of the review UI (``views.WebUI``)."""
-
-    service: Service
     passkey_pages: PasskeyPages
-
-    def render(
-        self, template: str, session: Session | None, *, status: int = ..., **context: Any
-    ) -> HTMLResponse: ...
-
-    async def notify(self, session: Session, notice: str) -> None: ...
-
-    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    @staticmethod
-    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
 
 
 def _selection(agent_id: str, form: Form, now: float) -> Selection:
@@ -65,13 +48,10 @@ def _selection(agent_id: str, form: Form, now: float) -> Selection:
     )
 
 
-def rewind_routes(ui: Pages) -> list[BaseRoute]:
+def rewind_routes(ui: RewindPages) -> list[BaseRoute]:
     """The agent's rewind page, stop and resume, a plan, its preview and its confirm,
     through the UI's session and cross-site checks (its ``_get``/``_post``)."""
     rewinds = ui.service.rewinds
-
-    def agent_page(agent_id: str) -> str:
-        return f"/agents/{quote(agent_id, safe='')}/rewind"
 
     def plan_page(rewind_id: str) -> str:
         return f"/rewinds/{quote(rewind_id, safe='')}"
@@ -96,7 +76,7 @@ def rewind_routes(ui: Pages) -> list[BaseRoute]:
             await rewinds.resume(reviewer, agent_id)
             notice = "Resumed: its prepares and confirmations are accepted again."
         await ui.notify(session, notice)
-        return ui._redirect(agent_page(agent_id))
+        return ui._redirect(agent_rewind_path(agent_id))
 
     async def plan(request: Request, session: Session, form: Form, reviewer: Reviewer) -> Response:
         agent_id = str(request.path_params["agent_id"])
