@@ -9,8 +9,9 @@ psycopg 3 connections.
   before a preview is claimed or a write loads the job; the ledger-wide counter rows
   by the update that adds a job to them (``value + n``, exact), whose new values the
   limits are checked against. A prepare writes its rows first and takes the owner's
-  lock and the counter rows last, so they are held for a count, an update and the
-  commit.
+  lock last, held for a count and the commit; it updates the counter rows at the
+  commit, under the chain's lock (``check_before_commit``), which every write holds
+  from the chain's head to its commit anyway.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,

@@ -125,11 +125,10 @@ class LedgerUsage:
 class Admission:
     """What a new job is admitted against, counted with it (``Transaction.admit_job``):
     the unresolved jobs of its agent and of its owner (each counted no further than
-    asked), and the ledger-wide counters after it."""
+    asked)."""
 
     agent_unresolved: int
     owner_unresolved: int
-    usage: LedgerUsage
 
 
 T = TypeVar("T")

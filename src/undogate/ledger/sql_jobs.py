@@ -46,7 +46,7 @@ from .records import (
     StoredPreview,
 )
 from .sql_chain import ChainVerbs, new_row
-from .sql_counters import CounterVerbs, usage_after
+from .sql_counters import CounterVerbs
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -74,18 +74,14 @@ class JobVerbs(ChainVerbs, CounterVerbs):
             row = self.connection.execute(COUNT_AGENT_SQL, (owner_id, agent_id, stop_at)).fetchone()
         return int(row[0])
 
-    def admit_job(
-        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
-    ) -> Admission:
-        # Sent together, read together: on PostgreSQL (pipelined) one round trip under
-        # the owner's lock, which every prepare of that owner waits for.
+    def admit_job(self, owner_id: str, agent_id: str, *, stop_at: tuple[int, int]) -> Admission:
+        # The lock and both counts in one statement's round trip on PostgreSQL
+        # (pipelined), under the owner's lock, which every prepare of that owner waits for.
         self._lock(f"owner:{owner_id}")
-        counted = self.connection.execute(
+        agent_unresolved, owner_unresolved = self.connection.execute(
             _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
-        )
-        added = self._add_job(payload)
-        agent_unresolved, owner_unresolved = counted.fetchone()
-        return Admission(int(agent_unresolved), int(owner_unresolved), usage_after(added))
+        ).fetchone()
+        return Admission(int(agent_unresolved), int(owner_unresolved))
 
     def count_unfinished(self, owner_id: str) -> int:
         row = self.connection.execute(

@@ -276,20 +276,20 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         """Record a prepared job and its changes (``count_job`` counts them)."""
         ...
 
-    def admit_job(
-        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
-    ) -> Admission:
-        """Count a job just inserted (``count_job``) and, under its owner's lock, the
-        agent's and the owner's unresolved jobs, that one included (no further than
-        ``stop_at``: agent, owner), all in one round trip; the caller refuses what
-        they exceed (rolling it all back). Held from here to the commit, so call it
-        last."""
+    def admit_job(self, owner_id: str, agent_id: str, *, stop_at: tuple[int, int]) -> Admission:
+        """Under its owner's lock, count the agent's and the owner's unresolved jobs, a
+        job just inserted included (no further than ``stop_at``: agent, owner), in one
+        round trip; the caller refuses what they exceed (rolling it all back). The lock
+        is held from here to the commit, so call it once the job's rows are written."""
         ...
 
     def count_job(self, payload: int) -> LedgerUsage:
         """Add one job of ``payload`` bytes to the ledger-wide counters, in one statement
-        that holds their rows to the commit; the counters as they now stand. Call it
-        last: a write that waits for those rows holds nothing another write needs."""
+        that holds their rows to the commit; the counters as they now stand. Every
+        writer holds these two rows, so call it in ``check_before_commit``: where writes
+        run at once (PostgreSQL) it then runs under the chain's lock, which the write
+        holds to its commit anyway, and the rows are no second place where every
+        prepare waits."""
         ...
 
     def set_job_state(

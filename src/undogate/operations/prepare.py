@@ -136,9 +136,9 @@ def _prepare(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) 
             if earlier is not None:
                 return _replay(gw, earlier, digest)
         refuse_if_stopped(tx, actor.owner_id, agent_id, NOTHING_PREPARED)
-        # The rows first, the shared counts last: the owner's quota lock and the
-        # ledger's counter rows are held from the count to the commit, not while the
-        # job is written (every prepare of one owner waits for that lock).
+        # The rows first, the shared counts last: the owner's quota lock is held from
+        # the count to the commit, not while the job is written (every prepare of one
+        # owner waits for that lock).
         tx.insert_job(job, digest, payload)
         gw.notifier.job_moved(tx, job, JobState.PREPARED, previous=None)
         tx.add_event(
@@ -162,12 +162,20 @@ def _prepare(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) 
             limits.max_unresolved_jobs_per_agent + 1,
             limits.max_unresolved_jobs_per_owner + 1,
         )
-        admitted = tx.admit_job(actor.owner_id, agent_id, payload, stop_at=stop_at)
+        admitted = tx.admit_job(actor.owner_id, agent_id, stop_at=stop_at)
         gw.quotas.refuse_over(
             agent_id, admitted.agent_unresolved - 1, admitted.owner_unresolved - 1
         )
-        after = admitted.usage
-        _check_capacity(gw, LedgerUsage(after.jobs - 1, after.payload_bytes - payload), payload)
+
+        def count() -> None:
+            # Every prepare of every owner updates the ledger-wide counters: counted at
+            # the commit (under the chain's lock where writes run at once), they hold
+            # up no prepare that the chain would not.
+            after = tx.count_job(payload)
+            before = LedgerUsage(after.jobs - 1, after.payload_bytes - payload)
+            _check_capacity(gw, before, payload)
+
+        tx.check_before_commit(count)
         return Prepared(job=job, replay=False)
 
     return gw.ledger.write(commit)
