@@ -18,6 +18,61 @@ NAGLE = (
     "3.2 ms on PostgreSQL (p50 of 100 prepares in sequence, this machine)."
 )
 
+#: What the last round found and cut (measured on this shared machine: interleaved runs,
+#: CPU time where other work ran; each commit's message has the figures).
+THIS_ROUND = (
+    "**This round.** Gateway CPU per prepare, one agent alone on SQLite, measured on "
+    "this machine for both commits (serve's CPU over 300 prepares, 3 runs of each, "
+    "interleaved): 1.50 ms at 68ae260 (the bench of 2026-12-02), 1.85 ms at d2fa28f. The "
+    "difference, sampled with py-spy on the thread holding the interpreter's lock "
+    "(1,500 prepares each): authentication 3% -> 11% of the samples (a key is no longer "
+    "remembered by a process: every request reads its credential, checks its seal "
+    "against the chain and takes a thread hop of its own for that, so that a key revoked "
+    "through any process is refused by all), the metrics (prometheus_client counters "
+    "and histograms, about 4%), and a second thread hop's anyio bookkeeping per request "
+    "(about 3%); the prepare itself costs what it did. Those are guarantees or features, "
+    "not waste: what remains to cut is the authentication's own thread hop (running it in "
+    "the prepare's hop would save about 60 µs of CPU), which is the API's and not done "
+    "here. "
+    "SQLite, 2 processes: a write waited for SQLite's write lock in its busy handler, "
+    "which sleeps 1, 2, 5 ... 100 ms between tries: a waiter overslept the other's "
+    "commit and could lose every try, up to 730 ms (p99 of prepares 260-760 ms). Writers "
+    "now queue for `ledger.write.lock` in the kernel (flock, taken before BEGIN IMMEDIATE "
+    "and given back after the commit, bounded by the busy wait): the longest wait 10-18 "
+    "ms, prepare p99 80-105 ms, 325/329 -> 374/393 prepares/s. "
+    "PostgreSQL: what each prepare waited on, sampled from pg_stat_activity and "
+    "pg_locks with 16 agents of four owners: the four owners' locks 46%, the counter "
+    "rows 21% (a row lock every prepare of every owner took after its owner's count, "
+    "held across two more round trips to the commit). A prepare now updates the "
+    "counters at its commit, under the hash chain's lock it holds there anyway, in the "
+    "round trip that reads the chain's head: the counter rows 0%, the owners' locks 31%, "
+    "the chain's lock 22%, waiting for the gateway 35%; 169 -> 221 prepares/s; the "
+    "limits stay exact (a test races four owners through two gateways against "
+    "max_jobs). "
+    "PostgreSQL confirm: of its 35 ledger transactions, 16 are the writes the floor "
+    "pays too; 8 were reads of the endpoint check's stale statuses after each write "
+    "(needed only for a stale-version answer other than 412) and 8 reads of whether a "
+    "change's undo is offered (needed only for a kind that asks a verified undo): now "
+    "19 transactions, psycopg's waits for the server 295 -> 215 per confirm. The ratio "
+    "itself could not be measured while the machine was saturated; `make bench` on a "
+    "quiet machine says it."
+)
+
+#: What bounds each engine now, beyond the table's own figures.
+BOUNDS_NOW = (
+    "What bounds each now. SQLite, one process: the gateway's CPU (one interpreter), "
+    "about 1.9 ms per prepare alone and more under 16 agents; the rate per core above is "
+    "what carries over. SQLite, two processes: CPU of this 2-core machine, shared by the "
+    "16 agents, the contract server and both gateways; the write lock is handed from "
+    "process to process in the kernel and no longer starves one. PostgreSQL, one owner: "
+    "its quota lock, held from its count to the commit (a round trip, the chain's round "
+    "trip and the commit's fsync). PostgreSQL, several owners: the hash chain's lock, "
+    "which every write holds from reading the chain's head to its commit (one chain per "
+    "ledger, docs/proof.md): about a round trip and an fsync per prepare, ledger-wide, "
+    "whatever the owners; a second process adds the gateway CPU the chain's lock does "
+    "not bound."
+)
+
 #: What was done to cut CPU per prepare, and what was tried and not kept (with what it
 #: measured, on the machine of its day); kept here so the results say it next to the
 #: figures.
@@ -47,10 +102,10 @@ HISTORY = (
     "commit's fsync, and in a process of 16 busy threads each round trip also waits "
     "for the interpreter "
     "lock): one agent alone prepares in 3.2 ms (about 310 a second), and 16 agents of "
-    "one owner make hardly more; several owners' agents would run side by side. Not tried: "
-    "counters without a hot row (delta rows summed, or counted from an index): here every "
-    "prepare already waits for its owner's lock, taken just before the counter rows, so "
-    "they hold up no one who was not waiting already; with many owners they would. "
+    "one owner make hardly more; several owners' agents would run side by side. Left "
+    "then: the counter rows (every prepare waited for its owner's lock first, so they held "
+    "up no one who was not waiting already; with many owners they did, and this round "
+    "moved them under the chain's lock). "
     "Earlier, on both engines (py-spy, sampling the thread that held the interpreter "
     "lock): the quota and ledger-limit pre-checks share one read (CPU per prepare under "
     "16 agents 1.74 → 1.47 ms on SQLite, 2.42 → 2.33 ms on PostgreSQL); a resource's "
@@ -131,10 +186,16 @@ def throughput_bounds(
         "each prepare also costs more CPU than alone (threads handing that lock around). "
         "A second process is a second interpreter; on SQLite the processes take turns to "
         "write (one writer at a time across processes, each commit fsync'd), on "
-        "PostgreSQL they write at once. Quotas are per owner and exact across processes: "
-        "a prepare counts its owner's jobs and commits under that owner's lock, so one "
-        "owner's prepares commit one at a time while several owners' run side by side:",
+        "PostgreSQL they write at once, up to the hash chain's lock that each holds from "
+        "reading the chain's head to its commit. Quotas are per owner and exact across "
+        "processes: a prepare counts its owner's jobs and commits under that owner's "
+        "lock, so one owner's prepares commit one at a time while several owners' run "
+        "side by side, up to the chain's lock:",
         *_owners(runs),
+        "",
+        BOUNDS_NOW,
+        "",
+        THIS_ROUND,
         "",
         NAGLE,
         "",
