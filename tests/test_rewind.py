@@ -13,8 +13,15 @@ import pytest
 
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
+from undogate.errors import (
+    AgentStopped,
+    ChangedSincePreview,
+    PreviewExpired,
+    PreviewUsed,
+    RewindBlocked,
+)
 from undogate.jobs import ChangeRequest, ChangeState, JobState, Operation
+from undogate.operations.agent_stop import set_stopped
 from undogate.operations.rewind import (
     RewindPlan,
     confirm_plan,
@@ -23,6 +30,7 @@ from undogate.operations.rewind import (
     preview_plan,
 )
 from undogate.operations.rewind_plan import Selection, StepVerdict
+from undogate.web.refusals import refusal_for
 
 from .serving import cli
 from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
@@ -291,3 +299,37 @@ def test_a_plan_exports_as_a_receipt_that_verifies_and_fails_after_an_edit(
     assert "belongs to job" in edited(lambda b: b.update(jobs=[first]))
     added = edited(lambda b: b.update(jobs=[first, second, "job_x"]))
     assert "not the ones its plan's row lists" in added
+
+
+def test_a_stopped_agent_and_its_reviewer_are_told_of_the_stop_and_how_to_resume(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
+) -> None:
+    """Both answers name the stop and every way to resume; a held job's expired preview
+    is refused as held, not with "preview again", which would not help."""
+    now = [time.time()]
+    gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
+    job_id = prepare(gw, status="customer")
+    preview = gw.preview(OWNER, job_id, Operation.APPLY)
+    assert preview.token is not None
+    assert set_stopped(gw, OWNER, AGENT_ID, True) is not None
+    ways = (
+        "stopped by a person",
+        f"undogate agents resume {AGENT_ID}",
+        f"POST /api/v1/agents/{AGENT_ID}/resume",
+        f"/agents/{AGENT_ID}/rewind",
+    )
+    with pytest.raises(AgentStopped) as refused:
+        prepare(gw, status="vip")
+    assert "nothing was prepared" in refused.value.message
+    assert all(way in refused.value.message for way in ways), refused.value.message
+    now[0] += gw.config.server.preview_ttl_s + 1  # the preview expired meanwhile
+    with pytest.raises(AgentStopped) as held:
+        gw.confirm(OWNER, job_id, preview.token)
+    assert "held from confirmation" in held.value.message
+    assert all(way in held.value.message for way in ways), held.value.message
+    words = refusal_for(held.value)
+    assert "Resume the agent" in words.next_step and not words.offer_preview_again
+    set_stopped(gw, OWNER, AGENT_ID, False)
+    with pytest.raises(PreviewExpired):  # resumed: now the expiry is what stands
+        gw.confirm(OWNER, job_id, preview.token)
+    assert server.write_count(CUSTOMER) == 0
