@@ -169,18 +169,19 @@ class WriteTurn:
 
     def take(self, wait_s: float) -> None:
         """Raises: LedgerBusy: another process kept the turn for ``wait_s``."""
-        if self._waiter is None:
+        with self._guard:  # a waiter left behind may be giving the turn back just now
+            waiter = self._waiter
+            if waiter is not None:
+                waiter.wanted = True
+        if waiter is None:
             try:
                 fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                self._waiter = _TurnWaiter(self._path, self)
-                self._waiter.start()
+                waiter = self._waiter = _TurnWaiter(self._path, self)
+                waiter.start()
             else:
                 self._held = self._fd
                 return
-        waiter = self._waiter
-        with self._guard:
-            waiter.wanted = True
         waiter.got.wait(wait_s)
         with self._guard:
             if not waiter.got.is_set():
