@@ -51,8 +51,7 @@ def test_the_counters_count_past_two_to_the_31(store: Store) -> None:
 
     def admit(tx: Transaction) -> LedgerUsage:
         tx.insert_job(job("job_3"), "digest", big)
-        tx.admit_job(OWNER, AGENT, stop_at=(10, 10))
-        return tx.count_job(big)
+        return tx.admit_job(OWNER, AGENT, big, stop_at=(10, 10)).usage
 
     assert store.write(admit) == LedgerUsage(3, 3 * big)
     assert store.read(lambda tx: tx.usage()) == LedgerUsage(3, 3 * big)
@@ -149,15 +148,13 @@ def test_admitting_a_job_counts_it_with_its_agents_and_owners_unresolved_jobs(
     def admit(job_id: str, stop_at: tuple[int, int]) -> Callable[[Transaction], Admission]:
         def write(tx: Transaction) -> Admission:
             tx.insert_job(job(job_id), "digest", 25)
-            tx.count_job(25)
-            return tx.admit_job(OWNER, AGENT, stop_at=stop_at)
+            return tx.admit_job(OWNER, AGENT, 25, stop_at=stop_at)
 
         return write
 
     assert store.write(admit("job_2", (100, 100))) == Admission(
-        agent_unresolved=2, owner_unresolved=3
+        agent_unresolved=2, owner_unresolved=3, usage=LedgerUsage(jobs=5, payload_bytes=60)
     )
-    assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=5, payload_bytes=60)
     capped = store.write(admit("job_3", (2, 3)))  # counted no further than asked
     assert (capped.agent_unresolved, capped.owner_unresolved) == (2, 3)
     assert store.read(lambda tx: tx.usage()) == LedgerUsage(jobs=6, payload_bytes=85)

@@ -125,10 +125,11 @@ class LedgerUsage:
 class Admission:
     """What a new job is admitted against, counted with it (``Transaction.admit_job``):
     the unresolved jobs of its agent and of its owner (each counted no further than
-    asked)."""
+    asked), and the ledger-wide counters after it."""
 
     agent_unresolved: int
     owner_unresolved: int
+    usage: LedgerUsage
 
 
 T = TypeVar("T")
@@ -302,7 +303,7 @@ class OutboxMessage:
     id: str
     endpoint: str
     event: str
-    job_id: str | None  # None: the message is about the agent (stopped, resumed)
+    job_id: str
     agent_id: str
     payload: str
     status: Literal["pending", "delivered", "failed"]

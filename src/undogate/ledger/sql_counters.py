@@ -1,8 +1,7 @@
 """The ledger-wide counters (``meta`` rows), in the SQL both engines speak: the jobs
 and payload bytes the limits bound, and the operation sequence. Each update is one
 statement that returns the new value; on PostgreSQL it holds the row to the commit, so
-a prepare counts its job in ``check_before_commit``, under the chain's lock
-(``count_job``).
+a write that updates one does it last (``count_job``).
 
 A counter is kept as text and added as a ``BIGINT``: 64 bits on both engines (SQLite's
 ``INTEGER`` is too, PostgreSQL's is 32, and payload bytes pass 2^31 at 2 GiB)."""
@@ -42,15 +41,22 @@ class CounterVerbs(EngineHooks):
         )
 
     def count_job(self, payload: int) -> LedgerUsage:
-        added = self.connection.execute(
+        return usage_after(self._add_job(payload))
+
+    def _add_job(self, payload: int) -> Cursor:
+        """The update of ``count_job``, sent; its rows not read yet."""
+        return self.connection.execute(
             "INSERT INTO meta(key, value) VALUES ('job_count', '1'), ('payload_bytes', ?) "
             "ON CONFLICT(key) DO UPDATE SET value = "
             "CAST(CAST(meta.value AS BIGINT) + CAST(excluded.value AS BIGINT) AS TEXT) "
             "RETURNING key, value",
             (str(payload),),
         )
-        counts = {str(key): int(value) for key, value in added.fetchall()}
-        return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])
 
     def next_seq(self) -> int:
         return int(self._bump("op_seq", 1).fetchone()[0])
+
+
+def usage_after(added: Cursor) -> LedgerUsage:
+    counts = {str(key): int(value) for key, value in added.fetchall()}
+    return LedgerUsage(jobs=counts["job_count"], payload_bytes=counts["payload_bytes"])

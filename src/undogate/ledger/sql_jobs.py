@@ -45,8 +45,8 @@ from .records import (
     OpenChange,
     StoredPreview,
 )
-from .sql_chain import ChainVerbs, new_row
-from .sql_counters import CounterVerbs
+from .sql_chain import CHAIN_LOCK, ChainVerbs, new_row
+from .sql_counters import CounterVerbs, usage_after
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
 # SQLite uses a partial index only for a query that repeats its WHERE term. Each count
@@ -67,21 +67,25 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     the transaction the store opened (see ``store.Transaction``)."""
 
     def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
-        self._lock(f"owner:{owner_id}")
         if agent_id is None:
             row = self.connection.execute(COUNT_OWNER_SQL, (owner_id, stop_at)).fetchone()
         else:
             row = self.connection.execute(COUNT_AGENT_SQL, (owner_id, agent_id, stop_at)).fetchone()
         return int(row[0])
 
-    def admit_job(self, owner_id: str, agent_id: str, *, stop_at: tuple[int, int]) -> Admission:
-        # The lock and both counts in one statement's round trip on PostgreSQL
-        # (pipelined), under the owner's lock, which every prepare of that owner waits for.
-        self._lock(f"owner:{owner_id}")
-        agent_unresolved, owner_unresolved = self.connection.execute(
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        # Under the chain's lock, which a write with events holds by its commit already
+        # (asking again costs nothing); sent together, read together: on PostgreSQL
+        # (pipelined) in the round trip that reads the chain's head.
+        self._lock(CHAIN_LOCK)
+        counted = self.connection.execute(
             _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
-        ).fetchone()
-        return Admission(int(agent_unresolved), int(owner_unresolved))
+        )
+        added = self._add_job(payload)
+        agent_unresolved, owner_unresolved = counted.fetchone()
+        return Admission(int(agent_unresolved), int(owner_unresolved), usage_after(added))
 
     def count_unfinished(self, owner_id: str) -> int:
         row = self.connection.execute(

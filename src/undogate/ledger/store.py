@@ -276,20 +276,22 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         """Record a prepared job and its changes (``count_job`` counts them)."""
         ...
 
-    def admit_job(self, owner_id: str, agent_id: str, *, stop_at: tuple[int, int]) -> Admission:
-        """Under its owner's lock, count the agent's and the owner's unresolved jobs, a
-        job just inserted included (no further than ``stop_at``: agent, owner), in one
-        round trip; the caller refuses what they exceed (rolling it all back). The lock
-        is held from here to the commit, so call it once the job's rows are written."""
+    def admit_job(
+        self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
+    ) -> Admission:
+        """Count a job just inserted (``count_job``) and the agent's and the owner's
+        unresolved jobs, that one included (no further than ``stop_at``: agent, owner),
+        all in one round trip; the caller refuses what they exceed (rolling it all
+        back). Where writes run at once (PostgreSQL) it counts under the hash chain's
+        lock, held to the commit: call it in ``check_before_commit``, where the write
+        holds that lock already, so every admission of every owner is counted one at a
+        time and no other lock (an owner's, the counter rows) is a queue of its own."""
         ...
 
     def count_job(self, payload: int) -> LedgerUsage:
         """Add one job of ``payload`` bytes to the ledger-wide counters, in one statement
-        that holds their rows to the commit; the counters as they now stand. Every
-        writer holds these two rows, so call it in ``check_before_commit``: where writes
-        run at once (PostgreSQL) it then runs under the chain's lock, which the write
-        holds to its commit anyway, and the rows are no second place where every
-        prepare waits."""
+        that holds their rows to the commit; the counters as they now stand. Call it
+        last: a write that waits for those rows holds nothing another write needs."""
         ...
 
     def set_job_state(
