@@ -1,19 +1,25 @@
 """Shared by the collection tests: a contract-server collection as a resource, jobs on
-it, and a verified-and-accepted undo seeded the way a passing check records one."""
+it, a verified-and-accepted undo seeded the way a passing check records one, and a
+served gateway over a real server's collection that an agent reaches over MCP."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from undogate.cli.serve import open_configured
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 from undogate.jobs import ChangeRequest, JobState
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.operations.undo_offer import accept_verified_undo
 
-from .worlds import OWNER, LocalGateway, make_config
+from .serving import served_gateway
+from .worlds import AGENT, OWNER, LocalGateway, ServedWorld, make_config
 
 CONTACTS = "/collections/contacts"
 FIELDS = ["email", "name", "status", "website"]
@@ -99,3 +105,37 @@ def open_contacts(
     write ends at the gateway's request timeout, well before the server's hang."""
     config = make_config(server, data_dir, contacts(server, **settings), request_timeout_s=0.5)
     return open_gateway(config), config
+
+
+@contextmanager
+def served_collection(
+    data_dir: Path, resources: list[dict[str, Any]], env: dict[str, str], secrets: list[str]
+) -> Iterator[ServedWorld]:
+    """``undogate serve`` over ``resources`` (a collection and its test copy) with an
+    operator and an agent that lists and prepares, their keys made first; afterwards no
+    tool result names a key, one of ``secrets`` or the server's address."""
+    config = data_dir / "undogate.yaml"
+    agent = {"id": AGENT.id, "tools": ["list_resources", "prepare_changes"]}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "server": {"data_dir": str(data_dir / "data")},
+                "resources": resources,
+                "agents": [agent],
+            }
+        )
+    )
+    with open_configured(config, environ=env) as svc:
+        operator = svc.keyring.create_operator(label="alice")
+        keys = {
+            "operator": operator.key,
+            AGENT.id: svc.keyring.create_agent_token(
+                owner_id=operator.credential.id, agent_id=AGENT.id, label=AGENT.id
+            ).key,
+        }
+    with served_gateway(config, env) as url:
+        world = ServedWorld(url=url, contract=None, keys=keys)  # type: ignore[arg-type]
+        yield world
+        for text in world.results:
+            for secret in [*keys.values(), *secrets, "127.0.0.1"]:
+                assert secret not in text, f"{secret!r} leaked into a tool result: {text}"

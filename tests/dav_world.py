@@ -1,13 +1,15 @@
 """A gateway over a real CardDAV/CalDAV server (tests/caldav_servers.py), for the tests
 of the kinds of contacts and calendars: the config entries of their resources, a
 gateway with the server's credentials in its environment, members seeded as another
-client would, and what a server holds read back by property."""
+client would, and what a server holds read back by property. ``VCARD`` and ``ICALENDAR``
+say where each format's documents live, so that a test of both formats is one test."""
 
 from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,19 @@ EVENT = (
     "LOCATION:Room 4\r\nDESCRIPTION:Agenda\r\nBEGIN:VALARM\r\nACTION:DISPLAY\r\n"
     "DESCRIPTION:Reminder\r\nTRIGGER:-PT15M\r\nEND:VALARM\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
 )
+
+
+@dataclass(frozen=True)
+class DocumentFormat:
+    """One format's documents on a server, as the tests of its kinds start from them."""
+
+    kind: str  # the document's kind; its collection's is ``{kind}_collection``
+    template: str  # a document of it, ``{uid}`` to fill
+    suffix: str
+    fields: tuple[str, ...]  # the properties its tests allow
+    collection: Callable[[DavCollections], str]  # the server's collection of them
+    new_collection: Callable[[DavCollections], str]  # a fresh, empty one
+    properties: Callable[[str], Properties]
 
 
 def dav_resource(
@@ -127,6 +142,42 @@ def outside_edit(server: DavCollections, path: str, old: str, new: str) -> None:
     assert put.status_code in (200, 204), put.text
 
 
+VCARD = DocumentFormat(
+    "vcard",
+    CONTACT,
+    ".vcf",
+    ("FN", "EMAIL", "TEL", "ORG", "TITLE", "NOTE"),
+    lambda server: server.addressbook,
+    lambda server: server.new_addressbook(),
+    properties,
+)
+ICALENDAR = DocumentFormat(
+    "icalendar",
+    EVENT,
+    ".ics",
+    ("SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"),
+    lambda server: server.calendar,
+    lambda server: server.new_calendar(),
+    event_properties,
+)
+
+
+def seed_document(server: DavCollections, fmt: DocumentFormat) -> str:
+    """A new document of ``fmt`` in the server's collection of them; its path."""
+    path, _ = seed(server, fmt.collection(server), fmt.template, fmt.suffix)
+    return path
+
+
+@contextlib.contextmanager
+def document_gateway(
+    server: DavCollections, data_dir: Path, fmt: DocumentFormat, rid: str
+) -> Iterator[tuple[LocalGateway, str]]:
+    """A gateway over one new document of ``fmt`` (the resource ``rid``), and its path."""
+    path = seed_document(server, fmt)
+    with dav_gateway(data_dir, dav_resource(server, rid, fmt.kind, path, [*fmt.fields])) as gw:
+        yield gw, path
+
+
 def prepare(gw: LocalGateway, *changes: ChangeRequest) -> Job:
     request = PrepareRequest(summary="a contact or an event", changes=tuple(changes))
     return gw.prepare(AGENT, "account-assistant", request).job
@@ -136,15 +187,20 @@ __all__ = [
     "CONTACT",
     "CREDENTIALS_ENV",
     "EVENT",
+    "ICALENDAR",
     "ICAL_TYPE",
+    "VCARD",
     "VCARD_TYPE",
+    "DocumentFormat",
     "dav_gateway",
     "dav_resource",
+    "document_gateway",
     "event_properties",
     "held",
     "outside_edit",
     "prepare",
     "properties",
     "seed",
+    "seed_document",
     "server_of",
 ]

@@ -15,13 +15,14 @@ import itertools
 import re
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from undogate.testing import KindCase, KindContract
 
 from .caldav_servers import PASSWORD, USER, DavCollections
-from .dav_world import CONTACT, EVENT, held, seed
+from .dav_world import ICALENDAR, VCARD, DocumentFormat, held, seed, seed_document
 
 pytestmark = pytest.mark.slow  # a served gateway per test, four kinds: handed out first
 _UNFOLD = re.compile(r"\r?\n[ \t]")
@@ -68,19 +69,56 @@ def edit_line(dav: DavCollections, path: str, name: str) -> Callable[[], None]:
     return edit
 
 
+def document_case(
+    dav: DavCollections, fmt: DocumentFormat, edited: str, *sets: dict[str, Any], **extra: Any
+) -> KindCase:
+    """A case of ``fmt``'s document kind: a document and its test copy, its change and
+    the other one (``sets``), another client rewriting the property ``edited``."""
+    path, copy = seed_document(dav, fmt), seed_document(dav, fmt)
+    change, other_change = ({"set": values} for values in sets)
+    return KindCase(
+        kind=fmt.kind,
+        url=dav.url(path),
+        test_copy_url=dav.url(copy),
+        change=change,
+        other_change=other_change,
+        outside_edit=edit_line(dav, path, edited),
+        state=member_state(dav, path),
+        **extra,
+    )
+
+
+def collection_case(
+    dav: DavCollections, fmt: DocumentFormat, edited: str, *sets: dict[str, Any], **extra: Any
+) -> KindCase:
+    """A case of ``fmt``'s collection kind: a collection of one document and a test copy
+    of one, changes of that document (``sets``), another client rewriting ``edited``."""
+    collection, copy = fmt.new_collection(dav), fmt.new_collection(dav)
+    path, _ = seed(dav, collection, fmt.template, fmt.suffix)
+    seed(dav, copy, fmt.template, fmt.suffix)
+    name = path.rsplit("/", 1)[1]
+    change, other_change = ({"id": name, "set": values} for values in sets)
+    return KindCase(
+        kind=f"{fmt.kind}_collection",
+        url=dav.url(collection),
+        test_copy_url=dav.url(copy),
+        change=change,
+        other_change=other_change,
+        outside_edit=edit_line(dav, path, edited),
+        state=collection_state(dav, collection),
+        **extra,
+    )
+
+
 class TestVCardContract(KindContract):
     @pytest.fixture
     def kind_case(self, radicale: DavCollections) -> KindCase:
-        path, _ = seed(radicale, radicale.addressbook, CONTACT, ".vcf")
-        copy, _ = seed(radicale, radicale.addressbook, CONTACT, ".vcf")
-        return KindCase(
-            kind="vcard",
-            url=radicale.url(path),
-            test_copy_url=radicale.url(copy),
-            change={"set": {"NOTE": "Called on Monday", "EMAIL": ["ada@new.example"]}},
-            other_change={"set": {"NOTE": "Call again", "EMAIL": ["ada@other.example"]}},
-            outside_edit=edit_line(radicale, path, "NOTE"),
-            state=member_state(radicale, path),
+        return document_case(
+            radicale,
+            VCARD,
+            "NOTE",
+            {"NOTE": "Called on Monday", "EMAIL": ["ada@new.example"]},
+            {"NOTE": "Call again", "EMAIL": ["ada@other.example"]},
             settings={"fields": CONTACT_FIELDS},
             auth=BASIC,
             environ=LOGIN,
@@ -90,17 +128,13 @@ class TestVCardContract(KindContract):
 class TestICalendarContract(KindContract):
     @pytest.fixture
     def kind_case(self, xandikos: DavCollections) -> KindCase:
-        path, _ = seed(xandikos, xandikos.calendar, EVENT, ".ics")
-        copy, _ = seed(xandikos, xandikos.calendar, EVENT, ".ics")
         moved = {"value": "20261205T150000", "params": {"TZID": "Europe/Paris"}}
-        return KindCase(
-            kind="icalendar",
-            url=xandikos.url(path),
-            test_copy_url=xandikos.url(copy),
-            change={"set": {"DTSTART": moved, "LOCATION": "Room 5"}},
-            other_change={"set": {"DTSTART": "20261206T140000Z", "LOCATION": "Room 6"}},
-            outside_edit=edit_line(xandikos, path, "LOCATION"),
-            state=member_state(xandikos, path),
+        return document_case(
+            xandikos,
+            ICALENDAR,
+            "LOCATION",
+            {"DTSTART": moved, "LOCATION": "Room 5"},
+            {"DTSTART": "20261206T140000Z", "LOCATION": "Room 6"},
             settings={"fields": EVENT_FIELDS},
         )
 
@@ -108,45 +142,32 @@ class TestICalendarContract(KindContract):
 class TestVCardCollectionContract(KindContract):
     @pytest.fixture
     def kind_case(self, radicale: DavCollections) -> KindCase:
-        book, copy = radicale.new_addressbook(), radicale.new_addressbook()
-        path, _ = seed(radicale, book, CONTACT, ".vcf")
-        seed(radicale, copy, CONTACT, ".vcf")
-        name = path.rsplit("/", 1)[1]
-        return KindCase(
-            kind="vcard_collection",
-            url=radicale.url(book),
-            test_copy_url=radicale.url(copy),
-            change={"id": name, "set": {"NOTE": "Called on Monday"}},
-            other_change={"id": name, "set": {"NOTE": "Call again"}},
-            outside_edit=edit_line(radicale, path, "NOTE"),
-            state=collection_state(radicale, book),
+        created = {"FN": "Kit Created", "EMAIL": f"kit-{uuid.uuid4().hex[:6]}@example.com"}
+        return collection_case(
+            radicale,
+            VCARD,
+            "NOTE",
+            {"NOTE": "Called on Monday"},
+            {"NOTE": "Call again"},
             settings={
                 "fields": CONTACT_FIELDS,
                 "identity": [{"field": "EMAIL", "evidence": "email"}],
             },
             auth=BASIC,
             environ=LOGIN,
-            create={
-                "create": {"FN": "Kit Created", "EMAIL": f"kit-{uuid.uuid4().hex[:6]}@example.com"}
-            },
+            create={"create": created},
         )
 
 
 class TestICalendarCollectionContract(KindContract):
     @pytest.fixture
     def kind_case(self, xandikos: DavCollections) -> KindCase:
-        calendar, copy = xandikos.new_calendar(), xandikos.new_calendar()
-        path, _ = seed(xandikos, calendar, EVENT, ".ics")
-        seed(xandikos, copy, EVENT, ".ics")
-        name = path.rsplit("/", 1)[1]
-        return KindCase(
-            kind="icalendar_collection",
-            url=xandikos.url(calendar),
-            test_copy_url=xandikos.url(copy),
-            change={"id": name, "set": {"LOCATION": "Room 5"}},
-            other_change={"id": name, "set": {"LOCATION": "Room 6"}},
-            outside_edit=edit_line(xandikos, path, "LOCATION"),
-            state=collection_state(xandikos, calendar),
+        return collection_case(
+            xandikos,
+            ICALENDAR,
+            "LOCATION",
+            {"LOCATION": "Room 5"},
+            {"LOCATION": "Room 6"},
             settings={"fields": EVENT_FIELDS, "identity": [{"field": "UID", "evidence": "exact"}]},
             create={"create": {"SUMMARY": "Kit event", "DTSTART": "20261207T090000Z"}},
         )

@@ -13,15 +13,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
-
-from undogate.cli.serve import open_configured
 
 from .caldav_servers import PASSWORD, USER, DavCollections
+from .collections_world import served_collection
 from .dav_world import CONTACT, CREDENTIALS_ENV, dav_resource, properties, seed
-from .serving import base_env, served_gateway
+from .serving import base_env
 from .worlds import Connect, ServedWorld, run
 
 AGENT = "account-assistant"
@@ -29,68 +26,31 @@ FIELDS = ["FN", "EMAIL", "NOTE"]
 IDENTITY = [{"field": "EMAIL", "evidence": "email"}]
 
 
-class DavWorld(ServedWorld):
-    """worlds.ServedWorld (the leak check, the API helpers) over an address book."""
-
-    book: str = ""
-
-    def confirm(self, job_id: str, operation: str, **body: Any) -> httpx.Response:
-        preview = self.api("POST", f"/api/v1/jobs/{job_id}/previews", {"operation": operation})
-        assert preview["preview_token"], preview["blockers"]
-        token = {"preview_token": preview["preview_token"], **body}
-        return httpx.post(
-            f"{self.url}/api/v1/jobs/{job_id}/confirm",
-            json=token,
-            headers={"Authorization": f"Bearer {self.keys['operator']}"},
-            timeout=30,
-            trust_env=False,
-        )
+@pytest.fixture
+def book(radicale: DavCollections) -> str:
+    return radicale.new_addressbook()
 
 
 @pytest.fixture
-def world(tmp_path: Path, radicale: DavCollections) -> Iterator[ServedWorld]:
-    book, copy = radicale.new_addressbook(), radicale.new_addressbook()
+def world(tmp_path: Path, radicale: DavCollections, book: str) -> Iterator[ServedWorld]:
+    copy = radicale.new_addressbook()
     seed(radicale, copy, CONTACT, ".vcf")
-    config = tmp_path / "undogate.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "server": {"data_dir": str(tmp_path / "data")},
-                "resources": [
-                    dav_resource(
-                        radicale, "book", "vcard_collection", book, FIELDS, identity=IDENTITY
-                    ),
-                    dav_resource(
-                        radicale,
-                        "book-copy",
-                        "vcard_collection",
-                        copy,
-                        FIELDS,
-                        identity=IDENTITY,
-                        test_copy_of="book",
-                    ),
-                ],
-                "agents": [{"id": AGENT, "tools": ["list_resources", "prepare_changes"]}],
-            }
-        )
-    )
+    resources = [
+        dav_resource(radicale, "book", "vcard_collection", book, FIELDS, identity=IDENTITY),
+        dav_resource(
+            radicale,
+            "book-copy",
+            "vcard_collection",
+            copy,
+            FIELDS,
+            identity=IDENTITY,
+            test_copy_of="book",
+        ),
+    ]
     env = {**base_env(), CREDENTIALS_ENV: f"{USER}:{PASSWORD}"}
-    with open_configured(config, environ=env) as svc:
-        operator = svc.keyring.create_operator(label="alice")
-        keys = {
-            "operator": operator.key,
-            AGENT: svc.keyring.create_agent_token(
-                owner_id=operator.credential.id, agent_id=AGENT, label=AGENT
-            ).key,
-        }
-    with served_gateway(config, env) as url:
-        world = DavWorld(url=url, contract=None, keys=keys)  # type: ignore[arg-type]
-        world.book = book
+    secrets = [PASSWORD, CREDENTIALS_ENV, radicale.base_url]
+    with served_collection(tmp_path, resources, env, secrets) as world:
         yield world
-        secrets = [*keys.values(), PASSWORD, CREDENTIALS_ENV, radicale.base_url, "127.0.0.1"]
-        for text in world.results:
-            for secret in secrets:
-                assert secret not in text, f"{secret!r} leaked into a tool result: {text}"
 
 
 def _members(radicale: DavCollections, book: str) -> dict[str, str]:
@@ -101,11 +61,11 @@ def _members(radicale: DavCollections, book: str) -> dict[str, str]:
 
 
 def test_an_ambiguous_upsert_and_a_create_undone_over_mcp(
-    world: DavWorld, radicale: DavCollections, connect: Connect
+    world: ServedWorld, radicale: DavCollections, book: str, connect: Connect
 ) -> None:
     for email in ("Dup@Example.com", "dup@example.com"):
-        seed(radicale, world.book, CONTACT.replace("ada@old.example", email), ".vcf")
-    start = _members(radicale, world.book)
+        seed(radicale, book, CONTACT.replace("ada@old.example", email), ".vcf")
+    start = _members(radicale, book)
     assert len(start) == 2
     created: dict[str, Any] = {}
 
@@ -145,7 +105,7 @@ def test_an_ambiguous_upsert_and_a_create_undone_over_mcp(
             )
 
     run(scenario)
-    assert _members(radicale, world.book) == start  # nothing written by preparing
+    assert _members(radicale, book) == start  # nothing written by preparing
     assert [j["id"] for j in world.api("GET", f"/api/v1/jobs?agent={AGENT}")["jobs"]] == [
         created["job_id"]
     ]  # the ambiguous upsert prepared nothing
@@ -158,7 +118,7 @@ def test_an_ambiguous_upsert_and_a_create_undone_over_mcp(
     applied = world.confirm(job_id, "apply", acknowledge_irreversible=True)
     assert applied.status_code == 200, applied.text
     assert applied.json()["job"]["state"] == "applied"
-    made = properties(radicale.request("GET", f"{world.book}{name}").text)
+    made = properties(radicale.request("GET", f"{book}{name}").text)
     assert made["FN"][0].value == "Grace Hopper"
     receipt = world.api("GET", f"/api/v1/jobs/{job_id}")
     rows = {r["field"]: r for r in receipt["changes"][0]["rows"]}
@@ -170,4 +130,4 @@ def test_an_ambiguous_upsert_and_a_create_undone_over_mcp(
     undone = world.confirm(job_id, "undo")
     assert undone.status_code == 200, undone.text
     assert undone.json()["job"]["state"] == "undone"
-    assert _members(radicale, world.book) == start
+    assert _members(radicale, book) == start

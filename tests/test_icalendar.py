@@ -25,8 +25,10 @@ from undogate.views import job_receipt
 from .caldav_servers import DavCollections
 from .dav_world import (
     EVENT,
+    ICALENDAR,
     dav_gateway,
     dav_resource,
+    document_gateway,
     event_properties,
     held,
     prepare,
@@ -36,7 +38,6 @@ from .dav_world import (
 from .davservers import run
 from .worlds import LocalGateway
 
-FIELDS = ["SUMMARY", "DTSTART", "DTEND", "LOCATION", "DESCRIPTION"]
 PARIS = {"TZID": "Europe/Paris"}
 UNFOLD = re.compile(r"\r?\n[ \t]")
 
@@ -50,8 +51,7 @@ def dav(request: pytest.FixtureRequest) -> DavCollections:
 def event(
     dav: DavCollections, data_dir: Path
 ) -> Iterator[tuple[LocalGateway, DavCollections, str]]:
-    path, _ = seed(dav, dav.calendar, EVENT, ".ics")
-    with dav_gateway(data_dir, dav_resource(dav, "review", "icalendar", path, FIELDS)) as gw:
+    with document_gateway(dav, data_dir, ICALENDAR, "review") as (gw, path):
         yield gw, dav, path
 
 
@@ -152,7 +152,7 @@ def test_an_event_with_changed_instances_is_not_guessed_at(
         "SUMMARY:Design review (moved)\r\nEND:VEVENT\r\nEND:VCALENDAR",
     ).replace("LOCATION:Room 4\r\n", "RRULE:FREQ=WEEKLY;COUNT=3\r\n")
     path, _ = seed(dav, dav.calendar, overridden, ".ics")
-    series = dav_resource(dav, "series", "icalendar", path, FIELDS)
+    series = dav_resource(dav, "series", "icalendar", path, [*ICALENDAR.fields])
     with (
         dav_gateway(data_dir, series) as gw,
         pytest.raises(RemoteContractBreach, match="one VEVENT per resource"),
@@ -170,7 +170,7 @@ def test_a_property_after_the_alarm_is_replaced_where_it_stands(
     path, _ = seed(dav, dav.calendar, late, ".ics")
     text, _ = held(dav, path)
     assert (text.index("X-ROOM:") > text.index("END:VALARM")) is (dav.name == "radicale")
-    fields = [*FIELDS, "X-ROOM"]
+    fields = [*ICALENDAR.fields, "X-ROOM"]
     with dav_gateway(data_dir, dav_resource(dav, "late", "icalendar", path, fields)) as gw:
         job = prepare(gw, ChangeRequest("late", set={"X-ROOM": "Room 5"}))
         assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED

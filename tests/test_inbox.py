@@ -226,6 +226,14 @@ def test_the_inbox_page_filters_counts_and_bulk_rejects_once(api_world: ApiWorld
         page = client.get("/inbox").text
         assert all(i in page for i in (*ids, other))
         assert re.search(r'class="count count-waiting" href="/inbox\?view=waiting">3 waiting', page)
+        # The filters offer the agents the key sees and those agents' resources, each its own.
+        offered = {
+            name: re.findall(r'<option value="([^"]+)"', block)
+            for name, block in re.findall(r'<select id="f-(\w+)".*?>(.*?)</select>', page, re.S)
+        }
+        assert {"account-assistant", "other-agent"} <= set(offered["agent"])
+        assert {"customer", "supplier"} <= set(offered["resource"])
+        assert not set(offered["agent"]) & set(offered["resource"])
         only = client.get("/inbox?agent=other-agent").text
         assert other in only and ids[0] not in only
         assert "3 waiting" in only  # the navigation counts every agent the key sees

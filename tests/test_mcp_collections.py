@@ -9,14 +9,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-import yaml
 
-from undogate.cli.serve import open_configured
-
+from .collections_world import served_collection
 from .kintoserver import PASSWORD, USER, KintoServer, kinto_server
-from .serving import base_env, served_gateway
+from .serving import base_env
 from .test_kinto_collections import BUCKET, collection, listed, records
 from .worlds import Connect, ServedWorld, run
 
@@ -32,57 +29,20 @@ def kinto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KintoServer]:
         yield srv
 
 
-class KintoWorld(ServedWorld):
-    """conftest's ServedWorld (the leak check, the API helpers) over a Kinto collection."""
-
-    def confirm(self, job_id: str, operation: str, **body: Any) -> httpx.Response:
-        preview = self.api("POST", f"/api/v1/jobs/{job_id}/previews", {"operation": operation})
-        assert preview["preview_token"], preview["blockers"]
-        token = {"preview_token": preview["preview_token"], **body}
-        return httpx.post(
-            f"{self.url}/api/v1/jobs/{job_id}/confirm",
-            json=token,
-            headers={"Authorization": f"Bearer {self.keys['operator']}"},
-            timeout=30,
-            trust_env=False,
-        )
-
-
 @pytest.fixture
 def world(tmp_path: Path, kinto: KintoServer) -> Iterator[ServedWorld]:
-    config = tmp_path / "undogate.yaml"
-    config.write_text(
-        yaml.safe_dump(
-            {
-                "server": {"data_dir": str(tmp_path / "data")},
-                "resources": [
-                    collection(kinto, "contacts", "mcp"),
-                    collection(kinto, "contacts-copy", "mcp-copy", test_copy_of="contacts"),
-                ],
-                "agents": [{"id": AGENT, "tools": ["list_resources", "prepare_changes"]}],
-            }
-        )
-    )
+    resources = [
+        collection(kinto, "contacts", "mcp"),
+        collection(kinto, "contacts-copy", "mcp-copy", test_copy_of="contacts"),
+    ]
     env = {**base_env(), "KINTO_AUTH": f"{USER}:{PASSWORD}"}
-    with open_configured(config, environ=env) as svc:
-        operator = svc.keyring.create_operator(label="alice")
-        keys = {
-            "operator": operator.key,
-            AGENT: svc.keyring.create_agent_token(
-                owner_id=operator.credential.id, agent_id=AGENT, label=AGENT
-            ).key,
-        }
-    with served_gateway(config, env) as url:
-        world = KintoWorld(url=url, contract=None, keys=keys)  # type: ignore[arg-type]
+    secrets = [PASSWORD, "KINTO_AUTH", kinto.base_url]
+    with served_collection(tmp_path, resources, env, secrets) as world:
         yield world
-        secrets = [*keys.values(), PASSWORD, "KINTO_AUTH", kinto.base_url, "127.0.0.1"]
-        for text in world.results:
-            for secret in secrets:
-                assert secret not in text, f"{secret!r} leaked into a tool result: {text}"
 
 
 def test_create_and_its_undo_and_an_ambiguous_upsert_over_mcp(
-    world: KintoWorld, kinto: KintoServer, connect: Connect
+    world: ServedWorld, kinto: KintoServer, connect: Connect
 ) -> None:
     kinto.request("PUT", f"{records('mcp')}/one", json={"data": {"email": "Dup@Example.com"}})
     kinto.request("PUT", f"{records('mcp')}/two", json={"data": {"email": "dup@example.com "}})

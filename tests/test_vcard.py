@@ -17,15 +17,17 @@ import pytest
 from undogate.adapters.dav.content import Instance
 from undogate.config import parse_config
 from undogate.errors import ConfigError, InvalidRequest
-from undogate.jobs import ActionStatus, ChangeRequest, JobState, Operation
+from undogate.jobs import ActionStatus, ChangeRequest, Job, JobState, Operation
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.views import agent_receipt, job_receipt
 
 from .caldav_servers import DavCollections
 from .dav_world import (
     CONTACT,
+    VCARD,
     dav_gateway,
     dav_resource,
+    document_gateway,
     held,
     outside_edit,
     prepare,
@@ -36,7 +38,6 @@ from .dav_world import (
 from .davservers import run
 from .worlds import OWNER, LocalGateway
 
-FIELDS = ["FN", "EMAIL", "TEL", "ORG", "TITLE", "NOTE"]
 # Long enough to be folded: icalendar folds it at 74 octets, Radicale (vobject) at 75.
 NEW_NOTE = "Met at the fair, then again in 2026; the long way round, to force a fold here"
 
@@ -50,8 +51,7 @@ def dav(request: pytest.FixtureRequest) -> DavCollections:
 def contact(
     dav: DavCollections, data_dir: Path
 ) -> Iterator[tuple[LocalGateway, DavCollections, str]]:
-    path, _ = seed(dav, dav.addressbook, CONTACT, ".vcf")
-    with dav_gateway(data_dir, dav_resource(dav, "ada", "vcard", path, FIELDS)) as gw:
+    with document_gateway(dav, data_dir, VCARD, "ada") as (gw, path):
         yield gw, dav, path
 
 
@@ -94,32 +94,6 @@ def test_email_and_note_change_and_undo_leaving_every_other_property(
     assert properties(held(dav, path)[0]) == before
 
 
-@pytest.mark.parametrize(
-    ("name", "value"),
-    [
-        ("FN", "Augusta Ada King"),
-        ("TEL", {"value": "+44 20 7946 0000", "params": {"TYPE": ["work", "voice"]}}),
-        ("ORG", "Difference Engines;Research"),
-        ("TITLE", "Countess of Lovelace"),
-        ("NOTE", "Two lines:\nthe second, with a comma; and a semicolon \\ backslash"),
-    ],
-)
-def test_each_property_applies_and_undoes(
-    contact: tuple[LocalGateway, DavCollections, str], name: str, value: object
-) -> None:
-    gw, dav, path = contact
-    before = properties(held(dav, path)[0])
-    job = prepare(gw, ChangeRequest("ada", set={name: value}))
-    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
-    after = properties(held(dav, path)[0])
-    assert after[name] != before.get(name)
-    assert {n: v for n, v in after.items() if n != name} == {
-        n: v for n, v in before.items() if n != name
-    }
-    assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
-    assert properties(held(dav, path)[0]) == before
-
-
 def test_remove_takes_every_instance_and_undo_puts_each_back(
     contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
@@ -134,13 +108,22 @@ def test_remove_takes_every_instance_and_undo_puts_each_back(
     assert sorted(i.key() for i in back["EMAIL"]) == sorted(i.key() for i in before["EMAIL"])
 
 
+def _note_applied_then_edited(
+    contact: tuple[LocalGateway, DavCollections, str], old: str, new: str
+) -> Job:
+    """A job that set the NOTE, applied; then another client rewrote ``old`` as ``new``."""
+    gw, dav, path = contact
+    job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Call back on Monday"}))
+    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
+    outside_edit(dav, path, old, new)
+    return job
+
+
 def test_an_outside_edit_of_a_touched_property_refuses_the_undo_and_writes_nothing(
     contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
-    job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Call back on Monday"}))
-    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
-    outside_edit(dav, path, "NOTE:Call back on Monday", "NOTE:Called back already")
+    job = _note_applied_then_edited(contact, "NOTE:Call back on Monday", "NOTE:Called back already")
     text, etag = held(dav, path)
     preview = gw.preview(OWNER, job.id, Operation.UNDO)
     assert preview.token is None and preview.blockers[0]["code"] == "conflict"
@@ -152,9 +135,7 @@ def test_an_outside_edit_of_an_untouched_property_is_kept_by_the_undo(
     contact: tuple[LocalGateway, DavCollections, str],
 ) -> None:
     gw, dav, path = contact
-    job = prepare(gw, ChangeRequest("ada", set={"NOTE": "Call back on Monday"}))
-    assert run(gw, job.id, Operation.APPLY).state is JobState.APPLIED
-    outside_edit(dav, path, "TITLE:Countess", "TITLE:Mathematician")
+    job = _note_applied_then_edited(contact, "TITLE:Countess", "TITLE:Mathematician")
     assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
     back = properties(held(dav, path)[0])
     assert back["TITLE"] == (Instance("Mathematician"),)  # the outside value, kept
@@ -195,24 +176,29 @@ def test_what_a_change_may_name(contact: tuple[LocalGateway, DavCollections, str
     assert job.changes[0].fields == ("NOTE",)
 
 
-@pytest.mark.parametrize("name", ["UID", "RRULE", "ATTENDEE", "ORGANIZER", "METHOD", "VERSION"])
-def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
-    name: str, data_dir: Path
-) -> None:
+def _config_of(data_dir: Path, kind: str, name: str, **settings: Any) -> dict[str, Any]:
+    """A config of one resource of ``kind`` (never reached: config load only)."""
     entry = {
         "id": "ada",
         "agent_id": "account-assistant",
         "name": "Ada",
-        "kind": "vcard",
-        "url": "https://dav.example.com/alice/contacts/ada.vcf",
-        "fields": ["EMAIL", name],
+        "kind": kind,
+        "url": f"https://dav.example.com/alice/contacts/{name}",
         "conditional_writes": True,
+        **settings,
     }
-    config = {
+    return {
         "server": {"data_dir": str(data_dir)},
         "resources": [entry],
         "agents": [{"id": "account-assistant", "tools": ["prepare_changes"]}],
     }
+
+
+@pytest.mark.parametrize("name", ["UID", "RRULE", "ATTENDEE", "ORGANIZER", "METHOD", "VERSION"])
+def test_a_property_that_reschedules_or_invites_is_refused_at_config_load(
+    name: str, data_dir: Path
+) -> None:
+    config = _config_of(data_dir, "vcard", "ada.vcf", fields=["EMAIL", name])
     with pytest.raises(ConfigError, match=rf"resources\[0\]\.fields\[1\]: {name}"):
         parse_config(config)
 
@@ -245,7 +231,7 @@ def test_a_repeated_parameter_is_one_parameter(dav: DavCollections, data_dir: Pa
     text, _ = held(dav, path)
     merged = "EMAIL;TYPE=INTERNET,WORK:ada@old.example" in text
     assert merged is (dav.name == "radicale")
-    with dav_gateway(data_dir, dav_resource(dav, "ada", "vcard", path, FIELDS)) as gw:
+    with dav_gateway(data_dir, dav_resource(dav, "ada", "vcard", path, [*VCARD.fields])) as gw:
         same = {"value": "ada@old.example", "params": {"TYPE": ["WORK", "INTERNET"]}}
         home = {"value": "ada@home.example", "params": {"TYPE": "home"}}
         with pytest.raises(InvalidRequest, match="no-op"):
@@ -255,3 +241,36 @@ def test_a_repeated_parameter_is_one_parameter(dav: DavCollections, data_dir: Pa
         assert run(gw, job.id, Operation.UNDO).state is JobState.UNDONE
     back = properties(held(dav, path)[0])["EMAIL"]
     assert sorted(back[0].param("TYPE")) == ["INTERNET", "WORK"]
+
+
+@pytest.mark.parametrize(
+    ("identity", "where", "words"),
+    [
+        (
+            [{"field": "EMAIL", "evidence": "fuzzy"}],
+            "identity[0].evidence",
+            "not identity evidence",
+        ),
+        ([{"field": "UID", "evidence": "email"}], "identity[0].evidence", "UID is evidence only"),
+        ([{"field": "NICKNAME", "evidence": "exact"}], "identity[0].field", "neither UID nor"),
+        (
+            [{"field": "EMAIL", "evidence": "email"}, {"field": "EMAIL", "evidence": "exact"}],
+            "identity[1].field",
+            "named twice",
+        ),
+    ],
+)
+def test_an_address_book_s_identity_is_refused_at_config_load_unless_exact(
+    identity: list[dict[str, str]], where: str, words: str, data_dir: Path
+) -> None:
+    config = _config_of(
+        data_dir, "vcard_collection", "", fields=["EMAIL", "NOTE"], identity=identity
+    )
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert where in str(refused.value.details) and words in str(refused.value), refused.value
+    config["resources"][0]["identity"] = [
+        {"field": "UID", "evidence": "exact"},
+        {"field": "EMAIL", "evidence": "email"},
+    ]
+    assert parse_config(config).resource("ada") is not None

@@ -372,6 +372,20 @@ class ServedWorld:
         jobs: list[dict[str, Any]] = self.api("GET", f"/api/v1/jobs?agent={agent}")["jobs"]
         return jobs
 
+    def confirm(self, job_id: str, operation: str, **body: Any) -> httpx.Response:
+        """The operator previews ``operation`` and confirms it with ``body`` (no status
+        check: a refusal is an answer)."""
+        preview = self.api("POST", f"/api/v1/jobs/{job_id}/previews", {"operation": operation})
+        assert preview["preview_token"], preview["blockers"]
+        token = {"preview_token": preview["preview_token"], **body}
+        return httpx.post(
+            f"{self.url}/api/v1/jobs/{job_id}/confirm",
+            json=token,
+            headers={"Authorization": f"Bearer {self.keys['operator']}"},
+            timeout=30,
+            trust_env=False,
+        )
+
     @property
     def secrets(self) -> list[str]:
         return [

@@ -8,9 +8,8 @@ own reading), asks the ``Service`` (which decides visibility) and renders a temp
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Any, Protocol, TypeVar
 from urllib.parse import urlencode
 
 from starlette.requests import Request
@@ -21,31 +20,12 @@ from ..auth import WRITE, Principal
 from ..errors import InvalidRequest
 from ..jobs import JobState
 from ..operations.inbox import VIEW_WORDS, VIEWS, parse_filter
-from ..service import Caller, Reader, Reviewer, Service
+from ..service import Reader, Reviewer, Service
+from .pages import Form, Pages
 from .sessions import Session
 
-C = TypeVar("C", bound=Caller)
-Form = Mapping[str, str]
-View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 #: The navigation's counts for the page being rendered (one request, one task).
 NAV_COUNTS: ContextVar[Mapping[str, int] | None] = ContextVar("nav_counts", default=None)
-
-
-class Pages(Protocol):
-    """What the inbox needs of the review UI (``views.WebUI``)."""
-
-    service: Service
-
-    def render(self, template: str, session: Session | None, **context: Any) -> Response: ...
-
-    async def notify(self, session: Session, notice: str) -> None: ...
-
-    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    @staticmethod
-    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> Response: ...
 
 
 async def nav_counts(service: Service, principal: Principal) -> None:
@@ -81,10 +61,11 @@ class InboxPages:
             Route("/inbox/reject", self.ui._post(self.reject, Reviewer), methods=["POST"]),
         ]
 
-    def _choices(self, reader: Reader) -> dict[str, list[str]]:
+    def _choices(self, reader: Reader) -> tuple[list[str], list[str]]:
+        """The agents and the resources the filters offer."""
         agents = self.ui.service.reviewers.visible_agents(reader)
         resources = [r.id for r in self.ui.service.config.resources if r.agent_id in agents]
-        return {"agents": agents, "resources": resources}
+        return agents, resources
 
     async def inbox(
         self, request: Request, session: Session, form: Form, reader: Reader
@@ -93,6 +74,7 @@ class InboxPages:
         wanted = parse_filter(params, self.ui.service.clock())
         page = await self.ui.service.reviewers.inbox(reader, wanted)
         NAV_COUNTS.set(page.counts)
+        agents, resources = self._choices(reader)
         return self.ui.render(
             "inbox.html",
             session,
@@ -106,7 +88,8 @@ class InboxPages:
             reject_link=_link(params, view=None, after=None).replace("/inbox", "/inbox/reject", 1)
             if WRITE in reader.principal.scopes and wanted.view == "waiting" and page.rows
             else None,
-            **self._choices(reader),
+            agents=agents,
+            resources=resources,
         )
 
     async def confirm_reject(

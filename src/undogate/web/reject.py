@@ -3,39 +3,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ..service import Caller, Reviewer, Service
+from ..service import Reviewer
+from .pages import Form, Pages
 from .sessions import Session
-
-C = TypeVar("C", bound=Caller)
-Form = Mapping[str, str]
-View = Callable[[Request, Session, Form, C], Awaitable[Response]]
-
-
-class Pages(Protocol):
-    """What these views use of the review UI (``views.WebUI``)."""
-
-    service: Service
-
-    def render(
-        self, template: str, session: Session | None, *, status: int = ..., **context: Any
-    ) -> HTMLResponse: ...
-
-    async def notify(self, session: Session, notice: str) -> None: ...
-
-    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    @staticmethod
-    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
 
 
 def reject_routes(ui: Pages) -> list[BaseRoute]:

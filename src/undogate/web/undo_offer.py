@@ -5,42 +5,25 @@ docs/proof.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
-from ..service import Caller, Reader, Service, Writer
+from ..service import Reader, Writer
+from . import pages
+from .pages import Form
 from .passkey_pages import PasskeyPages, form_expiry
 from .sessions import Session
 
-C = TypeVar("C", bound=Caller)
-Form = Mapping[str, str]
-View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 
+class Pages(pages.Pages, Protocol):
+    """What these views use of the review UI: its pages, and its passkey pages."""
 
-class Pages(Protocol):
-    """What these views use of the review UI (``views.WebUI``)."""
-
-    service: Service
     passkey_pages: PasskeyPages
-
-    def render(
-        self, template: str, session: Session | None, *, status: int = ..., **context: Any
-    ) -> HTMLResponse: ...
-
-    async def notify(self, session: Session, notice: str) -> None: ...
-
-    def _get(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    def _post(self, view: View[C], needs: type[C]) -> Callable[[Request], Awaitable[Response]]: ...
-
-    @staticmethod
-    def _redirect(path: str, headers: Mapping[str, str] | None = None) -> RedirectResponse: ...
 
 
 UNDO_WORDS = {

@@ -41,6 +41,7 @@ from .blocked import blocked_changes
 from .forms import cross_site, read_form
 from .history import history
 from .inbox import NAV_COUNTS, InboxPages, nav_counts
+from .pages import Form, View
 from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .reject import reject_routes
@@ -82,8 +83,6 @@ class WebSettings:
     clock: Callable[[], float] = field(default=time.time)
 
 
-Form = Mapping[str, str]
-View = Callable[[Request, Session, Form, C], Awaitable[Response]]
 Endpoint = Callable[[Request], Awaitable[Response]]
 
 

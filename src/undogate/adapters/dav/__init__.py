@@ -5,6 +5,6 @@
 property and changed surgically; ``values``: property values as a change names them and
 as a person reads them; ``settings``: the allow-list and identity; ``changes``: reading
 and planning; ``document``: one object at one URL; ``collection``, ``listing``,
-``probes``: an address book or a calendar; ``preconditions``: what a server's 412
-names; ``views``: the property table.
+``probes`` (its steps of the collection check): an address book or a calendar;
+``preconditions``: what a server's 412 names; ``views``: the property table.
 """

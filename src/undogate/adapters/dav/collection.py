@@ -41,6 +41,7 @@ from ..base import (
     Snapshot,
     Verdict,
 )
+from ..checks.collection import run_collection_check
 from ..checks.steps import CheckRun
 from ..json_collection.members import CREATE, DELETE, ID, UPSERT, deletes, record_id_of, values_of
 from ..json_collection.sides import member_undo_guard_holds, member_undo_needs, operation_of
@@ -68,7 +69,7 @@ from .listing import (
     member_resource,
     member_url,
 )
-from .probes import MemberProbe, run_member_check
+from .probes import MemberProbe
 from .settings import (
     PropertyCollectionSettings,
     collection_problems,
@@ -110,8 +111,8 @@ class PropertyCollectionAdapter(Adapter):
         timeout_s: float,
         keep: Callable[[bytes], Path | None],
     ) -> CheckRun:
-        probe = MemberProbe(self, self.format, wire, copy, timeout_s)
-        return run_member_check(probe, production)
+        probe = MemberProbe(self, wire, copy, timeout_s, self.format)
+        return run_collection_check(probe, production)
 
     # -- reading and planning ----------------------------------------------------------
 

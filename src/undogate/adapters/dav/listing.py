@@ -20,10 +20,11 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring
 
 from ...errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
-from ...net import RemoteResponse, ResponseTooLarge, TransportFailure
-from ...resources import MAX_LISTING_BYTES, Resource
+from ...net import RemoteResponse, TransportFailure
+from ...resources import Resource
 from ..base import Reader
 from ..evidence import normalize
+from ..json_collection.lookup import fetch_listing
 from .content import ContentError, values_of
 from .formats import Format
 from .preconditions import DAV
@@ -126,33 +127,17 @@ def list_members(
     """
     limits = wire.limits
     headers = {"Depth": "1", "Content-Type": "application/xml; charset=utf-8"}
-    try:
-        response = wire.fetch(
-            resource,
-            resource.url,
-            deadline,
-            method="PROPFIND",
-            headers=headers,
-            body=PROPFIND_MEMBERS,
-            max_body=limits.max_listing_bytes,
-        )
-    except ResponseTooLarge:
-        raise LimitReached(
-            f"{resource.id}'s listing is over {limits.max_listing_bytes} bytes "
-            f"(never over {MAX_LISTING_BYTES} bytes)",
-            limit="max_collection_records",
-            resource=resource.id,
-        ) from None
-    except TransportFailure as exc:
-        raise RemoteUnavailable(
-            f"could not list {resource.id}: {exc.reason}", resource=resource.id
-        ) from None
-    if response.status != 207:
-        raise RemoteUnavailable(
-            f"listing {resource.id} answered HTTP {response.status}",
-            resource=resource.id,
-            status=response.status,
-        )
+    response = fetch_listing(
+        wire,
+        resource,
+        resource.url,
+        deadline,
+        "",
+        status=207,
+        method="PROPFIND",
+        headers=headers,
+        body=PROPFIND_MEMBERS,
+    )
     members = list(_members(resource, fmt, response.body))
     if len(members) > limits.max_collection_records:
         raise LimitReached(

@@ -1,43 +1,29 @@
 """The endpoint check of an address book's or a calendar's test copy
-(docs/remote-contract.md, docs/collections.md): whether undoing a create works there,
-and whether a deleted member can be put back.
+(docs/remote-contract.md, docs/collections.md): the sequence every collection kind runs
+(``checks.collection``), with what is an address book's or a calendar's own:
 
-Every request is one the gateway itself would send (the kind's adapter builds it):
-
-1. the production collection is listed (``PROPFIND``, never written);
-2. every member of the test copy is listed with its ETag: the start;
-3. a probe is created as the gateway creates (``PUT`` + ``If-None-Match: *``), a minimal
-   object carrying an ``X-UNDOGATE-CHECK`` marker;
-4. it reads back with a strong ETag and the properties written;
-5. a good write to the probe succeeds first (so its content is one the server takes);
-   then a ``PUT`` with the tag from before it is refused with 412 and no effect, and a
-   412 that names a content precondition (``valid-calendar-data``) does not count;
-6. a ``DELETE`` with that stale tag is refused with 412 and no effect;
-7. a ``DELETE`` with the current tag removes the probe: the undo of a create;
-8. every member of the copy is as at the start: the collateral guard;
-9. (not required) the deleted name is re-created from its pre-image with
-   ``If-None-Match: *`` and reads back whole, the undo of a delete; the check deletes it
-   again and the collateral guard runs once more.
-
-A passing check verifies ``UNDO_OF_CREATE``; step 9 adds ``RECREATE``. If the probe may
-be left behind, the check deletes it (only its own probe) or says what to delete by
-hand. Evidence: statuses, counts and digests, never values.
+- the copy is listed with one ``PROPFIND``, each member with its ETag;
+- the probe is a minimal object with the format's required properties and an
+  ``X-UNDOGATE-CHECK`` marker, created with ``PUT`` + ``If-None-Match: *``;
+- a stale ``PUT`` or ``DELETE`` is refused with 412, and a 412 that names a content
+  precondition (``valid-calendar-data``) does not count: the server refused the content,
+  not the tag;
+- a deleted name is re-created from the probe's document as it was.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
-from ...digests import sha256_label
-from ...errors import UndogateError
-from ...jobs import ABSENT, Change, ChangeRequest
-from ...jsonvalue import dumps
-from ...net import RemoteResponse, TransportFailure
+from ...jobs import ABSENT, Change
+from ...jsonvalue import JsonObject
+from ...net import RemoteResponse
 from ...resources import Resource
-from ..base import RECREATE, UNDO_OF_CREATE, Adapter, Prober, Side, Snapshot
-from ..checks.steps import MARKER_PREFIX, CheckRun, Evidence, Step, StepFailed, error_step
+from ..base import Side, Snapshot
+from ..checks.collection import OK, CollectionProbe, digest_of
+from ..checks.steps import MARKER_PREFIX, Evidence, Step, StepFailed
 from .changes import properties_side, snapshot_properties, text_of
 from .formats import CHECK_PROPERTY, Format
 from .listing import list_members, member_url
@@ -61,11 +47,6 @@ MEMBER_STEP_TITLES: dict[str, str] = {
 MEMBER_REQUIRED = tuple(
     name for name in MEMBER_STEP_TITLES if name not in ("recreate_deleted_id", "restore_test_copy")
 )
-_OK = (200, 201, 204)
-
-
-def _digest_of(listing: dict[str, str]) -> str:
-    return sha256_label(dumps({k: listing[k] for k in sorted(listing)}))
 
 
 def _why(answer: RemoteResponse) -> str:
@@ -75,107 +56,54 @@ def _why(answer: RemoteResponse) -> str:
 
 
 @dataclass
-class MemberProbe:
-    adapter: Adapter
+class MemberProbe(CollectionProbe):
+    """An address book's or a calendar's steps: members are told apart by ETag, and a
+    stale tag is refused with 412 that names no content precondition."""
+
     fmt: Format
-    remote: Prober
-    copy: Resource
-    timeout_s: float
-    start: dict[str, str] = field(default_factory=dict)
-    probe: str | None = None  # the probe's name, once planned
-    gone: bool = True  # the probe is not in the copy (never made, or deleted again)
-    made: Change | None = None  # the probe's create, once planned
 
-    @property
-    def change(self) -> Change:
-        assert self.made is not None, "create() plans the probe first"
-        return self.made
+    titles = MEMBER_STEP_TITLES
+    required = MEMBER_REQUIRED
+    member = "member"
+    listed = "listed"
+    named = "name"
+    read_back_summary = "one strong ETag, properties in place"
 
-    def _deadline(self) -> float:
-        return time.monotonic() + self.timeout_s
+    def list_collection(self, res: Resource, deadline: float) -> dict[str, str]:
+        return {m.name: m.etag for m in list_members(self.remote, res, self.fmt, deadline)}
 
-    def listing(self, res: Resource, name: str) -> dict[str, str]:
-        try:
-            members = list_members(self.remote, res, self.fmt, self._deadline())
-        except UndogateError as exc:
-            raise StepFailed(error_step(name, exc)) from None
-        return {m.name: m.etag for m in members}
+    def marked_field(self) -> str:
+        return CHECK_PROPERTY
 
-    def _send(self, change: Change, snap: Snapshot, target: Side, name: str) -> RemoteResponse:
-        write = self.adapter.build_write(self.copy, change, snap, target)
-        try:
-            return self.remote.send_write(self.copy, write, self._deadline())
-        except (UndogateError, TransportFailure) as exc:
-            raise StepFailed(error_step(name, exc)) from None
-
-    def _read(self, change: Change, name: str) -> Snapshot:
-        try:
-            return self.adapter.read_change(self.remote, self.copy, change, self._deadline())
-        except UndogateError as exc:
-            raise StepFailed(error_step(name, exc)) from None
-
-    def _edit(self, snap: Snapshot, name: str) -> Change:
-        """A change of the probe's marker only the check would make."""
-        request = ChangeRequest(
-            self.copy.id, set={CHECK_PROPERTY: MARKER_PREFIX + secrets.token_hex(8)}
-        )
-        try:
-            return self.adapter.plan(self.copy, request, snap, self.remote.limits).change(
-                0, self.copy, snap
-            )
-        except UndogateError as exc:
-            raise StepFailed(error_step(name, exc)) from None
-
-    # -- the probes, in order --------------------------------------------------------
-
-    def snapshot(self) -> Step:
-        self.start = self.listing(self.copy, "collection_snapshot")
-        evidence: Evidence = {"members": len(self.start), "digest": _digest_of(self.start)}
-        return Step("collection_snapshot", True, f"{len(self.start)} member(s) listed", evidence)
+    def why(self, answer: RemoteResponse) -> str:
+        return _why(answer)
 
     def create(self) -> Step:
         name = "probe_created"
         marker = MARKER_PREFIX + secrets.token_hex(8)
         required = {"FN": "undogate check probe", "DTSTART": time.strftime("%Y%m%dT000000Z")}
-        values = {n: required[n] for n in self.fmt.required} | {CHECK_PROPERTY: marker}
-        request = ChangeRequest(self.copy.id, create=values)
-        try:
-            plan, before = self.adapter.prepare(
-                self.remote, self.copy, request, self.remote.limits, self._deadline()
-            )
-        except UndogateError as exc:
-            raise StepFailed(error_step(name, exc)) from None
-        self.made = plan.change(0, self.copy, before)
-        self.probe = self.made.target
+        values: JsonObject = {n: required[n] for n in self.fmt.required}
+        values[CHECK_PROPERTY] = marker
+        self.made, before = self.planned_create(values, name)
         self.gone = False  # from here on the probe may exist
-        answer = self._send(self.change, before, Side.AFTER, name)
+        answer = self.send(self.change, before, Side.AFTER, name)
         evidence: Evidence = {"status": answer.status}
-        if answer.status not in _OK:
+        if answer.status not in OK:
             self.gone = 400 <= answer.status < 500
             raise StepFailed(Step(name, False, _why(answer), evidence))
         return Step(name, True, f"PUT answered {answer.status}", evidence)
 
-    def read_back(self) -> tuple[Step, Snapshot]:
-        name = "probe_read_back"
-        snap = self._read(self.change, name)
-        shows = snap.exists and self.adapter.shows(self.change, snap, Side.AFTER)
-        evidence: Evidence = {"exists": snap.exists, "desired_values": shows}
-        if not shows:
-            raise StepFailed(Step(name, False, "the probe does not read back as written", evidence))
-        evidence["digest"] = snap.digest
-        return Step(name, True, "one strong ETag, properties in place", evidence), snap
-
-    def stale_write(self, snap: Snapshot) -> tuple[Step, Snapshot]:
+    def stale_write(self, first: Snapshot) -> tuple[Step, Snapshot]:
         """A good write to the probe first; then one with the tag from before it."""
         name = "stale_write_refused"
-        good = self._send(self._edit(snap, name), snap, Side.AFTER, name)
-        now = self._read(self.change, name)
-        if good.status not in _OK or not now.exists or now.etag.strong_equals(snap.etag):
+        good = self.send(self.edit(first, name), first, Side.AFTER, name)
+        now = self.read(self.change, name)
+        if good.status not in OK or not now.exists or now.etag.strong_equals(first.etag):
             why = f"the good write to the probe {_why(good)} without a new tag"
             raise StepFailed(Step(name, False, why, {"status": good.status}))
-        stale = replace(now, etag=snap.etag)
-        answer = self._send(self._edit(now, name), stale, Side.AFTER, name)
-        after = self._read(self.change, name)
+        stale = replace(now, etag=first.etag)
+        answer = self.send(self.edit(now, name), stale, Side.AFTER, name)
+        after = self.read(self.change, name)
         unchanged = after.exists and after.etag.strong_equals(now.etag)
         named = content_refusal(answer)
         evidence: Evidence = {"status": answer.status, "unchanged": unchanged}
@@ -186,144 +114,46 @@ class MemberProbe:
         why = _why(answer) + ("" if unchanged else ": the probe changed")
         raise StepFailed(Step(name, False, why, evidence))
 
-    def stale_delete(self, snap: Snapshot, stale_tag: str) -> tuple[Step, Snapshot]:
+    def stale_delete(self, now: Snapshot, stale_tag: str) -> tuple[Step, Snapshot]:
         name = "stale_delete_refused"
-        status = self._send(replace(self.change, applied_etag=stale_tag), snap, Side.BEFORE, name)
-        after = self._read(self.change, name)
-        unchanged = after.exists and after.etag.strong_equals(snap.etag)
-        evidence: Evidence = {"status": status.status, "unchanged": unchanged}
-        if status.status == 412 and unchanged:
+        answer = self.send(replace(self.change, applied_etag=stale_tag), now, Side.BEFORE, name)
+        after = self.read(self.change, name)
+        unchanged = after.exists and after.etag.strong_equals(now.etag)
+        evidence: Evidence = {"status": answer.status, "unchanged": unchanged}
+        if answer.status == 412 and unchanged:
             return Step(name, True, "HTTP 412, nothing changed", evidence), after
         self.gone = not after.exists
-        why = f"answered HTTP {status.status}" + (
+        why = f"answered HTTP {answer.status}" + (
             "" if unchanged else ": the probe changed or vanished"
         )
         raise StepFailed(Step(name, False, why, evidence))
 
-    def good_delete(self, snap: Snapshot) -> tuple[Step, str]:
-        name = "good_delete"
-        current = replace(self.change, applied_etag=snap.etag.header)
-        status = self._send(current, snap, Side.BEFORE, name).status
-        after = self._read(self.change, name)
-        self.gone = not after.exists
-        evidence: Evidence = {"status": status, "absent_after": self.gone}
-        if status in _OK and self.gone:
-            return Step(name, True, f"HTTP {status}, the probe is gone", evidence), text_of(snap)
-        raise StepFailed(Step(name, False, f"answered HTTP {status}", evidence))
-
     def collateral(self) -> Step:
         name = "collateral_guard"
         now = self.listing(self.copy, name)
-        evidence: Evidence = {"members": len(now), "digest": _digest_of(now)}
+        evidence: Evidence = {"members": len(now), "digest": digest_of(now)}
         if now != self.start:
             changed = len(set(now.items()) ^ set(self.start.items()))
             evidence["differing"] = changed
             return Step(name, False, "the test copy is not as at the start", evidence)
         return Step(name, True, f"all {len(now)} member(s) as at the start", evidence)
 
-    def recreate(self, pre_image: str, snap: Snapshot) -> Step:
-        """The undo of a delete, on the probe's name: PUT + If-None-Match: * of the whole
-        pre-image. A refusal is an answer (RECREATE is not verified), not a failure."""
-        name = "recreate_deleted_id"
-        props = snapshot_properties(snap, self.fmt)
-        deleted = replace(
+    def recreation(self, deleted: Snapshot) -> tuple[Change, Snapshot]:
+        props = snapshot_properties(deleted, self.fmt)
+        change = replace(
             self.change,
-            before=properties_side(props, document=pre_image),
+            before=properties_side(props, document=text_of(deleted)),
             after=ABSENT,
             fields=tuple(props),
         )
-        try:
-            answer = self._send(deleted, snap, Side.BEFORE, name)
-        except StepFailed as failed:
-            return failed.step
-        self.gone = 400 <= answer.status < 500
-        if answer.status not in _OK:
-            why = f"{_why(answer)}: a deleted name cannot be re-created here"
-            return Step(name, False, why, {"status": answer.status})
-        back = self._read(deleted, name)
-        whole = back.exists and self.adapter.shows(deleted, back, Side.BEFORE)
-        evidence: Evidence = {"status": answer.status, "restored": whole}
-        self.remove_probe()
-        if whole:
-            return Step(name, True, "re-created whole from its pre-image", evidence)
-        return Step(name, False, "re-created, but not as it was", evidence)
+        return change, deleted
 
-    def remove_probe(self) -> bool:
-        """Delete the check's own probe (with its current tag); True when it is gone."""
-        try:
-            snap = self._read(self.change, "restore_test_copy")
-            if snap.exists:
-                made = replace(self.change, applied_etag=snap.etag.header)
-                self._send(made, snap, Side.BEFORE, "restore_test_copy")
-                snap = self._read(self.change, "restore_test_copy")
-        except StepFailed:
-            return False
-        self.gone = not snap.exists
-        return self.gone
-
-    def restore(self) -> Step:
-        name = "restore_test_copy"
-        if self.made is not None and self.remove_probe():
-            return Step(name, True, "the probe was removed", {"needed": True, "restored": True})
-        where = member_url(self.copy, self.probe) if self.probe else self.copy.url
-        what = (
-            f"delete the probe {where}"
-            if self.probe
-            else f"look for a member with an {CHECK_PROPERTY} property in {where} and delete it"
-        )
-        return Step(name, False, "the probe may remain", {"needed": True, "restored": False}, what)
+    def by_hand(self) -> str:
+        probe = self.made.target if self.made is not None else None
+        where = member_url(self.copy, probe) if probe else self.copy.url
+        if probe:
+            return f"delete the probe {where}"
+        return f"look for a member with an {CHECK_PROPERTY} property in {where} and delete it"
 
 
-def run_member_check(probe: MemberProbe, production: Resource) -> CheckRun:
-    """Every step, in order, the verdict, and the undos this run verified."""
-    steps: list[Step] = []
-    undos: list[str] = []
-    prod_before: dict[str, str] | None = None
-    try:
-        prod_before = probe.listing(production, "production_read")
-        prod: Evidence = {"members": len(prod_before), "digest": _digest_of(prod_before)}
-        steps.append(Step("production_read", True, "listed", prod))
-        steps.append(probe.snapshot())
-        steps.append(probe.create())
-        step, first = probe.read_back()
-        steps.append(step)
-        step, snap = probe.stale_write(first)
-        steps.append(step)
-        step, snap = probe.stale_delete(snap, first.etag.header)
-        steps.append(step)
-        step, pre_image = probe.good_delete(snap)
-        steps.append(step)
-        guard = probe.collateral()
-        steps.append(guard)
-        if guard.passed:
-            undos.append(UNDO_OF_CREATE)
-            recreated = probe.recreate(pre_image, snap)
-            steps.append(recreated)
-            again = probe.collateral()
-            if recreated.passed and again.passed:
-                undos.append(RECREATE)
-            elif not again.passed:
-                steps.append(again)
-    except StepFailed as failed:
-        steps.append(failed.step)
-    if not probe.gone:
-        steps.append(probe.restore())
-    if prod_before is not None:
-        try:
-            prod_after = probe.listing(production, "production_unchanged")
-        except StepFailed as failed:
-            steps.append(failed.step)
-        else:
-            same = prod_after == prod_before
-            why = "every member as before" if same else "the production collection changed"
-            steps.append(Step("production_unchanged", same, why, {"unchanged": same}))
-    names = {s.name for s in steps}
-    # Re-creating a deleted name is an answer either way: it decides RECREATE only.
-    passed = set(MEMBER_REQUIRED) <= names and all(
-        s.passed for s in steps if s.name != "recreate_deleted_id"
-    )
-    verified = tuple(undos) if passed else ()
-    return CheckRun(tuple(steps), passed, MEMBER_REQUIRED, MEMBER_STEP_TITLES, verified)
-
-
-__all__ = ["MEMBER_REQUIRED", "MEMBER_STEP_TITLES", "MemberProbe", "run_member_check"]
+__all__ = ["MEMBER_REQUIRED", "MEMBER_STEP_TITLES", "MemberProbe"]

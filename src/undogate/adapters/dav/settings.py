@@ -9,8 +9,7 @@ import re
 from typing import Any
 
 from ...resources import KindSettings, Limits, Resource
-from ..evidence import EVIDENCE_KINDS
-from ..json_collection.settings import IdentityRule
+from ..json_collection.settings import IdentityRule, identity_problems
 from .formats import CHECK_PROPERTY, FORBIDDEN, STRUCTURAL
 
 _PROPERTY_NAME = re.compile(r"[A-Z0-9-]{1,64}")
@@ -82,28 +81,17 @@ def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, s
     if not resource.url.endswith("/"):
         problems.append(("url", "an address book's or a calendar's URL ends with /"))
     settings = collection_settings(resource)
-    seen: set[str] = set()
-    for i, rule in enumerate(settings.identity):
-        if rule.evidence not in EVIDENCE_KINDS:
-            problems.append(
-                (
-                    f"identity[{i}].evidence",
-                    f"{rule.evidence!r} is not identity evidence: only "
-                    + ", ".join(EVIDENCE_KINDS)
-                    + " match (never similarity, fuzzy or name matching)",
-                )
-            )
+
+    def field_problem(rule: IdentityRule) -> tuple[str, str] | None:
         if rule.field == "UID":
-            if rule.evidence != "exact":
-                problems.append((f"identity[{i}].evidence", "a UID is evidence only exactly"))
-        elif rule.field not in settings.fields:
-            problems.append(
-                (f"identity[{i}].field", f"{rule.field!r} is neither UID nor in fields")
+            return (
+                None if rule.evidence == "exact" else ("evidence", "a UID is evidence only exactly")
             )
-        if rule.field in seen:
-            problems.append((f"identity[{i}].field", f"{rule.field!r} is named twice"))
-        seen.add(rule.field)
-    return problems
+        if rule.field not in settings.fields:
+            return "field", f"{rule.field!r} is neither UID nor in fields"
+        return None
+
+    return problems + identity_problems(settings.identity, field_problem)
 
 
 def copy_problem(copy: Resource, production: Resource) -> str | None:

@@ -59,6 +59,7 @@ from ..base import (
     Verdict,
     absent_snapshot,
 )
+from ..checks.collection import run_collection_check
 from ..checks.steps import CheckRun
 from ..records import dialects
 from ..records.fields import (
@@ -83,7 +84,7 @@ from .lookup import (
     record_url,
 )
 from .members import CREATE, DELETE, ID, SHAPES, UPSERT, deletes, record_id_of, values_of
-from .probes import CollectionProbe, run_collection_check
+from .probes import RecordProbe
 from .settings import CollectionSettings, collection_problems, collection_settings
 from .sides import (
     current_record,
@@ -138,7 +139,7 @@ class JsonCollectionAdapter(Adapter):
         timeout_s: float,
         keep: Callable[[bytes], Path | None],
     ) -> CheckRun:
-        return run_collection_check(CollectionProbe(self, wire, copy, timeout_s), production)
+        return run_collection_check(RecordProbe(self, wire, copy, timeout_s), production)
 
     # -- reading and planning ----------------------------------------------------------
 

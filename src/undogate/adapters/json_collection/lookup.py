@@ -14,7 +14,7 @@ from urllib.parse import quote
 
 from ...errors import InvalidRequest, LimitReached, RemoteContractBreach, RemoteUnavailable
 from ...jsonvalue import JsonObject, JsonValue
-from ...net import ResponseTooLarge, TransportFailure, parse_links
+from ...net import RemoteResponse, ResponseTooLarge, TransportFailure, parse_links
 from ...resources import MAX_LISTING_BYTES, Resource
 from ..base import Reader
 from ..evidence import normalize
@@ -110,20 +110,39 @@ def find_by_evidence(
     return list(found.items())
 
 
-def list_records(
-    wire: Reader, resource: Resource, url: str, deadline: float | None
-) -> list[JsonObject]:
-    """One bounded listing of the collection (or a query of it).
+def fetch_listing(
+    wire: Reader,
+    resource: Resource,
+    url: str,
+    deadline: float | None,
+    bound: str,
+    *,
+    status: int = 200,
+    method: str = "GET",
+    headers: Mapping[str, str] | None = None,
+    body: bytes = b"",
+) -> RemoteResponse:
+    """One listing of a collection, for every collection kind: its answer, read up to
+    ``limits.max_listing_bytes`` (``bound`` begins the words on what makes that bound),
+    when it answered ``status``.
 
-    Raises: as ``find_by_evidence``."""
+    Raises: LimitReached (over the bound), RemoteUnavailable (no answer, or another
+    status), and what ``Reader.fetch`` raises."""
     limits = wire.limits
     try:
-        response = wire.fetch(resource, url, deadline, max_body=limits.max_listing_bytes)
+        response = wire.fetch(
+            resource,
+            url,
+            deadline,
+            method=method,
+            headers=headers,
+            body=body,
+            max_body=limits.max_listing_bytes,
+        )
     except ResponseTooLarge:
         raise LimitReached(
             f"{resource.id}'s listing is over {limits.max_listing_bytes} bytes "
-            "(limits.max_collection_records records of at most limits.max_document_bytes, "
-            f"and never over {MAX_LISTING_BYTES} bytes)",
+            f"({bound}never over {MAX_LISTING_BYTES} bytes)",
             limit="max_collection_records",
             resource=resource.id,
         ) from None
@@ -131,12 +150,24 @@ def list_records(
         raise RemoteUnavailable(
             f"could not list {resource.id}: {exc.reason}", resource=resource.id
         ) from None
-    if response.status != 200:
+    if response.status != status:
         raise RemoteUnavailable(
             f"listing {resource.id} answered HTTP {response.status}",
             resource=resource.id,
             status=response.status,
         )
+    return response
+
+
+def list_records(
+    wire: Reader, resource: Resource, url: str, deadline: float | None
+) -> list[JsonObject]:
+    """One bounded listing of the collection (or a query of it).
+
+    Raises: as ``find_by_evidence``."""
+    limits = wire.limits
+    bound = "limits.max_collection_records records of at most limits.max_document_bytes, and "
+    response = fetch_listing(wire, resource, url, deadline, bound)
     try:
         links = parse_links(response.headers.get_list("link"))
     except ValueError as exc:

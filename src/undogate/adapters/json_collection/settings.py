@@ -5,6 +5,7 @@ identity evidence that never guesses."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import Field
@@ -93,22 +94,14 @@ def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, s
     if settings.create not in (None, "put", "post"):
         problems.append(("create", "a json_collection creates with put or post"))
     fields = set(settings.fields)
-    seen: set[str] = set()
-    for i, rule in enumerate(settings.identity):
-        if rule.evidence not in EVIDENCE_KINDS:
-            problems.append(
-                (
-                    f"identity[{i}].evidence",
-                    f"{rule.evidence!r} is not identity evidence: only "
-                    + ", ".join(EVIDENCE_KINDS)
-                    + " match (never similarity, fuzzy or name matching)",
-                )
-            )
-        if rule.field not in fields:
-            problems.append((f"identity[{i}].field", f"{rule.field!r} is not in fields"))
-        if rule.field in seen:
-            problems.append((f"identity[{i}].field", f"{rule.field!r} is named twice"))
-        seen.add(rule.field)
+    problems.extend(
+        identity_problems(
+            settings.identity,
+            lambda rule: (
+                None if rule.field in fields else ("field", f"{rule.field!r} is not in fields")
+            ),
+        )
+    )
     lookup = settings.lookup
     if settings.identity and lookup is None:
         problems.append(
@@ -142,6 +135,35 @@ def collection_problems(resource: Resource, limits: Limits) -> list[tuple[str, s
     for j, name in enumerate(settings.server_fields):
         if name in fields:
             problems.append((f"server_fields[{j}]", f"{name!r} is an allow-listed field"))
+    return problems
+
+
+def identity_problems(
+    identity: Sequence[IdentityRule],
+    field_problem: Callable[[IdentityRule], tuple[str, str] | None],
+) -> list[tuple[str, str]]:
+    """The problems of a collection's identity rules, for every collection kind:
+    ``field_problem`` is the kind's own word on a rule's field (the rule's member it
+    names, and why), or None."""
+    problems: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for i, rule in enumerate(identity):
+        if rule.evidence not in EVIDENCE_KINDS:
+            problems.append(
+                (
+                    f"identity[{i}].evidence",
+                    f"{rule.evidence!r} is not identity evidence: only "
+                    + ", ".join(EVIDENCE_KINDS)
+                    + " match (never similarity, fuzzy or name matching)",
+                )
+            )
+        wrong = field_problem(rule)
+        if wrong is not None:
+            member, why = wrong
+            problems.append((f"identity[{i}].{member}", why))
+        if rule.field in seen:
+            problems.append((f"identity[{i}].field", f"{rule.field!r} is named twice"))
+        seen.add(rule.field)
     return problems
 
 
