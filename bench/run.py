@@ -229,7 +229,9 @@ def main() -> int:
         "per write (a stale keep-alive socket must never turn a write into a false "
         "`uncertain`), the address check on every request, lossless JSON parsing and the "
         "per-action events (on PostgreSQL, a round trip per answer the ledger waits for, "
-        "where SQLite calls a library).",
+        "where SQLite calls a library; besides its 16 write transactions a confirm reads "
+        "the ledger in 3: the preview and its attempts, whether the agent was stopped, "
+        "the job's targets).",
         "",
         "## 2. Prepare throughput",
         "",

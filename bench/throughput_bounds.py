@@ -18,6 +18,66 @@ NAGLE = (
     "3.2 ms on PostgreSQL (p50 of 100 prepares in sequence, this machine)."
 )
 
+#: What the last round found and cut (measured on this shared machine: interleaved runs,
+#: CPU time where other work ran; each commit's message has the figures).
+THIS_ROUND = (
+    "**This round.** Gateway CPU per prepare, one agent alone on SQLite, measured on "
+    "this machine for both commits (serve's CPU over 300 prepares, 3 runs of each, "
+    "interleaved): 1.50 ms at 68ae260 (the bench of 2026-12-02), 1.85 ms at d2fa28f. The "
+    "difference, sampled with py-spy on the thread holding the interpreter's lock "
+    "(1,500 prepares each): authentication 3% -> 11% of the samples (a key is no longer "
+    "remembered by a process: every request reads its credential, checks its seal "
+    "against the chain and takes a thread hop of its own for that, so that a key revoked "
+    "through any process is refused by all), the metrics (prometheus_client counters "
+    "and histograms, about 4%), and a second thread hop's anyio bookkeeping per request "
+    "(about 3%); the prepare itself costs what it did. Those are guarantees or features, "
+    "not waste: what remains to cut is the authentication's own thread hop (running it in "
+    "the prepare's hop would save about 60 µs of CPU), which is the API's and not done "
+    "here. "
+    "SQLite, 2 processes: a write waited for SQLite's write lock in its busy handler, "
+    "which sleeps 1, 2, 5 ... 100 ms between tries: a waiter overslept the other's "
+    "commit and could lose every try, up to 730 ms (p99 of prepares 260-760 ms). Writers "
+    "now queue for `ledger.write.lock` in the kernel (flock, taken before BEGIN IMMEDIATE "
+    "and given back after the commit, bounded by the busy wait): the longest wait 10-18 "
+    "ms, prepare p99 80-105 ms, 325/329 -> 374/393 prepares/s. "
+    "PostgreSQL: what each prepare waited on, sampled from pg_stat_activity and "
+    "pg_locks with 16 agents: of one owner, its quota lock 72%; of four owners, their "
+    "four locks 47% and the counter rows 27% (a row lock every prepare of every owner "
+    "took after its owner's count, held across two more round trips to the commit). "
+    "Every write already holds the hash chain's lock from reading the chain's head to "
+    "its commit; a prepare now counts its quotas and updates the counters there, in the "
+    "round trip that reads the head, and takes no other lock for them: the chain's lock "
+    "is then the one queue, 74% of the sessions' time with one owner and 76% with four "
+    "(the prepares a second moved within this saturated machine's noise: 169/231 -> "
+    "139/242 for one owner in two interleaved pairs). The quotas and limits stay exact "
+    "(the race tests of two gateways: agent quota, owner quota, max_jobs, four owners "
+    "against max_jobs). "
+    "PostgreSQL confirm: of its 35 ledger transactions, 16 are the writes the floor "
+    "pays too; 8 were reads of the endpoint check's stale statuses after each write "
+    "(needed only for a stale-version answer other than 412) and 8 reads of whether a "
+    "change's undo is offered (needed only for a kind that asks a verified undo): now "
+    "19 transactions, psycopg's waits for the server 295 -> 215 per confirm. The ratio "
+    "itself could not be measured while the machine was saturated; `make bench` on a "
+    "quiet machine says it."
+)
+
+#: What bounds each engine now, beyond the table's own figures.
+BOUNDS_NOW = (
+    "What bounds each now. SQLite, one process: the gateway's CPU (one interpreter), "
+    "about 1.9 ms per prepare alone and more under 16 agents; the rate per core above is "
+    "what carries over. SQLite, two processes: CPU of this 2-core machine, shared by the "
+    "16 agents, the contract server and both gateways; the write lock is handed from "
+    "process to process in the kernel and no longer starves one. PostgreSQL, one owner "
+    "or several: the hash chain's lock, "
+    "which every write holds from reading the chain's head to its commit (one chain per "
+    "ledger, docs/proof.md), the quotas' counts and the counters' update included: two "
+    "round trips and an fsync per prepare, ledger-wide, whatever the owners; no design "
+    "that keeps one chain with each event's link written in the transaction that "
+    "records it moves that, short of taking the fsync out of the lock (group commit on "
+    "the server side: the commit's fsync is most of it). A second process adds the "
+    "gateway CPU the chain's lock does not bound."
+)
+
 #: What was done to cut CPU per prepare, and what was tried and not kept (with what it
 #: measured, on the machine of its day); kept here so the results say it next to the
 #: figures.
@@ -47,10 +107,10 @@ HISTORY = (
     "commit's fsync, and in a process of 16 busy threads each round trip also waits "
     "for the interpreter "
     "lock): one agent alone prepares in 3.2 ms (about 310 a second), and 16 agents of "
-    "one owner make hardly more; several owners' agents would run side by side. Not tried: "
-    "counters without a hot row (delta rows summed, or counted from an index): here every "
-    "prepare already waits for its owner's lock, taken just before the counter rows, so "
-    "they hold up no one who was not waiting already; with many owners they would. "
+    "one owner make hardly more; several owners' agents would run side by side. Left "
+    "then: the counter rows (every prepare waited for its owner's lock first, so they held "
+    "up no one who was not waiting already; with many owners they did, and this round "
+    "moved them under the chain's lock). "
     "Earlier, on both engines (py-spy, sampling the thread that held the interpreter "
     "lock): the quota and ledger-limit pre-checks share one read (CPU per prepare under "
     "16 agents 1.74 → 1.47 ms on SQLite, 2.42 → 2.33 ms on PostgreSQL); a resource's "
@@ -130,11 +190,18 @@ def throughput_bounds(
         "most a core's worth of prepares however many agents wait, and under 16 agents "
         "each prepare also costs more CPU than alone (threads handing that lock around). "
         "A second process is a second interpreter; on SQLite the processes take turns to "
-        "write (one writer at a time across processes, each commit fsync'd), on "
-        "PostgreSQL they write at once. Quotas are per owner and exact across processes: "
-        "a prepare counts its owner's jobs and commits under that owner's lock, so one "
-        "owner's prepares commit one at a time while several owners' run side by side:",
+        "write (one writer at a time across processes, queued in the kernel, each commit "
+        "fsync'd), on "
+        "PostgreSQL they write at once, up to the hash chain's lock that each holds from "
+        "reading the chain's head to its commit. Quotas are per owner and exact across "
+        "processes: a prepare counts its owner's jobs at its commit, under the chain's "
+        "lock on PostgreSQL (SQLite's write lock on SQLite), so one owner's agents and "
+        "several owners' wait in the same one queue:",
         *_owners(runs),
+        "",
+        BOUNDS_NOW,
+        "",
+        THIS_ROUND,
         "",
         NAGLE,
         "",

@@ -2,7 +2,8 @@
 it side by side, each with its lease; what needs it alone (a restore, ``--new-ledger``,
 a copy) and an undogate from before leases are refused while others have it; processes
 starting at once make and migrate one ledger; a write waits for another process's write
-lock at most the busy wait, then is refused with nothing recorded; a network filesystem
+lock at most the busy wait, then is refused with nothing recorded; writers of several
+processes queue for their turn in the kernel (``ledger.write.lock``); a network filesystem
 is told apart from a local disk."""
 
 from __future__ import annotations
@@ -18,7 +19,11 @@ import pytest
 
 from undogate.errors import LedgerBusy, LedgerInUse
 from undogate.ledger import DB_NAME, LOCK_NAME, Ledger
-from undogate.ledger.sqlite_files import filesystem_type, is_network_filesystem
+from undogate.ledger.sqlite_files import (
+    WRITE_LOCK_NAME,
+    filesystem_type,
+    is_network_filesystem,
+)
 
 _SERVE_LIKE = textwrap.dedent(
     """
@@ -50,6 +55,20 @@ _WRITE_LOCK = textwrap.dedent(
     time.sleep(float(sys.argv[2]))
     conn.execute("COMMIT")
     print("released", flush=True)
+    time.sleep(60)
+    """
+)
+
+_WRITE_TURN = textwrap.dedent(
+    """
+    import fcntl, os, sys, time
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process's turn to write
+    print("holding", flush=True)
+    time.sleep(float(sys.argv[2]))
+    released = time.monotonic()
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    print(f"released {released}", flush=True)
     time.sleep(60)
     """
 )
@@ -186,6 +205,99 @@ def test_a_write_waits_for_another_process_at_most_the_busy_wait_then_nothing_is
         assert ledger.read(count) == before + 1  # once the lock is free, the same write lands
     finally:
         ledger.close()
+
+
+def _event_count(tx: object) -> int:
+    return int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])  # type: ignore[attr-defined]
+
+
+def test_a_write_waits_for_another_process_s_turn_and_starts_once_it_is_given_back(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    ledger = Ledger.open(data)
+    try:
+        holder, said = _start(_WRITE_TURN, str(data / WRITE_LOCK_NAME), "0.4")
+        try:
+            assert said == "holding"
+            started: list[float] = []
+
+            def write(tx: object) -> None:
+                started.append(time.monotonic())
+                tx.add_event(job_id=None, actor="a", access_path="t", operation="x")  # type: ignore[attr-defined]
+
+            ledger.write(write)
+            assert holder.stdout is not None
+            released = float(holder.stdout.readline().split()[1])
+            # Its transaction began only after the other process gave its turn back.
+            assert started[0] >= released
+        finally:
+            _kill(holder)
+    finally:
+        ledger.close()
+
+
+def test_a_write_refused_for_another_process_s_turn_records_nothing_and_the_turn_comes_back(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    ledger = Ledger.open(data, busy_s=0.5)
+    try:
+        before = ledger.read(_event_count)
+        holder, said = _start(_WRITE_TURN, str(data / WRITE_LOCK_NAME), "1.5")
+        try:
+            assert said == "holding"
+            started = time.monotonic()
+            with pytest.raises(LedgerBusy) as refused:
+                ledger.write(
+                    lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
+                )
+            waited = time.monotonic() - started
+            assert refused.value.code == "ledger_busy"
+            assert "Nothing of this step was recorded; try again" in refused.value.message
+            assert 0.5 <= waited < 1.4  # the bounded wait, not the other's 1.5 s
+            assert ledger.read(_event_count) == before
+            assert holder.stdout is not None
+            assert holder.stdout.readline().startswith("released")
+        finally:
+            _kill(holder)
+        # The wait the refused write left behind got the turn once it was free, and gave
+        # it back, since nobody in this process wanted it any more: another process can
+        # take it.
+        assert _turn_free_within(data / WRITE_LOCK_NAME, 5.0)
+        for _ in range(2):  # and this process's next writes take their turns again
+            ledger.write(
+                lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
+            )
+        assert ledger.read(_event_count) == before + 2
+    finally:
+        ledger.close()
+
+
+def _turn_free_within(path: Path, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        taken = subprocess.run(
+            [sys.executable, "-c", _TRY_TURN, str(path)], capture_output=True, text=True
+        )
+        if taken.stdout.strip() == "taken":
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+_TRY_TURN = textwrap.dedent(
+    """
+    import fcntl, os, sys
+    fd = os.open(sys.argv[1], os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        print("taken")
+    except BlockingIOError:
+        print("held")
+    """
+)
 
 
 MOUNTS = """\

@@ -263,6 +263,44 @@ def test_two_gateways_on_one_ledger_never_overshoot_together(
     assert gateways[1].ledger.read(lambda tx: tx.usage()).jobs == prepared
 
 
+@pytest.mark.parametrize("engine", ["sqlite", "postgres"])
+def test_four_owners_racing_through_two_gateways_never_overshoot_the_ledger_limit(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    request: pytest.FixtureRequest,
+    engine: str,
+) -> None:
+    """No owner's lock serializes these prepares (each owner's quota is roomy): the
+    ledger-wide counters alone must, counted and checked in the write that inserts each
+    job (on PostgreSQL at its commit, under the chain's lock), so exactly ``max_jobs``
+    are prepared."""
+    url = None
+    if engine == "postgres":
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        url = cluster.fresh_database()
+    shared = quota_config(server, data_dir, url, max_jobs=4)
+    gateways = [open_gateway(shared), open_gateway(shared)]
+    threads = 16
+    start = threading.Barrier(threads)
+
+    def one(i: int) -> str:
+        agent = AGENT if i % 2 == 0 else OTHER
+        actor = Actor(id=agent.id, owner_id=f"op_{i % 4}", kind="agent", access_path="test")
+        start.wait(timeout=10)
+        try:
+            prepare(gateways[i % 2], actor, status=f"s{i}")
+        except UndogateError as exc:
+            return exc.code
+        return "prepared"
+
+    with ThreadPoolExecutor(threads) as pool:
+        outcomes = list(pool.map(one, range(threads)))
+    assert outcomes.count("prepared") == 4, outcomes
+    assert outcomes.count(LimitReached.code) == threads - 4, outcomes
+    assert gateways[0].ledger.read(lambda tx: tx.usage()).jobs == 4
+
+
 def test_refusals_come_before_any_read_of_the_resource(
     server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:

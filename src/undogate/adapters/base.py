@@ -416,10 +416,16 @@ class Adapter(ABC):
         current identity. A status the resource's guard names for a stale version, other
         than 412, is the operator's word until such a check saw it: uncertain before,
         refused after (docs/remote-contract.md). Everything else: ``classify``."""
-        status = response.status
-        if status != PRECONDITION_FAILED and status in self.guard(resource).stale_statuses:
-            return Verdict.REFUSED if status in seen_stale else Verdict.UNCERTAIN
+        if self.needs_stale_evidence(resource, response):
+            return Verdict.REFUSED if response.status in seen_stale else Verdict.UNCERTAIN
         return self.classify(write, response)
+
+    def needs_stale_evidence(self, resource: Resource, response: RemoteResponse) -> bool:
+        """Whether ``verdict`` of ``response`` turns on ``seen_stale``: a status the
+        resource's guard names for a stale version, other than 412. Any other answer
+        needs no endpoint check read."""
+        status = response.status
+        return status != PRECONDITION_FAILED and status in self.guard(resource).stale_statuses
 
     def read_back_problem(
         self,

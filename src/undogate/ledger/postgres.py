@@ -4,13 +4,13 @@ psycopg 3 connections.
 - Every write is one ``READ COMMITTED`` transaction on one pooled connection, committed
   with ``synchronous_commit = on`` (set on every connection the pool makes). Writes run
   at once; each verb that reads for a decision first takes the lock it needs, held to
-  the commit: ``pg_advisory_xact_lock(hashtext(name))`` on the idempotency key, the
-  owner's quota and each resource (``lock_resources``); the job's row ``FOR UPDATE``
-  before a preview is claimed or a write loads the job; the ledger-wide counter rows
-  by the update that adds a job to them (``value + n``, exact), whose new values the
-  limits are checked against. A prepare writes its rows first and takes the owner's
-  lock and the counter rows last, so they are held for a count, an update and the
-  commit.
+  the commit: ``pg_advisory_xact_lock(hashtext(name))`` on the idempotency key and
+  each resource (``lock_resources``); the job's row ``FOR UPDATE`` before a preview is
+  claimed or a write loads the job. A prepare's quotas and the ledger's limits are
+  counted at its commit (``check_before_commit``), under the hash chain's lock, which
+  every write holds from reading the chain's head to its commit: the counts and the
+  counter rows' update (``value + n``, exact) ride in the round trip that reads the
+  head, and no other lock is a queue of its own.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,

@@ -45,7 +45,7 @@ from .records import (
     OpenChange,
     StoredPreview,
 )
-from .sql_chain import ChainVerbs, new_row
+from .sql_chain import CHAIN_LOCK, ChainVerbs, new_row
 from .sql_counters import CounterVerbs, usage_after
 
 # Spelled exactly as the partial index ``jobs_unresolved`` (migration 6) spells it:
@@ -67,7 +67,6 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     the transaction the store opened (see ``store.Transaction``)."""
 
     def count_unresolved(self, owner_id: str, agent_id: str | None, *, stop_at: int) -> int:
-        self._lock(f"owner:{owner_id}")
         if agent_id is None:
             row = self.connection.execute(COUNT_OWNER_SQL, (owner_id, stop_at)).fetchone()
         else:
@@ -77,9 +76,10 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     def admit_job(
         self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
     ) -> Admission:
-        # Sent together, read together: on PostgreSQL (pipelined) one round trip under
-        # the owner's lock, which every prepare of that owner waits for.
-        self._lock(f"owner:{owner_id}")
+        # Under the chain's lock, which a write with events holds by its commit already
+        # (asking again costs nothing); sent together, read together: on PostgreSQL
+        # (pipelined) in the round trip that reads the chain's head.
+        self._lock(CHAIN_LOCK)
         counted = self.connection.execute(
             _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
         )

@@ -38,7 +38,13 @@ from .identity import (
 from .leases import LEASE_S
 from .migrations import migrate
 from .sql_verbs import SqlVerbs
-from .sqlite_files import Hold, hold_ledger, opening, refuse_network_filesystem
+from .sqlite_files import (
+    Hold,
+    WriteTurn,
+    hold_ledger,
+    opening,
+    refuse_network_filesystem,
+)
 from .sqlite_leases import SQLiteLease
 from .store import Reader, ReadShortcuts, Store, Transaction
 
@@ -77,6 +83,7 @@ class SQLiteStore(ReadShortcuts):
         self._conn = conn
         self._writer = SQLiteTransaction(conn, None)
         self._hold = hold
+        self._turn = WriteTurn(data_dir)
         self._mutex = threading.RLock()
         self._in_tx = False
         self._writer_thread: int | None = None
@@ -154,8 +161,10 @@ class SQLiteStore(ReadShortcuts):
             except BaseException as exc:
                 # A refused open keeps nothing: not the hold, not a lease, not a
                 # half-configured connection.
-                if ledger is not None and ledger.lease is not None:
-                    ledger.lease.close()
+                if ledger is not None:
+                    ledger._turn.close()
+                    if ledger.lease is not None:
+                        ledger.lease.close()
                 if conn is not None:
                     conn.close()
                 hold.release()
@@ -197,39 +206,53 @@ class SQLiteStore(ReadShortcuts):
                     reader.close()
                 self._readers.clear()
             self._conn.close()
+            self._turn.close()
             self._hold.release()
 
     # -- the one door ----------------------------------------------------------
 
     def write(self, fn: Callable[[Transaction], T]) -> T:
-        """Run ``fn`` inside one ``BEGIN IMMEDIATE`` transaction; commit or roll back.
+        """Run ``fn`` inside one ``BEGIN IMMEDIATE`` transaction, in this process's turn
+        to write (``WriteTurn``); commit or roll back.
 
         Raises:
+            LedgerBusy: other processes kept the turn, or SQLite's write lock, past the
+                busy wait; nothing was recorded.
             LedgerError: SQLite refused the write (LedgerDamaged: the file is damaged).
         """
         with self._mutex:
             if self._in_tx:
                 return fn(self._writer)
+            self._turn.take(self._busy_s)
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise _ledger_failure("start a write", exc, self._busy_s) from exc
-            if self.lease is not None:
-                self._writer.lease_id = self.lease.id  # a lease lost is replaced
-            self._in_tx = True
-            self._writer_thread = threading.get_ident()
-            try:
-                result = fn(self._writer)
-                self._conn.execute("COMMIT")
-            except BaseException as exc:
-                self._roll_back()
-                if isinstance(exc, sqlite3.Error):
-                    raise _ledger_failure("commit", exc, self._busy_s) from exc
-                raise
+                return self._write_in_turn(fn)
             finally:
-                self._in_tx = False
-                self._writer_thread = None
-            return result
+                self._turn.give_back()
+
+    def _write_in_turn(self, fn: Callable[[Transaction], T]) -> T:
+        # Every writer of this ledger takes the turn first, so SQLite's write lock is
+        # free here unless a lease renewal, a CLI command or an older undogate holds it:
+        # those are waited for by SQLite's busy wait.
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _ledger_failure("start a write", exc, self._busy_s) from exc
+        if self.lease is not None:
+            self._writer.lease_id = self.lease.id  # a lease lost is replaced
+        self._in_tx = True
+        self._writer_thread = threading.get_ident()
+        try:
+            result = fn(self._writer)
+            self._conn.execute("COMMIT")
+        except BaseException as exc:
+            self._roll_back()
+            if isinstance(exc, sqlite3.Error):
+                raise _ledger_failure("commit", exc, self._busy_s) from exc
+            raise
+        finally:
+            self._in_tx = False
+            self._writer_thread = None
+        return result
 
     def _roll_back(self) -> None:
         # A failed COMMIT (a full disk) may leave the transaction open, or SQLite may have

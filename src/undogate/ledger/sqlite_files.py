@@ -1,7 +1,7 @@
 """Who may open a SQLite ledger's files, and where they may live.
 
-Several processes on one machine share a SQLite ledger (docs/scaling.md). Two ``flock``
-locks in its data dir say who is there:
+Several processes on one machine share a SQLite ledger (docs/scaling.md). Three ``flock``
+locks in its data dir say who is there and whose turn it is to write:
 
 - ``ledger.lock``: every process serving the ledger holds it **shared** for as long as
   it has the ledger open. An undogate from before leases held it exclusively (one owner
@@ -12,8 +12,13 @@ locks in its data dir say who is there:
   creates or migrates it), so two processes starting at once never both create or
   migrate it, and a process that finds itself alone can check the files whole before
   anyone else writes.
+- ``ledger.write.lock``: held exclusively by a process from before its ``BEGIN
+  IMMEDIATE`` to its ``COMMIT`` (``WriteTurn``), so writers of several processes wait
+  for each other in the kernel and wake when the lock is free. SQLite's own wait for its
+  write lock sleeps in growing steps (up to 100 ms) between tries: a waiter oversleeps
+  the other's commit, and may lose every try to a process that writes again at once.
 
-The kernel releases both when a process dies, however it dies.
+The kernel releases all three when a process dies, however it dies.
 
 The files must be on a local disk: SQLite's locks and ``fsync`` are not trustworthy on
 a network filesystem, and processes on two machines would each believe they hold the
@@ -24,15 +29,17 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import LedgerInUse, LedgerOnNetworkFilesystem
+from ..errors import LedgerBusy, LedgerInUse, LedgerOnNetworkFilesystem
 
 LOCK_NAME = "ledger.lock"
 OPENING_LOCK_NAME = "ledger.opening.lock"
+WRITE_LOCK_NAME = "ledger.write.lock"
 #: How long a process waits for another one to finish opening the ledger (a check of a
 #: large ledger reads every page once).
 OPENING_WAIT_S = 120.0
@@ -140,6 +147,97 @@ def opening(data_dir: Path, wait_s: float = OPENING_WAIT_S) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+class WriteTurn:
+    """This process's turn to write: ``ledger.write.lock`` held exclusively, taken before
+    ``BEGIN IMMEDIATE`` and given back after the commit (``give_back``).
+
+    A turn free at once is taken in the calling thread. Otherwise a thread of its own
+    waits for it in ``flock`` (the kernel wakes it when the lock is released) while the
+    caller waits at most ``wait_s`` for that thread: a caller that gave up leaves it
+    waiting, and the next ``take`` waits on the same thread, or it gives the turn back
+    as soon as it gets it. One ``take`` at a time: the store's writer mutex sees to that.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / WRITE_LOCK_NAME
+        self._fd = _open_lock(self._path)
+        self._held = -1  # the descriptor that holds the turn, while it is held
+        self._waiter: _TurnWaiter | None = None
+        self._guard = threading.Lock()
+
+    def take(self, wait_s: float) -> None:
+        """Raises: LedgerBusy: another process kept the turn for ``wait_s``."""
+        with self._guard:  # a waiter left behind may be giving the turn back just now
+            waiter = self._waiter
+            if waiter is not None:
+                waiter.wanted = True
+        if waiter is None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                waiter = self._waiter = _TurnWaiter(self._path, self)
+                waiter.start()
+            else:
+                self._held = self._fd
+                return
+        waiter.got.wait(wait_s)
+        with self._guard:
+            if not waiter.got.is_set():
+                waiter.wanted = False  # it gives the turn back once it gets it
+                raise LedgerBusy(
+                    "the ledger could not start a write: other processes sharing it "
+                    f"kept their turn to write for more than {wait_s:g} s. Nothing of this "
+                    "step was recorded; try again",
+                    busy_s=wait_s,
+                )
+            self._waiter = None
+        self._held = waiter.fd
+
+    def give_back(self) -> None:
+        fd, self._held = self._held, -1
+        if fd == self._fd:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        elif fd >= 0:
+            os.close(fd)  # a waiter's own descriptor: closing it releases the lock
+
+    def close(self) -> None:
+        self.give_back()
+        with self._guard:
+            if self._waiter is not None:
+                self._waiter.wanted = False
+                self._waiter = None
+        os.close(self._fd)
+
+    def _given_up(self, waiter: _TurnWaiter) -> None:
+        """A waiter got the turn nobody wants any longer: it is given back at once."""
+        if self._waiter is waiter:
+            self._waiter = None
+        os.close(waiter.fd)
+
+
+class _TurnWaiter(threading.Thread):
+    """Waits in ``flock`` for the turn, on a descriptor of its own (two descriptors of
+    one process exclude each other as two processes do)."""
+
+    def __init__(self, path: Path, turn: WriteTurn) -> None:
+        super().__init__(name="undogate-ledger-write-turn", daemon=True)
+        self.fd = _open_lock(path)
+        self.got = threading.Event()
+        self.wanted = True
+        self._turn = turn
+
+    def run(self) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_EX)  # wakes when the holder releases it
+        with self._turn._guard:
+            self.got.set()
+            if not self.wanted:
+                self._turn._given_up(self)
+
+
+def _open_lock(path: Path) -> int:
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
 
 def refuse_network_filesystem(data_dir: Path) -> None:

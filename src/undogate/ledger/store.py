@@ -279,11 +279,13 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
     def admit_job(
         self, owner_id: str, agent_id: str, payload: int, *, stop_at: tuple[int, int]
     ) -> Admission:
-        """Count a job just inserted (``count_job``) and, under its owner's lock, the
-        agent's and the owner's unresolved jobs, that one included (no further than
-        ``stop_at``: agent, owner), all in one round trip; the caller refuses what
-        they exceed (rolling it all back). Held from here to the commit, so call it
-        last."""
+        """Count a job just inserted (``count_job``) and the agent's and the owner's
+        unresolved jobs, that one included (no further than ``stop_at``: agent, owner),
+        all in one round trip; the caller refuses what they exceed (rolling it all
+        back). Where writes run at once (PostgreSQL) it counts under the hash chain's
+        lock, held to the commit: call it in ``check_before_commit``, where the write
+        holds that lock already, so every admission of every owner is counted one at a
+        time and no other lock (an owner's, the counter rows) is a queue of its own."""
         ...
 
     def count_job(self, payload: int) -> LedgerUsage:

@@ -320,8 +320,11 @@ class Dispatch:
             return Outcome(ActionStatus.UNCERTAIN, status, address=response.address, detail=detail)
 
         # What the endpoint check saw this endpoint refuse a stale write with: the only
-        # evidence that turns such an answer (other than 412) into a refusal.
-        seen = self.ledger.read(partial(stale_statuses_seen, resource=planned.resource))
+        # evidence that turns such an answer (other than 412) into a refusal. Read only
+        # for such an answer: on PostgreSQL a read is a transaction of its own.
+        seen: frozenset[int] = frozenset()
+        if planned.adapter.needs_stale_evidence(planned.resource, response):
+            seen = self.ledger.read(partial(stale_statuses_seen, resource=planned.resource))
         verdict = planned.adapter.verdict(planned.resource, planned.write, response, seen)
         if verdict is Verdict.REFUSED:
             return Outcome(

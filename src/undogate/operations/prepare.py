@@ -136,9 +136,6 @@ def _prepare(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) 
             if earlier is not None:
                 return _replay(gw, earlier, digest)
         refuse_if_stopped(tx, actor.owner_id, agent_id, NOTHING_PREPARED)
-        # The rows first, the shared counts last: the owner's quota lock and the
-        # ledger's counter rows are held from the count to the commit, not while the
-        # job is written (every prepare of one owner waits for that lock).
         tx.insert_job(job, digest, payload)
         gw.notifier.job_moved(tx, job, JobState.PREPARED, previous=None)
         tx.add_event(
@@ -156,18 +153,26 @@ def _prepare(gw: Context, actor: Actor, agent_id: str, request: PrepareRequest) 
                 **({"session": job.session} if job.session is not None else {}),
             },
         )
-        # Counted with the job (its own row included, so one more than each quota),
-        # and refused by what was there before it; a refusal rolls it all back.
-        stop_at = (
-            limits.max_unresolved_jobs_per_agent + 1,
-            limits.max_unresolved_jobs_per_owner + 1,
-        )
-        admitted = tx.admit_job(actor.owner_id, agent_id, payload, stop_at=stop_at)
-        gw.quotas.refuse_over(
-            agent_id, admitted.agent_unresolved - 1, admitted.owner_unresolved - 1
-        )
-        after = admitted.usage
-        _check_capacity(gw, LedgerUsage(after.jobs - 1, after.payload_bytes - payload), payload)
+
+        def admit() -> None:
+            # The quotas and the ledger's limits, counted with the job (its own row
+            # included, so one more than each quota) and refused by what was there
+            # before it; a refusal rolls it all back. At the commit: where writes run
+            # at once, under the hash chain's lock, which every write holds from there
+            # to its commit anyway, so no other lock (an owner's, the counter rows)
+            # makes one owner's prepares, or every owner's, wait in a second queue.
+            stop_at = (
+                limits.max_unresolved_jobs_per_agent + 1,
+                limits.max_unresolved_jobs_per_owner + 1,
+            )
+            admitted = tx.admit_job(actor.owner_id, agent_id, payload, stop_at=stop_at)
+            gw.quotas.refuse_over(
+                agent_id, admitted.agent_unresolved - 1, admitted.owner_unresolved - 1
+            )
+            after = admitted.usage
+            _check_capacity(gw, LedgerUsage(after.jobs - 1, after.payload_bytes - payload), payload)
+
+        tx.check_before_commit(admit)
         return Prepared(job=job, replay=False)
 
     return gw.ledger.write(commit)

@@ -70,6 +70,8 @@ def undo_offered(gw: Context, change: Change) -> bool:
     """Whether the change's undo is offered now (always, unless its kind says it needs
     a verified and accepted undo)."""
     resource = gw.resource(change.resource_id)
+    if adapter_for(change.kind).undo_needs(change) is None:
+        return True  # nothing to read (on PostgreSQL a read is a transaction of its own)
     return gw.ledger.read(lambda tx: offered_in(tx, resource, change))
 
 
