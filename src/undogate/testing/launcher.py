@@ -210,6 +210,16 @@ class Launched:
         if connection is not None:
             connection.close()
 
+    def __enter__(self) -> Launched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """As ``Popen`` does: close the pipes, wait for the child."""
+        for pipe in (self.stdout, self.stderr, self.stdin):
+            if pipe is not None:
+                pipe.close()
+        self.wait()
+
     def __del__(self) -> None:
         self.close()
 
@@ -250,7 +260,8 @@ class Launcher:
         #: fresh interpreter.
         self.environ = dict(os.environ)
         self.process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-m", __name__, self.address],
+            # Not ``-m``: its package has imported this module already.
+            [sys.executable, "-c", f"from {__name__} import main; main({self.address!r})"],
             stdin=subprocess.PIPE,  # its lifeline: at EOF it ends, and its children
             stdout=subprocess.PIPE,
             env=self.environ,
@@ -514,6 +525,7 @@ def _run_child(request: dict[str, Any], fds: list[int]) -> None:
         for number, fd in enumerate(fds):
             os.dup2(fd, number)
         os.closerange(_STDIO, os.sysconf("SC_OPEN_MAX"))  # the launcher's, and the sent ones
+        _fresh_stdio()
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
@@ -531,6 +543,31 @@ def _run_child(request: dict[str, Any], fds: list[int]) -> None:
     except BaseException:
         traceback.print_exc()
     os._exit(_finish(code))
+
+
+#: The launcher's own standard streams, kept from being collected in a child: collecting
+#: one would close the descriptor the child's stream now uses.
+_LAUNCHER_STDIO: list[IO[str]] = []
+
+
+def _fresh_stdio() -> None:
+    """Standard streams over the child's descriptors as an interpreter makes them at
+    start-up: line-buffered on a terminal (stderr always), block-buffered otherwise."""
+    for number, name in enumerate(("stdin", "stdout", "stderr")):
+        old: IO[str] = getattr(sys, name)
+        _LAUNCHER_STDIO.append(old)
+        writing = number > 0
+        lines = writing and (name == "stderr" or os.isatty(number))
+        stream = open(  # noqa: SIM115 - the child's stream for as long as it runs
+            number,
+            "w" if writing else "r",
+            buffering=1 if lines else -1,
+            encoding=getattr(old, "encoding", None),
+            errors=getattr(old, "errors", None),
+            closefd=False,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _exit_code(code: object) -> int:
@@ -560,6 +597,3 @@ def _finish(code: int) -> int:
         os.kill(os.getpid(), signal.SIGINT)
     return code
 
-
-if __name__ == "__main__":
-    main(sys.argv[1])
