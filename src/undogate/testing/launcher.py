@@ -596,4 +596,3 @@ def _finish(code: int) -> int:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
     return code
-
