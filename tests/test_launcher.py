@@ -196,8 +196,8 @@ def test_the_cli_says_its_name_as_a_fresh_interpreter_does() -> None:
 def test_popen_forks_undogate_and_starts_anything_else_as_a_subprocess(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    forked = launcher.popen([*CLI, "--version"], **quiet)
+    quiet = subprocess.DEVNULL
+    forked = launcher.popen([*CLI, "--version"], stdout=quiet, stderr=quiet)
     assert isinstance(forked, Launched)
     assert forked.wait(timeout=15) == 0
     # An interpreter setting read once at start-up would be lost in a fork.
@@ -208,6 +208,6 @@ def test_popen_forks_undogate_and_starts_anything_else_as_a_subprocess(
     assert isinstance(other, subprocess.Popen)
     assert other.wait(timeout=15) == 0
     monkeypatch.setenv(launcher.DISABLE_ENV, "0")
-    plain = launcher.popen([*CLI, "--version"], **quiet)
+    plain = launcher.popen([*CLI, "--version"], stdout=quiet, stderr=quiet)
     assert isinstance(plain, subprocess.Popen)
     assert plain.wait(timeout=60) == 0
