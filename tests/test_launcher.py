@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +138,55 @@ def test_env_cwd_argv_and_random_are_the_childs_own(own: Launcher, tmp_path: Pat
     assert shown[0]["argv"] == [str(tmp_path / "elsewhere.py"), "where", "SEEN"]
     assert shown[0]["pid"] != shown[1]["pid"]
     assert shown[0]["random"] != shown[1]["random"]  # reseeded after each fork
+
+
+def test_children_started_at_once_from_threads_each_get_their_own_status(
+    own: Launcher,
+) -> None:
+    # Exits, deaths and hang-ups arrive together: each child's status reaches its own
+    # caller, and none is confused with another's (the launcher reuses descriptors).
+    codes: dict[int, int] = {}
+
+    def start(n: int) -> None:
+        quiet = (subprocess.DEVNULL, subprocess.DEVNULL, subprocess.DEVNULL)
+        if n % 3 == 0:  # dropped while it runs
+            child(own, "sleep", "600", stdio=quiet).close()
+            return
+        with child(own, "exit", str(n), stdio=quiet) as exited:
+            codes[n] = exited.wait(timeout=60)
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(1, 25)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert codes == {n: n for n in range(1, 25) if n % 3}
+    assert own.alive()
+
+
+def test_an_exit_and_a_hang_up_seen_at_once_are_both_handled(own: Launcher) -> None:
+    quiet = (subprocess.DEVNULL, subprocess.DEVNULL, subprocess.DEVNULL)
+    short = child(own, "sleep", "0.2", stdio=quiet)
+    os.kill(own.process.pid, signal.SIGSTOP)  # the launcher sees nothing for a while
+    try:
+        assert until_gone(short.pid)  # exited; reaped only once the launcher runs
+        short.close()  # and its caller hangs up: both wait in one batch of events
+    finally:
+        os.kill(own.process.pid, signal.SIGCONT)
+    with child(own, "exit", "5", stdio=quiet) as after:
+        assert after.wait(timeout=30) == 5
+    assert own.alive()
+
+
+def test_closing_the_launcher_ends_the_children_still_running() -> None:
+    closing = Launcher()
+    sleeper = child(closing, "sleep", "600", stdio=(subprocess.DEVNULL, subprocess.PIPE, None))
+    assert sleeper.stdout is not None
+    sleeper.stdout.readline()
+    sleeper.stdout.close()
+    closing.close()  # what happens at the end of a test run, the handle still held
+    assert until_gone(sleeper.pid)
+    assert not closing.alive()
 
 
 def test_a_child_whose_handle_is_dropped_is_killed(own: Launcher) -> None:

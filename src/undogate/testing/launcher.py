@@ -434,6 +434,8 @@ def main(address: str) -> None:
     try:
         while True:
             for key, _ in selector.select():
+                if selector.get_map().get(key.fd) is not key:
+                    continue  # unregistered by an earlier event of this batch
                 if key.fd == lifeline:
                     if not os.read(lifeline, 4096):
                         return
