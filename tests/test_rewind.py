@@ -11,10 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.errors import ChangedSincePreview, PreviewUsed, RewindBlocked
+from undogate.errors import (
+    AgentStopped,
+    ChangedSincePreview,
+    PreviewExpired,
+    PreviewUsed,
+    RewindBlocked,
+)
 from undogate.jobs import ChangeRequest, ChangeState, JobState, Operation
+from undogate.operations.agent_stop import set_stopped
 from undogate.operations.rewind import (
     RewindPlan,
     confirm_plan,
@@ -23,6 +31,7 @@ from undogate.operations.rewind import (
     preview_plan,
 )
 from undogate.operations.rewind_plan import Selection, StepVerdict
+from undogate.web.refusals import refusal_for
 
 from .serving import cli
 from .worlds import OWNER, LocalGateway, confirmed, make_config, prepare, resource
@@ -291,3 +300,145 @@ def test_a_plan_exports_as_a_receipt_that_verifies_and_fails_after_an_edit(
     assert "belongs to job" in edited(lambda b: b.update(jobs=[first]))
     added = edited(lambda b: b.update(jobs=[first, second, "job_x"]))
     assert "not the ones its plan's row lists" in added
+
+
+def split_job(gw: LocalGateway, server: ContractServer) -> tuple[str, str]:
+    """Job J changes the customer and the ticket; its ticket write is refused, then job K
+    changes the supplier, then J is applied again: J's changes sit apart in the plan's
+    order, with K's between them. Returns (J, K)."""
+    j = prepare(
+        gw,
+        ChangeRequest("customer", set={"status": "customer"}),
+        ChangeRequest("ticket", set={"status": "closed"}),
+    )
+    server.arm("status:422", TICKET)  # refused: nothing written there
+    assert confirmed(gw, j).job.state is JobState.PARTIALLY_APPLIED
+    k = applied(gw, "supplier", owner="lee")
+    assert confirmed(gw, j).job.state is JobState.APPLIED
+    return j, k
+
+
+def test_a_job_whose_changes_sit_apart_in_the_plan_is_undone_in_two_parts(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    before = snapshot_bytes(server)
+    since = time.time()
+    j, k = split_job(records, server)
+    made = plan(records, since)
+    assert [(s.job_id, s.resource_id) for s in made.steps] == [
+        (j, "ticket"),
+        (k, "supplier"),
+        (j, "customer"),
+    ]
+    assert {s.verdict for s in made.steps} == {StepVerdict.UNDO}
+    done = confirm(records, made)
+    assert [o for _s, o in done.outcomes()] == ["done"] * 3
+    assert done.job_outcomes() == {j: "done", k: "done"}
+    assert snapshot_bytes(server) == before
+    job = records.get_job(OWNER.owner_id, j)
+    assert job.state is JobState.UNDONE
+    assert [c.state for c in job.changes] == [ChangeState.UNDONE] * 2
+    # Each part is its own dispatch: its confirm, its intent and outcome, its finish;
+    # the first leaves the job partly undone, the second undone.
+    events = records.ledger.read(lambda tx: tx.events(j))
+    undo_events = [
+        (e.operation, e.target, e.to_state)
+        for e in events
+        if e.operation in ("confirm_undo", "undo_done", "finish_undo")
+    ]
+    assert undo_events == [
+        ("confirm_undo", None, "undoing"),
+        ("undo_done", "ticket", "undone"),
+        ("finish_undo", None, "partially_undone"),
+        ("confirm_undo", None, "undoing"),
+        ("undo_done", "customer", "undone"),
+        ("finish_undo", None, "undone"),
+    ]
+    undos = [(a.change_index, a.status.value) for a in job.actions if a.operation is Operation.UNDO]
+    assert undos == [(1, "done"), (0, "done")]
+
+
+def test_a_plan_stopped_before_a_write_says_why_not_what_an_older_undo_did(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    """A change whose undo an earlier plan tried (refused by the server), then a plan
+    whose run stops before that change's write because the reviewer's key was revoked
+    after the write before it: the report names the revocation, not the old refusal."""
+    since = time.time()
+    job_id = prepare(
+        records,
+        ChangeRequest("customer", set={"status": "customer"}),
+        ChangeRequest("ticket", set={"status": "closed"}),
+    )
+    assert confirmed(records, job_id).job.state is JobState.APPLIED
+    server.set_field(TICKET, "/data/status", "reopened")  # its step blocked: skipped
+    server.arm("status:422", CUSTOMER)
+    first = confirm(records, plan(records, since), skip_blocked=True)
+    assert first.stored.stopped is not None and first.stored.stopped["code"] == "refused"
+    server.set_field(TICKET, "/data/status", "closed")  # the edit taken back
+    keyring = Keyring(records.ledger, known_agents=lambda: {AGENT_ID})
+    issued = keyring.create_operator(label="reviewer")
+    principal = keyring.authenticate(issued.key)
+    checks: list[str] = []
+
+    def reauthorize() -> None:
+        """The service's re-check before each write, with the key revoked after the
+        first write landed."""
+        checks.append("checked")
+        if len(checks) == 2:
+            keyring.revoke(issued.credential.id)
+        keyring.recheck(principal)
+
+    made = plan(records, since)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    done = confirm_plan(
+        records,
+        OWNER,
+        load_plan(records, OWNER.owner_id, made.id),
+        preview.token,
+        reauthorize=reauthorize,
+    )
+    assert [(s.resource_id, o) for s, o in done.outcomes()] == [
+        ("ticket", "done"),
+        ("customer", "not_run"),
+    ]
+    assert done.stored.stopped == {
+        "step": "2",
+        "code": "unauthorized",
+        "message": f"step 2 (job {job_id}): not sent: the credential was revoked",
+    }
+    assert server.get_record(CUSTOMER)["status"] == "customer"  # never sent
+
+
+def test_a_stopped_agent_and_its_reviewer_are_told_of_the_stop_and_how_to_resume(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway]
+) -> None:
+    """Both answers name the stop and every way to resume; a held job's expired preview
+    is refused as held, not with "preview again", which would not help."""
+    now = [time.time()]
+    gw = open_gateway(make_config(server, data_dir), clock=lambda: now[0])
+    job_id = prepare(gw, status="customer")
+    preview = gw.preview(OWNER, job_id, Operation.APPLY)
+    assert preview.token is not None
+    assert set_stopped(gw, OWNER, AGENT_ID, True) is not None
+    ways = (
+        "stopped by a person",
+        f"undogate agents resume {AGENT_ID}",
+        f"POST /api/v1/agents/{AGENT_ID}/resume",
+        f"/agents/{AGENT_ID}/rewind",
+    )
+    with pytest.raises(AgentStopped) as refused:
+        prepare(gw, status="vip")
+    assert "nothing was prepared" in refused.value.message
+    assert all(way in refused.value.message for way in ways), refused.value.message
+    now[0] += gw.config.server.preview_ttl_s + 1  # the preview expired meanwhile
+    with pytest.raises(AgentStopped) as held:
+        gw.confirm(OWNER, job_id, preview.token)
+    assert "held from confirmation" in held.value.message
+    assert all(way in held.value.message for way in ways), held.value.message
+    words = refusal_for(held.value)
+    assert "Resume the agent" in words.next_step and not words.offer_preview_again
+    set_stopped(gw, OWNER, AGENT_ID, False)
+    with pytest.raises(PreviewExpired):  # resumed: now the expiry is what stands
+        gw.confirm(OWNER, job_id, preview.token)
+    assert server.write_count(CUSTOMER) == 0

@@ -1,11 +1,14 @@
 """A rewind in real headless Chromium (docs/rewind.md): from the agent's page, the plan
 as one table with a blocked row explained, one preview, one confirmation skipping the
-blocked step, by keyboard, at 1280 and 390 px, accessible and never cut off. With
-``UNDOGATE_UPDATE_SCREENSHOTS=1`` it rewrites docs/screenshots/rewind.png and
-rewind-phone.png."""
+blocked step, by keyboard, at 1280 and 390 px, accessible and never cut off. A plan over
+a resource that requires a passkey is confirmed from its page with the passkey (the
+DevTools virtual authenticator); refused by the authenticator, or sent without it,
+nothing is written and the page says why. With ``UNDOGATE_UPDATE_SCREENSHOTS=1`` it
+rewrites docs/screenshots/rewind.png, rewind-passkey.png and their -phone.png."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,8 @@ from .browser import (
     served,
     tab_to,
 )
+from .serving import cli
+from .test_passkeys_browser import SEND_UNSIGNED, Reviewer, prepare
 from .test_web_browser import open_page, sign_in
 from .worlds import RECORD, LocalGateway, WebWorld, confirmed, web_world
 
@@ -45,6 +50,10 @@ def three_applied(world: WebWorld, server: ContractServer) -> list[str]:
         ids.append(job_id)
     server.set_field(RECORD, "/tier", "platinum")
     return ids
+
+
+# The status as it was before the first refusal, so that waiting for the next one waits.
+ASKING_AGAIN = "() => document.getElementById('passkey-status').removeAttribute('data-state')"
 
 
 def check_page(page: Any) -> None:
@@ -98,3 +107,101 @@ def test_a_rewind_from_the_agents_page_by_keyboard(
         watched.assert_inert()
     record = server.get_record(RECORD)
     assert (record["status"], record["owner"], record["tier"]) == ("lead", "sam", "platinum")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboard(
+    browser: Any,
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    tmp_path: Path,
+    width: int,
+) -> None:
+    world = web_world(server, data_dir, open_gateway, require_passkey=True)
+    start = server.raw_bytes(RECORD)
+    with served(world.app) as site:
+        you = Reviewer(browser, site, world)  # on http://localhost: a passkey's site
+        page = you.page
+        page.set_viewport_size({"width": width, "height": 900})
+        you.enrol()
+        for status in ("customer", "vip"):  # two jobs on one field, each applied by passkey
+            job_id = prepare(site, world, status)
+            you.preview(job_id)
+            page.get_by_role("button", name="Confirm apply").click()
+            page.wait_for_url(f"{you.url}/jobs/{job_id}/receipt")
+        writes = server.write_count(RECORD)
+
+        page.goto(f"{you.url}/agents/account-assistant/rewind")
+        page.get_by_label("Since").fill("1h")
+        tab_to(page, "Make the plan")
+        page.keyboard.press("Enter")
+        page.wait_for_url(f"{you.url}/rewinds/**")
+        plan_url = page.url
+        tab_to(page, "Preview the plan")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#confirm-rewind")
+        status = page.locator("#passkey-status")
+        assert "needs your passkey" in status.inner_text()
+        assert "this exact plan" in status.inner_text()
+        check_page(page)
+        save_shot(page, "rewind-passkey" if width == 1280 else "rewind-passkey-phone", docs=True)
+
+        # The authenticator refuses (the person does not verify): nothing is sent.
+        you.user_verified(False)
+        tab_to(page, "Undo 2 change(s)")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#passkey-status[data-state=refused]")
+        assert "nothing was sent" in status.inner_text()
+        assert "preview the plan again" in status.inner_text()
+        check_page(page)
+        # An authenticator without the passkey (it went with another device): the same.
+        you.user_verified(True)
+        held = you.cdp.send("WebAuthn.getCredentials", {"authenticatorId": you.authenticator})
+        you.cdp.send("WebAuthn.clearCredentials", {"authenticatorId": you.authenticator})
+        page.evaluate(ASKING_AGAIN)
+        page.locator("#confirm-rewind").focus()
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#passkey-status[data-state=refused]")
+        assert "nothing was sent" in status.inner_text()
+        # The form sent without the passkey's approval: refused by the server.
+        page.evaluate(SEND_UNSIGNED)
+        page.wait_for_selector("main h1")
+        assert "needs your passkey" in page.inner_text("main")
+        assert "passkey_required" in page.inner_text("main")
+        assert server.write_count(RECORD) == writes  # nothing written by any of them
+        check_page(page)
+        page.get_by_role("link", name="Back to the plan").click()
+        page.wait_for_url(plan_url)
+        assert "State: planned" in page.inner_text("main")
+
+        # With the passkey: the plan runs, both steps, one approval.
+        for credential in held["credentials"]:
+            you.cdp.send(
+                "WebAuthn.addCredential",
+                {"authenticatorId": you.authenticator, "credential": credential},
+            )
+        tab_to(page, "Preview the plan")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#confirm-rewind")
+        tab_to(page, "Undo 2 change(s)")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("text=The plan ran")
+        outcomes = page.locator("#plan tbody td[data-label='Outcome']").all_inner_texts()
+        assert [o.strip() for o in outcomes] == ["done", "done"]
+        check_page(page)
+        you.context.close()
+    assert server.raw_bytes(RECORD) == start  # byte for byte, both jobs undone
+    # The plan's receipt holds the one approval over the whole plan, and verifies.
+    rewind_id = plan_url.rsplit("/", 1)[1]
+    receipt = tmp_path / "plan.receipt.json"
+    made = cli("export-receipt", rewind_id, "--ledger", str(data_dir), "-o", str(receipt))
+    assert made.returncode == 0, made.stderr
+    approvals = [
+        json.loads(e["event"]["detail"])["preview"]
+        for e in json.loads(receipt.read_text())["segment"]
+        if e.get("event", {}).get("operation") == "passkey_approved"
+    ]
+    assert [(a["job_id"], a["operation"]) for a in approvals] == [(rewind_id, "rewind")]
+    checked = cli("verify-receipt", str(receipt))
+    assert checked.returncode == 0, checked.stdout + checked.stderr

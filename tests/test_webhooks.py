@@ -5,6 +5,7 @@ served path (a restart, the CLI, the log) is in tests/test_webhooks_served.py.""
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -18,15 +19,16 @@ import pytest
 from undogate.auth import Keyring
 from undogate.config import Config, parse_config
 from undogate.contract_server import ContractServer
-from undogate.errors import ConfigError, InvalidRequest, UndogateError
+from undogate.errors import ConfigError, InvalidRequest, LedgerError, NotFound, UndogateError
 from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
-from undogate.ledger import OutboxMessage
+from undogate.ledger import Ledger, OutboxMessage
 from undogate.ledger.postgres import PostgresStore
 from undogate.net import PinnedClient
+from undogate.operations.agent_stop import set_stopped
 from undogate.operations.lease_sweep import ExpiredLeaseSweep
-from undogate.service import Reader, Service
+from undogate.service import Reader, Reviewer, Service
 from undogate.webhooks.delivery import WebhookDelivery, webhook_warnings
-from undogate.webhooks.events import event_for
+from undogate.webhooks.events import WAITING_NAMED, event_for
 
 from .postgres import PostgresCluster
 from .webhook_receiver import Receiver, new_secret, wait_until
@@ -537,3 +539,79 @@ def test_an_operator_sees_only_the_messages_about_jobs_it_may_see(
     assert anyio.run(seen, narrow.key) == []  # another owner, and not this agent's
     with pytest.raises(InvalidRequest):
         anyio.run(seen, owner.key, "lost")
+
+
+def test_a_stop_that_does_not_commit_announces_nothing(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    receiver: Receiver,
+) -> None:
+    gw = open_gateway(parse_config(webhook_config(server, data_dir, receiver.url)))
+    ledger = gw.ledger
+    assert isinstance(ledger, Ledger)  # SQLite: its connection takes the fault below
+    keyring = Keyring(ledger, known_agents=lambda: {a.id for a in gw.config.agents})
+    owner = keyring.create_operator(label="owner")
+    service = Service(gw, keyring)
+    hooked = Hooked(gw, receiver.secret)
+
+    async def stop(agent_id: str) -> float | None:
+        reviewer = Reviewer.of(await service.access.authenticate(owner.key), "test")
+        return await service.rewinds.stop(reviewer, agent_id)
+
+    def outbox() -> int:
+        with ledger.raw() as c:
+            return int(c.execute("SELECT COUNT(*) FROM webhook_outbox").fetchone()[0])
+
+    with pytest.raises(NotFound):
+        anyio.run(stop, "no-such-agent")
+    assert outbox() == 0
+    # The database refuses the stop's chain event, inserted after its message: the
+    # whole write rolls back, the message with it.
+    with ledger.raw() as c:
+        c.execute(
+            "CREATE TRIGGER refuse_stops BEFORE INSERT ON events "
+            "WHEN NEW.operation = 'agent_stopped' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+        )
+    with pytest.raises(LedgerError):
+        anyio.run(stop, "account-assistant")
+    assert outbox() == 0
+    assert gw.ledger.read(lambda r: r.agent_stopped_at(owner.credential.owner_id, AGENT.id)) is None
+    with ledger.raw() as c:
+        c.execute("DROP TRIGGER refuse_stops")
+    assert anyio.run(stop, "account-assistant") is not None
+    assert anyio.run(stop, "account-assistant") is not None  # stopped already: nothing new
+    assert outbox() == 1
+    try:
+        assert hooked.delivery.deliver_due() == 1
+    finally:
+        hooked.http.close()
+    assert receiver.events() == ["agent.stopped"]
+
+
+def test_a_stop_names_at_most_its_newest_waiting_jobs_and_says_there_are_more(
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+    receiver: Receiver,
+) -> None:
+    data = webhook_config(server, data_dir, receiver.url)
+    many = WAITING_NAMED + 1
+    data["limits"] = {
+        "max_unresolved_jobs_per_agent": many,
+        "max_prepares_per_minute": many,
+        "prepare_burst": many,
+    }
+    hooked = Hooked(open_gateway(parse_config(data)), receiver.secret)
+    try:
+        jobs = [hooked.prepare(status=f"s{n}") for n in range(many)]
+        set_stopped(hooked.gw, OWNER, "account-assistant", True)
+        [message] = [m for m in hooked.messages() if m.event == "agent.stopped"]
+        assert message.job_id is None
+        sent = json.loads(message.payload)["data"]
+        assert sent["waiting_jobs"] == jobs[:0:-1]  # the newest, newest first
+        assert sent["more_waiting_jobs"] is True
+        assert sent["actor"] == OWNER.label and sent["actor_label"] is None  # no key
+    finally:
+        hooked.http.close()

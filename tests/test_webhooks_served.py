@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -262,3 +263,102 @@ def test_workers_on_a_postgresql_ledger_deliver_each_message_once(
     assert sorted(ids) == sorted(m["id"] for m in messages), log  # none sent twice
     assert {b["data"]["job_id"] for b in receiver.verified()} == jobs
     assert "outlived its claim" not in log
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def ledger_url(request: pytest.FixtureRequest) -> str | None:
+    """None: the SQLite ledger in the data dir; else a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.fresh_database()
+
+
+def test_stopping_and_resuming_an_agent_is_announced_to_its_owner_alone(
+    tmp_path: Path, server: ContractServer, receiver: Receiver, ledger_url: str | None
+) -> None:
+    """Stop and resume over the API: ``agent.stopped`` then ``agent.resumed``, signed,
+    naming who acted and the owner's waiting jobs it holds or releases; another owner's
+    stop of the same agent names none of them, and each owner lists their own."""
+    receiver.start()
+    gw = WebhookWorld(tmp_path, server, receiver, ledger=ledger_url)
+    made = cli(
+        "keys", "create-operator", "--label", "night-shift", "--config", str(gw.config),
+        env=gw.env,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    other = made.stdout.splitlines()[0]
+    stop = "/api/v1/agents/account-assistant/stop"
+    resume = "/api/v1/agents/account-assistant/resume"
+    with serving(gw.config, gw.env) as (url, _):
+        mine = {"Authorization": f"Bearer {gw.operator}"}
+        theirs = {"Authorization": f"Bearer {other}"}
+        waiting = gw.prepare(url)
+        receiver.wait_for(1)
+        stopped = httpx.post(url + stop, headers=mine, timeout=30)
+        assert stopped.status_code == 200, stopped.text
+        again = httpx.post(url + stop, headers=mine, timeout=30)  # changes nothing
+        assert again.json()["stopped_at"] == stopped.json()["stopped_at"]
+        receiver.wait_for(2)
+        resumed = httpx.post(url + resume, headers=mine, timeout=30)
+        assert resumed.status_code == 200 and resumed.json()["stopped"] is False
+        receiver.wait_for(3)
+        assert httpx.post(url + stop, headers=theirs, timeout=30).status_code == 200
+        bodies = receiver.wait_for(4)
+        wait_until(
+            lambda: all(m["status"] == "delivered" for m in gw.messages(url)), what="delivered"
+        )
+        listed = gw.messages(url)
+        their_list = httpx.get(f"{url}/api/v1/webhooks/messages", headers=theirs, timeout=30)
+        shown = gw.cli_list(url)
+        with httpx.Client(base_url=url, timeout=30) as web:
+            form = web.get("/signin")
+            csrf = CSRF_RE.search(form.text)
+            assert csrf is not None
+            web.post("/signin", data={"key": gw.operator, "csrf": csrf.group(1)})
+            page = web.get("/webhooks")
+    assert [b["type"] for b in bodies] == [
+        "job.prepared",
+        "agent.stopped",
+        "agent.resumed",
+        "agent.stopped",
+    ]
+    owner = bodies[0]["data"]["owner_id"]
+    stop_data = bodies[1]["data"]
+    assert stop_data["actor"] == f"operator:{owner}"  # an operator key is its owner
+    assert stop_data == {
+        "owner_id": owner,
+        "agent_id": "account-assistant",
+        "stopped": True,
+        "actor": stop_data["actor"],
+        "actor_label": "first operator",
+        "waiting_jobs": [waiting],
+        "more_waiting_jobs": False,
+        "review_url": "/agents/account-assistant/rewind",
+    }
+    # When: the stop's own time, as the API answered it.
+    stopped_at = datetime.fromisoformat(bodies[1]["timestamp"]).timestamp()
+    assert stopped_at == pytest.approx(stopped.json()["stopped_at"], abs=0.001)
+    assert bodies[2]["data"] == {**stop_data, "stopped": False}  # the same job released
+    their_stop = bodies[3]["data"]
+    assert their_stop["owner_id"] != owner and their_stop["actor"] != stop_data["actor"]
+    assert their_stop["actor_label"] == "night-shift"
+    assert their_stop["waiting_jobs"] == []  # the first owner's job is not theirs to hear of
+    for got in receiver.received:
+        assert gw.operator not in got.body.decode() and other not in got.body.decode()
+    # Each owner lists their own messages; one about an agent names no job.
+    assert [(m["event"], m["job_id"]) for m in listed] == [
+        ("agent.resumed", None),
+        ("agent.stopped", None),
+        ("job.prepared", waiting),
+    ]
+    assert listed[0]["review_path"] == "/agents/account-assistant/rewind"
+    assert their_list.status_code == 200
+    assert [(m["event"], m["job_id"]) for m in their_list.json()["messages"]] == [
+        ("agent.stopped", None)
+    ]
+    assert shown.returncode == 0, shown.stderr
+    assert "agent account-assistant" in shown.stdout and "agent.resumed" in shown.stdout
+    assert page.status_code == 200
+    assert page.text.count('href="/agents/account-assistant/rewind">agent <code>') == 2
+    assert f'href="/jobs/{waiting}"><code>{waiting}</code>' in page.text

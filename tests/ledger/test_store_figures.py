@@ -7,7 +7,7 @@ from __future__ import annotations
 from undogate.jobs import ActionStatus, ChangeState, JobState
 from undogate.ledger import Store, Transaction
 
-from .conftest import AGENT, begin, change, insert, job
+from .conftest import AGENT, OWNER, begin, change, insert, job
 
 
 def test_the_figures_count_what_is_open_now(store: Store) -> None:
@@ -35,6 +35,7 @@ def test_the_figures_count_what_is_open_now(store: Store) -> None:
                 message_id=f"msg_{n}",
                 endpoint="https://hooks.example.test/in",
                 event="job.needs_review",
+                owner_id=OWNER,
                 job_id="job_1",
                 agent_id=AGENT,
                 payload="{}",

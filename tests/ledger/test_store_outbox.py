@@ -19,11 +19,18 @@ from .conftest import AGENT, OWNER, insert, job
 SEEN = (AGENT,)
 
 
-def add(tx: Transaction, message_id: str, job_id: str = "job_1", agent: str = "agent-a") -> None:
+def add(
+    tx: Transaction,
+    message_id: str,
+    job_id: str | None = "job_1",
+    agent: str = "agent-a",
+    owner: str = OWNER,
+) -> None:
     tx.add_webhook(
         message_id=message_id,
         endpoint="ops",
-        event="job.rejected",
+        event="job.rejected" if job_id is not None else "agent.stopped",
+        owner_id=owner,
         job_id=job_id,
         agent_id=agent,
         payload='{"type":"job.rejected"}',
@@ -106,7 +113,7 @@ def test_attempts_are_counted_and_settled_messages_stay_visible(store: Store) ->
         add(tx, "msg_2", "job_2")
 
     store.write(two)
-    store.write(lambda tx: add(tx, "msg_other", "job_other"))
+    store.write(lambda tx: add(tx, "msg_other", "job_other", owner="op_other"))
     later = time.time() + 3600
     first_claim, second_claim = claim(store, "msg_1"), claim(store, "msg_2")
     assert store.write(
@@ -182,3 +189,34 @@ def test_an_attempt_that_outlived_its_claim_records_nothing(store: Store) -> Non
         204,
     )
     assert not outcome(taken_over, "failed")  # a settled message takes no more outcomes
+
+
+def test_a_message_about_an_agent_is_its_owners_alone(store: Store) -> None:
+    """A message may name no job (an agent stopped or resumed): it is due and listed like
+    any other, for its owner only, among their job messages by age."""
+    insert(store, job("job_1"))
+    store.write(lambda tx: add(tx, "msg_job"))
+    store.write(lambda tx: add(tx, "msg_stop", None))
+    store.write(lambda tx: add(tx, "msg_theirs", None, owner="op_other"))
+    mine = store.read(lambda r: r.webhook_messages(OWNER, SEEN))
+    assert [(m.id, m.job_id, m.event) for m in mine] == [
+        ("msg_stop", None, "agent.stopped"),
+        ("msg_job", "job_1", "job.rejected"),
+    ]
+    theirs = store.read(lambda r: r.webhook_messages("op_other", SEEN))
+    assert [m.id for m in theirs] == ["msg_theirs"]
+    due = store.read(lambda r: r.due_webhooks(time.time() + 1, 10))
+    assert {m.id for m in due} == {"msg_job", "msg_stop", "msg_theirs"}
+    until = claim(store, "msg_stop")
+    assert store.write(
+        lambda tx: tx.record_webhook_attempt(
+            "msg_stop",
+            claimed_until=until,
+            status="delivered",
+            next_attempt_at=time.time(),
+            response_status=204,
+            error=None,
+        )
+    )
+    [delivered] = store.read(lambda r: r.webhook_messages(OWNER, SEEN, status="delivered"))
+    assert (delivered.id, delivered.attempts) == ("msg_stop", 1)

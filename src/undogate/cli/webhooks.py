@@ -30,7 +30,7 @@ def list_messages(client: ApiClient, console: Console, status: str | None) -> in
     messages: list[Any] = found if isinstance(found, list) else []
     title = f"webhook messages{f' ({status})' if status else ''}, newest first"
     table = Table(title=title, header_style="bold")
-    for col in ("message", "endpoint", "event", "job", "status", "attempts", "last outcome"):
+    for col in ("message", "endpoint", "event", "about", "status", "attempts", "last outcome"):
         table.add_column(col, overflow="fold")
     for m in messages:
         outcome = m.get("last_error") or (
@@ -42,7 +42,7 @@ def list_messages(client: ApiClient, console: Console, status: str | None) -> in
             str(m["id"]),
             str(m["endpoint"]),
             str(m["event"]),
-            str(m["job_id"]),
+            inert(str(m["job_id"] or f"agent {m['agent']}")),
             str(m["status"]),
             s(m["attempts"]),
             inert(outcome),

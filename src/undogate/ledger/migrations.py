@@ -438,6 +438,42 @@ _MIGRATIONS: list[Migration] = [
         PRIMARY KEY (owner_id, agent_id)
     );
     """,
+    # 18: a webhook message may be about an agent (stopped, resumed) rather than a job:
+    # ``job_id`` becomes optional and each message names its owner, whom the operators'
+    # listing selects by (it joined the jobs before). SQLite cannot drop a NOT NULL, so
+    # the table is rebuilt: every row kept with its seq (the LEFT JOIN and the NOT NULL
+    # make a row without its job fail the step rather than vanish), its index re-made.
+    """
+    CREATE TABLE webhook_outbox_18 (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        endpoint TEXT NOT NULL,
+        event TEXT NOT NULL,
+        job_id TEXT REFERENCES jobs(id),
+        agent_id TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'delivered', 'failed')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at REAL NOT NULL,
+        last_response_status INTEGER,
+        last_error TEXT,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        owner_id TEXT NOT NULL
+    );
+    INSERT INTO webhook_outbox_18(seq, id, endpoint, event, job_id, agent_id, payload,
+        status, attempts, next_attempt_at, last_response_status, last_error, created_at,
+        updated_at, owner_id)
+    SELECT o.seq, o.id, o.endpoint, o.event, o.job_id, o.agent_id, o.payload, o.status,
+        o.attempts, o.next_attempt_at, o.last_response_status, o.last_error, o.created_at,
+        o.updated_at, j.owner_id
+    FROM webhook_outbox o LEFT JOIN jobs j ON j.id = o.job_id ORDER BY o.seq;
+    DROP TABLE webhook_outbox;
+    ALTER TABLE webhook_outbox_18 RENAME TO webhook_outbox;
+    CREATE INDEX webhook_outbox_due ON webhook_outbox(next_attempt_at)
+        WHERE status = 'pending';
+    CREATE INDEX webhook_outbox_by_owner ON webhook_outbox(owner_id, seq DESC);
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 

@@ -425,6 +425,27 @@ _MIGRATIONS: list[Migration] = [
     );
     """
     + _refuse("rewinds", "DELETE", "rewind plans are never deleted"),
+    # 12: a webhook message about an agent, not a job (migrations.py 18): ``job_id``
+    # optional, each message names its owner. An undogate from before this step may
+    # still run beside the one that took it (leased processes share a ledger) and adds
+    # job messages without an owner: the trigger fills it from the job, so its writes
+    # keep working.
+    """
+    ALTER TABLE webhook_outbox ALTER COLUMN job_id DROP NOT NULL;
+    ALTER TABLE webhook_outbox ADD COLUMN owner_id text;
+    UPDATE webhook_outbox o SET owner_id = j.owner_id FROM jobs j WHERE j.id = o.job_id;
+    ALTER TABLE webhook_outbox ALTER COLUMN owner_id SET NOT NULL;
+    CREATE INDEX webhook_outbox_by_owner ON webhook_outbox(owner_id, seq DESC);
+    CREATE FUNCTION undogate_outbox_owner() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+        IF NEW.owner_id IS NULL THEN
+            NEW.owner_id := (SELECT owner_id FROM jobs WHERE id = NEW.job_id);
+        END IF;
+        RETURN NEW;
+    END $$;
+    CREATE TRIGGER webhook_outbox_owner BEFORE INSERT ON webhook_outbox FOR EACH ROW
+        EXECUTE FUNCTION undogate_outbox_owner();
+    """,
 ]
 SCHEMA_VERSION = len(_MIGRATIONS)
 #: The tables a ledger holds, in the order a copy fills them (parents first).

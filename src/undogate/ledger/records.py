@@ -303,7 +303,7 @@ class OutboxMessage:
     id: str
     endpoint: str
     event: str
-    job_id: str
+    job_id: str | None  # None: the message is about the agent (stopped, resumed)
     agent_id: str
     payload: str
     status: Literal["pending", "delivered", "failed"]

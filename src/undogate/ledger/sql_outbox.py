@@ -1,12 +1,13 @@
 """The webhook outbox's verbs (docs/webhooks.md), in the SQL both engines speak.
 
-A message is added inside the write that changes the job's state (``add_webhook``), so
-it exists exactly when the change does. The delivery task then works outside any job
-write: it reads the due messages (``due_webhooks``, through the partial index of the
-pending ones), claims one for the length of an attempt (``claim_webhook``: of two
-processes sharing a ledger, one wins; the second waits for the first's row lock, then
-finds it no longer due), and records the attempt's outcome (``record_webhook_attempt``,
-only while that claim holds). Delivered and failed messages stay, for operators to see.
+A message is added inside the write whose change it announces (``add_webhook``: a job's
+state, or an agent stopped or resumed), so it exists exactly when the change does. The
+delivery task then works outside any job write: it reads the due messages
+(``due_webhooks``, through the partial index of the pending ones), claims one for the
+length of an attempt (``claim_webhook``: of two processes sharing a ledger, one wins;
+the second waits for the first's row lock, then finds it no longer due), and records the
+attempt's outcome (``record_webhook_attempt``, only while that claim holds). Delivered
+and failed messages stay, for operators to see.
 """
 
 from __future__ import annotations
@@ -32,16 +33,17 @@ class OutboxVerbs(EngineHooks):
         message_id: str,
         endpoint: str,
         event: str,
-        job_id: str,
+        owner_id: str,
+        job_id: str | None,
         agent_id: str,
         payload: str,
     ) -> None:
         now = time.time()
         self.connection.execute(
-            "INSERT INTO webhook_outbox(id, endpoint, event, job_id, agent_id, payload, "
-            "status, attempts, next_attempt_at, created_at, updated_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
-            (message_id, endpoint, event, job_id, agent_id, payload, now, now, now),
+            "INSERT INTO webhook_outbox(id, endpoint, event, owner_id, job_id, agent_id, "
+            "payload, status, attempts, next_attempt_at, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?)",
+            (message_id, endpoint, event, owner_id, job_id, agent_id, payload, now, now, now),
         )
 
     def due_webhooks(self, now: float, limit: int) -> list[OutboxMessage]:
@@ -101,14 +103,12 @@ class OutboxVerbs(EngineHooks):
         if not agents:
             return []
         marks = ", ".join("?" for _ in agents)
-        where = f"j.owner_id = ? AND o.agent_id IN ({marks})" + (
-            " AND o.status = ?" if status else ""
-        )
+        where = f"owner_id = ? AND agent_id IN ({marks})" + (" AND status = ?" if status else "")
         params: tuple[Any, ...] = (owner_id, *agents, *((status,) if status else ()), limit)
-        columns = ", ".join(f"o.{c.strip()}" for c in _COLUMNS.split(","))
+        # Through ``webhook_outbox_by_owner``: the owner's messages, newest first.
         rows = self.connection.execute(
-            f"SELECT {columns} FROM webhook_outbox o JOIN jobs j ON j.id = o.job_id "  # noqa: S608
-            f"WHERE {where} ORDER BY o.seq DESC LIMIT ?",
+            f"SELECT {_COLUMNS} FROM webhook_outbox "  # noqa: S608 - constant columns
+            f"WHERE {where} ORDER BY seq DESC LIMIT ?",
             params,
         ).fetchall()
         return [_message(r) for r in rows]

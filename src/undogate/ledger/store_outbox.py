@@ -27,7 +27,7 @@ class OutboxReader(Protocol):
         status: str | None = None,
         limit: int = 100,
     ) -> list[OutboxMessage]:
-        """The messages about ``owner_id``'s jobs of ``agents`` (only ``status`` ones
+        """The messages about ``owner_id``'s jobs and agents, of ``agents`` (only ``status`` ones
         when given), newest first: the filter is in the query, so a key that sees some
         agents gets their newest ``limit``, not what is left of everyone's."""
         ...
@@ -42,12 +42,15 @@ class OutboxWriter(Protocol):
         message_id: str,
         endpoint: str,
         event: str,
-        job_id: str,
+        owner_id: str,
+        job_id: str | None,
         agent_id: str,
         payload: str,
     ) -> None:
-        """Add one message for one endpoint, due now; call it in the write whose state
-        change it announces, so it exists exactly when that change does."""
+        """Add one message for one endpoint, due now, about ``owner_id``'s job
+        ``job_id``, or about their agent ``agent_id`` when it names no job; call it in
+        the write whose change it announces, so it exists exactly when that change
+        does."""
         ...
 
     def claim_webhook(self, message_id: str, *, now: float, until: float) -> bool:

@@ -129,11 +129,13 @@ def _confirm(
             "this preview was already used and a newer operation has happened since; preview again",
             job=job.id,
         )
+    operation = stored.operation
+    # A stopped agent's jobs wait (undoing them does not), said before anything a new
+    # preview would mend: previewing again would not help.
+    if operation is Operation.APPLY:
+        gw.ledger.read(lambda tx: refuse_if_stopped(tx, job.owner_id, job.agent_id, HELD))
     if gw.clock() >= stored.expires_at:
         raise PreviewExpired("the preview expired; preview again", job=job.id)
-    operation = stored.operation
-    if operation is Operation.APPLY:  # a stopped agent's jobs wait; undoing them does not
-        gw.ledger.read(lambda tx: refuse_if_stopped(tx, job.owner_id, job.agent_id, HELD))
     targets = targets_for(gw, job, operation)
     if {str(c.index) for c in targets} != set(stored.snapshot):
         raise ChangedSincePreview("the job changed since this preview; preview again", job=job.id)

@@ -87,6 +87,9 @@ class Dispatch:
         # change index -> what the resource showed once its write landed (a rewind plans
         # the next write on the resource from it)
         self.read_backs: dict[int, Snapshot] = {}
+        # Why the run stopped before a write it never began (its re-check failed): a
+        # rewind's report says so instead of that change's older actions.
+        self.stopped_by: UndogateError | None = None
 
     def run(self) -> Job:
         """Returns the job as the run's last commit left it.
@@ -115,6 +118,7 @@ class Dispatch:
             if not self.started or isinstance(exc, LedgerError):
                 raise  # nothing recorded for this step, nothing sent
             self.ledger.write(partial(self._stop_rows, change=planned.change, exc=exc))
+            self.stopped_by = exc
             return False
         self.crash_point(self.operation, "after_intent")
         try:

@@ -215,7 +215,7 @@ def walk(
     for number, (job, change) in enumerate(order, start=1):
         key = read_key(change)
         seen = state.get(key)
-        step, write = _judge(gw, tx, number, job, change, seen, released)
+        step, write = _judge(gw, tx, number, job, change, seen, released, last_undo.get(key))
         steps.append(step)
         if write is None:
             continue
@@ -239,9 +239,11 @@ def _judge(
     change: Change,
     seen: object,
     released: Container[tuple[str, int | None]],
+    after: int | None,
 ) -> tuple[Step, ConditionalWrite | None]:
     """One step's verdict, and its write when it is undone (``seen``: what the resource
-    will show when its turn comes, a failed read, or None: unforeseeable)."""
+    will show when its turn comes, a failed read, or None: unforeseeable once step
+    ``after`` undid something there)."""
 
     def step(verdict: StepVerdict, **more: Any) -> tuple[Step, None]:
         return Step(number, job.id, change.index, change.resource_id, verdict, **more), None
@@ -263,13 +265,9 @@ def _judge(
             message="no verified undo is offered for this change (docs/recovery.md)",
         )
     if not isinstance(seen, Snapshot):
-        message = (
-            seen.message
-            if isinstance(seen, UndogateError)
-            else "a step before it cannot be foreseen on this resource, so its guard "
-            "cannot be checked"
-        )
-        return step(StepVerdict.BLOCKED, message=message)
+        if isinstance(seen, UndogateError):
+            return step(StepVerdict.BLOCKED, message=seen.message)
+        return step(StepVerdict.BLOCKED, message=_unforeseen(change, after))
     adapter = adapter_for(change.kind)
     current = _json_side(adapter.current(change, seen))
     blockers = find_blockers(tx, job, [change], Operation.UNDO, released)
@@ -291,6 +289,19 @@ def _judge(
         )
     made, _ = step(StepVerdict.UNDO)
     return made, adapter.build_write(res, change, seen, Side.BEFORE)
+
+
+def _unforeseen(change: Change, after: int | None) -> str:
+    """Why a step after another undo on the same resource is blocked, when the kind
+    cannot foresee what that undo leaves (``Adapter.undone``)."""
+    assert after is not None  # a resource is unforeseen only after an undo there
+    noun = adapter_for(change.kind).noun
+    return (
+        f"step {after} undoes a change of this {noun} first, and what the server keeps "
+        "after that write cannot be foreseen, so this step's exact request cannot be "
+        "previewed nor its guard checked. It is left as it is: once this plan ran, make a "
+        "new plan to undo it"
+    )
 
 
 def _cannot_start(job: Job, change: Change, fingerprint: str | None) -> str | None:

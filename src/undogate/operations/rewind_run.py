@@ -102,7 +102,8 @@ def run_undos(
             latest[read_key(done.changes[index])] = snap
         for undo in run:
             if done.changes[undo.change.index].state is not ChangeState.UNDONE:
-                return _stopped_at(undo.step, done)
+                ran = done.actions[len(job.actions) :]
+                return _stopped_at(undo.step, done, ran, dispatch.stopped_by)
     return None
 
 
@@ -140,17 +141,25 @@ def _runs(undos: Sequence[PlannedUndo]) -> Iterator[list[PlannedUndo]]:
         yield run
 
 
-def _stopped_at(step: Step, job: Job) -> Stopped:
-    last = _last_undo(job, step.change, since=None)
-    detail = last.detail if last is not None and last.detail else "the write did not land"
-    status = last.status.value if last is not None else "not_run"
-    return Stopped(step.number, status, f"step {step.number} (job {job.id}): {detail}")
+def _stopped_at(
+    step: Step, job: Job, ran: Sequence[Action], stopped_by: UndogateError | None
+) -> Stopped:
+    """Why the run stopped at ``step``: the action this run recorded for it (``ran``:
+    the job's actions this dispatch added), or the reason it never began, never an
+    action of an earlier undo of the same change."""
+    where = f"step {step.number} (job {job.id})"
+    last = _last_undo(ran, step.change, since=None)
+    if last is not None:
+        detail = last.detail or "the write did not land"
+        return Stopped(step.number, last.status.value, f"{where}: {detail}")
+    assert stopped_by is not None  # a run stops at an outcome, or before a write it never began
+    return Stopped(step.number, stopped_by.code, f"{where}: not sent: {stopped_by.message}")
 
 
-def _last_undo(job: Job, index: int, since: float | None) -> Action | None:
+def _last_undo(actions: Sequence[Action], index: int, since: float | None) -> Action | None:
     found = [
         a
-        for a in job.actions
+        for a in actions
         if a.change_index == index
         and a.operation is Operation.UNDO
         and (since is None or a.started_at >= since)
@@ -167,7 +176,7 @@ def step_outcome(rewind: StoredRewind, step: Step, job: Job | None) -> str | Non
         if step.verdict is StepVerdict.BLOCKED and rewind.skip_blocked:
             return StepOutcome.SKIPPED
         return StepOutcome.NOT_RUN
-    last = _last_undo(job, step.change, rewind.confirmed_at) if job is not None else None
+    last = _last_undo(job.actions, step.change, rewind.confirmed_at) if job is not None else None
     if last is None:
         return StepOutcome.NOT_RUN
     if last.status is ActionStatus.DONE:

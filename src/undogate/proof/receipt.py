@@ -91,8 +91,9 @@ def export_rewind_receipt(
     source: ChainSource, rewind_id: str, passkeys: Callable[[list[ChainedRow]], dict[str, Any]]
 ) -> dict[str, Any]:
     """The receipt bundle of a rewind plan (docs/rewind.md): the stretch of the chain
-    from the plan's first event to its last, the plan's own rows and those of the jobs
-    its ``rewind_planned`` row lists whole (their undo steps), the rest as digests.
+    from the plan's first event to its last, the plan's own rows (its passkey approval
+    among them) and those of the jobs its ``rewind_planned`` row lists whole (their undo
+    steps), the rest as digests.
 
     Raises:
         NotFound: the ledger holds no plan of that id.
@@ -135,7 +136,23 @@ def _plan_jobs(rows: list[ChainedRow]) -> set[str]:
 
 
 def _of_plan(row: ChainedRow, rewind_id: str, jobs: set[str]) -> bool:
-    return row.job_id in jobs or (row.job_id is None and row.target == rewind_id)
+    """A row of the plan's receipt: one of its jobs', or one outside any job that is the
+    plan's own (on its id) or the passkey approval of its preview (on the passkey's id,
+    its preview document naming the plan)."""
+    if row.job_id is not None:
+        return row.job_id in jobs
+    return row.target == rewind_id or (row.operation == APPROVED and _approved(row) == rewind_id)
+
+
+def _approved(row: ChainedRow) -> str | None:
+    """The id the preview document of a ``passkey_approved`` row names (None: none)."""
+    try:
+        detail = json.loads(row.detail) if isinstance(row.detail, str) else None
+    except ValueError:
+        return None
+    preview = detail.get("preview") if isinstance(detail, dict) else None
+    named = preview.get("job_id") if isinstance(preview, dict) else None
+    return named if isinstance(named, str) else None
 
 
 def passkeys_for(source: ChainSource, rows: list[ChainedRow]) -> dict[str, Any]:
@@ -184,10 +201,10 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
     # A rewind plan's receipt: its own rows (outside any job, on its id) and its jobs'.
     plan_jobs = {str(j) for j in listed} if isinstance(listed, list) else None
 
-    def owned(row_job: str | None, row_target: str | None) -> bool:
+    def owned(row: ChainedRow) -> bool:
         if plan_jobs is None:
-            return row_job == job_id
-        return row_job in plan_jobs or (row_job is None and row_target == job_id)
+            return row.job_id == job_id
+        return _of_plan(row, str(job_id), plan_jobs)
 
     own: list[ChainedRow] = []
     first_prev = str(segment[0].get("prev_hash")) if isinstance(segment[0], dict) else ""
@@ -206,7 +223,7 @@ def verify_receipt(bundle: Any, check_assertions: AssertionCheck) -> ReceiptVerd
             problem = link_problem(
                 StoredLink(stored.id, stored.prev_hash, stored.hash, stored.row), prev
             )
-            if not owned(stored.row.job_id, stored.row.target):
+            if not owned(stored.row):
                 problem = problem or f"it belongs to job {stored.row.job_id}, not {job_id}"
             else:
                 own.append(stored.row)

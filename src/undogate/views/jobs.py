@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import quote
 
 from ..adapters import adapter_for, text_diff
 from ..config import Resource
@@ -28,6 +29,11 @@ def number(value: float | int) -> JsonNumber:
 
 def review_path(job_id: str) -> str:
     return f"/jobs/{job_id}"
+
+
+def agent_rewind_path(agent_id: str) -> str:
+    """The agent's page where a person stops, resumes and rewinds it."""
+    return f"/agents/{quote(agent_id, safe='')}/rewind"
 
 
 def caller_supplied(value: str | None) -> JsonValue:
@@ -291,7 +297,8 @@ def job_rows(agent_id: str, rows: Sequence[JobSummary]) -> JsonObject:
 
 def webhook_messages_view(messages: Sequence[OutboxMessage]) -> JsonObject:
     """The webhook outbox as an operator sees it, newest first: each message's endpoint
-    (its id, never its URL), event, job, status and the last attempt's outcome."""
+    (its id, never its URL), event, job (None for a message about the agent), status
+    and the last attempt's outcome; ``review_path`` is the job's page, or the agent's."""
     return {
         "messages": [
             {
@@ -309,7 +316,9 @@ def webhook_messages_view(messages: Sequence[OutboxMessage]) -> JsonObject:
                 "next_attempt_at": number(m.next_attempt_at) if m.status == "pending" else None,
                 "created_at": number(m.created_at),
                 "updated_at": number(m.updated_at),
-                "review_path": review_path(m.job_id),
+                "review_path": review_path(m.job_id)
+                if m.job_id is not None
+                else agent_rewind_path(m.agent_id),
             }
             for m in messages
         ]

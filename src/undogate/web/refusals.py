@@ -27,6 +27,13 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
         "Preview again to see the current values, then decide.",
         True,
     ),
+    "agent_stopped": (
+        "A person stopped this job's agent: its waiting jobs are held from confirmation, "
+        "so nothing was written.",
+        "Resume the agent on its page (the inbox: Undo this agent's work since…) when its "
+        "jobs may be confirmed again; undoing its work is not held.",
+        False,
+    ),
     "preview_expired": (
         "This preview expired before it was confirmed, so nothing was written.",
         "Preview again; a preview is valid for a few minutes only.",

@@ -1,7 +1,9 @@
 """The review pages of a rewind (docs/rewind.md): from an agent's page, stop or resume
 the agent and ask for "Undo this agent's work since…"; the plan as one table with its
 verdicts and what blocks each blocked row; one preview (every exact request in order)
-and one confirmation; then the plan's report."""
+and one confirmation, approved by the reviewer's passkey where a resource of the plan
+requires one (the job's preview page's own passkey step: one challenge over the whole
+plan); then the plan's report."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ..operations.rewind_plan import Selection
 from ..operations.rewind_view import plan_view, preview_view
 from ..service import Caller, Reader, Reviewer, Service
 from . import exact
+from .passkey_pages import PasskeyPages
 from .sessions import Session
 
 C = TypeVar("C", bound=Caller)
@@ -31,6 +34,7 @@ class Pages(Protocol):
     """What these views use of the review UI (``views.WebUI``)."""
 
     service: Service
+    passkey_pages: PasskeyPages
 
     def render(
         self, template: str, session: Session | None, *, status: int = ..., **context: Any
@@ -124,6 +128,13 @@ def rewind_routes(ui: Pages) -> list[BaseRoute]:
             preview=view,
             page={"requests": requests},
             can_write=True,
+            passkey=await ui.passkey_pages.confirm_step(
+                request, reviewer.principal, made.passkey_challenge
+            ),
+            passkey_signs="this exact plan (every request above in its order, its expiry and "
+            "its token)",
+            passkey_retry="Try again, or preview the plan again.",
+            passkey_retry_after="preview the plan again",
         )
 
     async def confirm(
@@ -135,6 +146,7 @@ def rewind_routes(ui: Pages) -> list[BaseRoute]:
             rewind_id,
             form.get("preview_token") or "",
             skip_blocked=form.get("skip_blocked") == "yes",
+            passkey_assertion=form.get("passkey_assertion") or None,
         )
         await ui.notify(session, "The plan ran: its report is below.")
         return ui._redirect(plan_page(rewind_id))

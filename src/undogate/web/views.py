@@ -108,6 +108,11 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def _text_param(request: Request, name: str) -> str | None:
+    found = request.path_params.get(name)
+    return found if isinstance(found, str) else None
+
+
 def _job_path(job_id: str, *rest: str) -> str:
     return "/".join(["/jobs", quote(job_id, safe=""), *rest])
 
@@ -196,6 +201,7 @@ class WebUI:
         job_id: str | None = None,
         operation: str | None = None,
         blocked: Mapping[str, Any] | None = None,
+        rewind_id: str | None = None,
     ) -> HTMLResponse:
         return self.render(
             "refusal.html",
@@ -205,6 +211,7 @@ class WebUI:
             job_id=job_id,
             operation=operation,
             blocked=blocked,
+            rewind_id=rewind_id,
         )
 
     async def _blocked(
@@ -316,8 +323,7 @@ class WebUI:
             return await view(request, session, form, needs.of(session.principal, VIA))
         except UndogateError as exc:
             log_refusal(exc, f"{request.method} {request.url.path}")
-            job_id = request.path_params.get("job_id")
-            job_id = job_id if isinstance(job_id, str) else None
+            job_id = _text_param(request, "job_id")
             return self._refused(
                 session,
                 refusal_for(exc),
@@ -325,6 +331,7 @@ class WebUI:
                 job_id=job_id,
                 operation=form.get("operation"),
                 blocked=await self._blocked(session, job_id, exc, form.get("operation")),
+                rewind_id=_text_param(request, "rewind_id"),
             )
         except Exception:
             log.exception("unhandled error in %s %s", request.method, request.url.path)

@@ -96,6 +96,11 @@ def _without_host(reason: str, url: str) -> str:
     return reason.replace(host, "its host") if host else reason
 
 
+def _about(message: OutboxMessage) -> str:
+    """What a message is about, for the log: its job, or its agent."""
+    return f"job {message.job_id}" if message.job_id is not None else f"agent {message.agent_id}"
+
+
 class WebhookDelivery:
     """The background task that empties the outbox (``start``, ``stop``); ``deliver_due``
     runs one pass, for tests and for the task itself."""
@@ -226,10 +231,10 @@ class WebhookDelivery:
         elif give_up or attempts >= self.settings.max_attempts:
             status = "failed"
             log.warning(
-                "webhook %s (%s, job %s) to endpoint %s failed for good after %d attempt(s): %s",
+                "webhook %s (%s, %s) to endpoint %s failed for good after %d attempt(s): %s",
                 message.id,
                 message.event,
-                message.job_id,
+                _about(message),
                 message.endpoint,
                 attempts,
                 attempt.error,
@@ -239,11 +244,11 @@ class WebhookDelivery:
             delay = self.settings.retry_delay(attempts)
             next_at += delay
             log.warning(
-                "webhook %s (%s, job %s) to endpoint %s: attempt %d of %d failed: %s; "
+                "webhook %s (%s, %s) to endpoint %s: attempt %d of %d failed: %s; "
                 "retrying in %.3g s",
                 message.id,
                 message.event,
-                message.job_id,
+                _about(message),
                 message.endpoint,
                 attempts,
                 self.settings.max_attempts,
@@ -264,11 +269,11 @@ class WebhookDelivery:
             # Its claim ran out mid-attempt and another attempt holds the message now:
             # that one's outcome counts (the receiver may see both: same webhook-id).
             log.warning(
-                "webhook %s (%s, job %s) to endpoint %s: the attempt outlived its claim; "
+                "webhook %s (%s, %s) to endpoint %s: the attempt outlived its claim; "
                 "its outcome is not recorded (another attempt took the message over)",
                 message.id,
                 message.event,
-                message.job_id,
+                _about(message),
                 message.endpoint,
             )
 

@@ -1,10 +1,11 @@
-"""Which job state change makes which webhook event, and the outbox rows it adds.
+"""Which change makes which webhook event, and the outbox rows it adds.
 
-``Notifier.job_moved`` is called inside the very write that moves the job, so a message
-exists exactly when its state change does: a rolled-back change announces nothing, and a
-committed one is announced even if the process dies the next instant. It only adds rows
-(no I/O): the delivery task sends them later, so a slow or dead receiver never delays a
-write.
+``Notifier.job_moved`` is called inside the very write that moves the job (as
+``rewind_applied`` in the one that ends a plan, ``agent_stop_changed`` in the one that
+stops or resumes an agent), so a message exists exactly when its change does: a
+rolled-back change announces nothing, and a committed one is announced even if the
+process dies the next instant. It only adds rows (no I/O): the delivery task sends them
+later, so a slow or dead receiver never delays a write.
 
 A payload carries ids, states and a review link, never a value: not the agent's summary,
 not a field, not a document (a receiver is one more place a secret could leak to).
@@ -18,11 +19,17 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from ..jobs import STATES, Job, JobState
+from ..jobs import STATES, TRANSITIONS, Actor, Job, JobState, Transition
 from ..jsonvalue import JsonObject
-from ..ledger import StoredRewind, Transaction
-from ..views import review_path
-from .settings import REWIND_APPLIED, WebhookSettings
+from ..ledger import InboxQuery, StoredRewind, Transaction
+from ..views import agent_rewind_path, review_path
+from .settings import AGENT_RESUMED, AGENT_STOPPED, REWIND_APPLIED, WebhookSettings
+
+#: The states a job waits for an apply's confirmation in: those a stop holds.
+APPLY_WAITS = tuple(TRANSITIONS[Transition.START_APPLY])
+#: How many of them an ``agent.*`` message names (the newest): the rest are on the agent's
+#: page, and ``more_waiting_jobs`` says there are some.
+WAITING_NAMED = 100
 
 
 def event_for(state: JobState, previous: JobState | None) -> str | None:
@@ -65,6 +72,7 @@ class Notifier:
                 message_id="msg_" + secrets.token_hex(12),
                 endpoint=endpoint.id,
                 event=event,
+                owner_id=job.owner_id,
                 job_id=job.id,
                 agent_id=job.agent_id,
                 payload=payload,
@@ -75,8 +83,8 @@ class Notifier:
     ) -> None:
         """Announce that a rewind plan ran (``rewind.applied``), inside the write that
         records its end: its id, its agent, each job's outcome, where it stopped early.
-        The message is filed under ``filed_under``, the plan's newest job (the outbox
-        lists an owner's messages by their jobs)."""
+        The message is filed under ``filed_under``, the plan's newest job, which the
+        operators' listing links it to."""
         endpoints = [e for e in self.settings.endpoints if e.wants(REWIND_APPLIED)]
         if not endpoints:
             return
@@ -98,13 +106,62 @@ class Notifier:
                 message_id="msg_" + secrets.token_hex(12),
                 endpoint=endpoint.id,
                 event=REWIND_APPLIED,
+                owner_id=rewind.owner_id,
                 job_id=filed_under,
                 agent_id=rewind.agent_id,
                 payload=payload,
             )
 
-    def _timestamp(self) -> str:
-        return datetime.fromtimestamp(self.clock(), UTC).isoformat(timespec="milliseconds")
+    def agent_stop_changed(
+        self, tx: Transaction, actor: Actor, agent_id: str, *, stopped: bool, at: float
+    ) -> None:
+        """Announce that ``actor`` stopped (``agent.stopped``) or resumed
+        (``agent.resumed``) their owner's agent at ``at``, inside the write that does it:
+        who acted (as the chain names them, and their key's label, never a key) and the
+        owner's jobs of that agent waiting for an apply, which the stop holds or the
+        resume releases (the newest ``WAITING_NAMED``, through the inbox's index)."""
+        event = AGENT_STOPPED if stopped else AGENT_RESUMED
+        endpoints = [e for e in self.settings.endpoints if e.wants(event)]
+        if not endpoints:
+            return
+        waiting = tx.inbox(
+            InboxQuery(
+                owner_id=actor.owner_id,
+                agents=(agent_id,),
+                states=APPLY_WAITS,
+                limit=WAITING_NAMED + 1,
+            )
+        )
+        credential = tx.credential(actor.id)
+        body = {
+            "type": event,
+            "timestamp": self._timestamp(at),
+            "data": {
+                "owner_id": actor.owner_id,
+                "agent_id": agent_id,
+                "stopped": stopped,
+                "actor": actor.label,
+                "actor_label": credential.label if credential is not None else None,
+                "waiting_jobs": [row.id for row in waiting[:WAITING_NAMED]],
+                "more_waiting_jobs": len(waiting) > WAITING_NAMED,
+                "review_url": self.public_url + agent_rewind_path(agent_id),
+            },
+        }
+        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        for endpoint in endpoints:
+            tx.add_webhook(
+                message_id="msg_" + secrets.token_hex(12),
+                endpoint=endpoint.id,
+                event=event,
+                owner_id=actor.owner_id,
+                job_id=None,
+                agent_id=agent_id,
+                payload=payload,
+            )
+
+    def _timestamp(self, at: float | None = None) -> str:
+        when = self.clock() if at is None else at
+        return datetime.fromtimestamp(when, UTC).isoformat(timespec="milliseconds")
 
     def payload(self, job: Job, event: str, state: JobState, previous: JobState | None) -> str:
         """The exact body every attempt sends (the signature covers these bytes)."""
@@ -125,4 +182,4 @@ class Notifier:
         return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
-__all__ = ["Notifier", "event_for"]
+__all__ = ["APPLY_WAITS", "WAITING_NAMED", "Notifier", "event_for"]

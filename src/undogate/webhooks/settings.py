@@ -27,9 +27,12 @@ ENV_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 
 #: A rewind plan ran (docs/rewind.md).
 REWIND_APPLIED = "rewind.applied"
+#: A person stopped an agent, or resumed it (docs/rewind.md).
+AGENT_STOPPED = "agent.stopped"
+AGENT_RESUMED = "agent.resumed"
 #: Every event a webhook can subscribe to (Standard Webhooks ``type``): the job states',
-#: then a rewind's.
-EVENTS = (*WEBHOOK_EVENTS, REWIND_APPLIED)
+#: then a rewind's, then an agent's.
+EVENTS = (*WEBHOOK_EVENTS, REWIND_APPLIED, AGENT_STOPPED, AGENT_RESUMED)
 
 
 class WebhookEndpoint(StrictModel):
@@ -104,4 +107,12 @@ def _url_problems(endpoint: WebhookEndpoint) -> list[str]:
     )
 
 
-__all__ = ["EVENTS", "REWIND_APPLIED", "WebhookEndpoint", "WebhookSettings", "webhook_problems"]
+__all__ = [
+    "AGENT_RESUMED",
+    "AGENT_STOPPED",
+    "EVENTS",
+    "REWIND_APPLIED",
+    "WebhookEndpoint",
+    "WebhookSettings",
+    "webhook_problems",
+]

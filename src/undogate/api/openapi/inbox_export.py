@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ...jobs import JobState
 from ...operations.inbox import PAGE, VIEWS
+from ...webhooks.settings import EVENTS
 from .paths import _JOB_ID, _op
 from .schemas import _ANY_OBJ, _BOOL, _INT, _NUM, _STR, S, _nullable, _obj, _ref
 
@@ -35,8 +36,8 @@ INBOX_EXPORT_SCHEMAS: S = {
                     {
                         "id": _STR,
                         "endpoint": _STR,
-                        "event": _STR,
-                        "job_id": _STR,
+                        "event": {"type": "string", "enum": list(EVENTS)},
+                        "job_id": _nullable("string"),
                         "agent": _STR,
                         "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
                         "attempts": _INT,
@@ -133,7 +134,8 @@ INBOX_EXPORT_SCHEMAS: S = {
 INBOX_EXPORT_PATHS: S = {
     "/api/v1/webhooks/messages": {
         "get": _op(
-            "the newest 100 webhook messages about this key's jobs, no values "
+            "the newest 100 webhook messages about this key's jobs and agents (job_id "
+            "null: about the agent), no values "
             "(operator, agents:read); status=pending|delivered|failed filters",
             "WebhookMessages",
             params=[{"name": "status", "in": "query", "required": False, "schema": _STR}],

@@ -36,11 +36,13 @@
     });
   }
 
-  function say(text) {
+  // data-state says where the step is ("asking", "refused"): a refusal is never
+  // confused with the question before it.
+  function say(text, state) {
     var el = document.getElementById("passkey-status");
     if (el) {
       el.textContent = text;
-      el.setAttribute("data-state", "refused");
+      el.setAttribute("data-state", state);
     }
   }
 
@@ -53,7 +55,7 @@
     var why = name === "SecurityError"
       ? "The browser refused to use a passkey at this address (SecurityError)"
       : "The passkey did not answer (" + name + ")";
-    say(why + ": nothing was sent. " + retry);
+    say(why + ": nothing was sent. " + retry, "refused");
   }
 
   var register = document.getElementById("passkey-register");
@@ -104,7 +106,7 @@
         allowCredentials: descriptors(o.allowCredentials),
         userVerification: o.userVerification
       };
-      say("Approve exactly this with your passkey…");
+      say("Approve exactly this with your passkey…", "asking");
       navigator.credentials.get({ publicKey: publicKey }).then(function (cred) {
         field.value = JSON.stringify({
           id: cred.id,
