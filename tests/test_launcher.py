@@ -138,6 +138,7 @@ def test_env_cwd_argv_and_random_are_the_childs_own(own: Launcher, tmp_path: Pat
     assert shown[0]["argv"] == [str(tmp_path / "elsewhere.py"), "where", "SEEN"]
     assert shown[0]["pid"] != shown[1]["pid"]
     assert shown[0]["random"] != shown[1]["random"]  # reseeded after each fork
+    assert not shown[0]["pytest"]  # the launcher imported undogate, not the test kit
 
 
 def test_children_started_at_once_from_threads_each_get_their_own_status(

@@ -39,7 +39,9 @@ from typing import IO, Any, Protocol
 from .launcher_process import LENGTH
 
 DISABLE_ENV = "UNDOGATE_TEST_LAUNCHER"  # "0": every command as a plain subprocess
-_PROCESS = "undogate.testing.launcher_process"  # what the launcher runs
+#: What the launcher runs: the file itself, so that importing this package (the kit,
+#: pytest with it) is not part of what every child inherits.
+_PROCESS = Path(__file__).with_name("launcher_process.py")
 
 
 class Child(Protocol):
@@ -240,7 +242,11 @@ class Launcher:
         #: fresh interpreter.
         self.environ = dict(os.environ)
         self.process = subprocess.Popen(  # noqa: S603 - this interpreter, this module
-            [sys.executable, "-c", f"from {_PROCESS} import main; main({self.address!r})"],
+            [
+                sys.executable,
+                "-c",
+                f"import runpy; runpy.run_path({str(_PROCESS)!r})['main']({self.address!r})",
+            ],
             stdin=subprocess.PIPE,  # its lifeline: at EOF it ends, and its children
             stdout=subprocess.PIPE,
             env=self.environ,
