@@ -9,31 +9,31 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from undogate.testing.launcher import Child, popen
 
-def start(
-    command: list[str], cwd: Path, log: Path, env: Mapping[str, str] | None = None
-) -> subprocess.Popen[bytes]:
+
+def start(command: list[str], cwd: Path, log: Path, env: Mapping[str, str] | None = None) -> Child:
     """Start ``command`` in ``cwd`` with no stdin, its output in ``log``, in its own session
-    (so a terminal's signals reach the test runner only)."""
+    (so a terminal's signals reach the test runner only); undogate's own commands are
+    forked by the launcher (``undogate.testing.launcher``)."""
     with log.open("wb") as out:
-        return subprocess.Popen(
+        return popen(
             command,
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env=None if env is None else dict(env),
+            env=env,
         )
 
 
 def wait_http(
     url: str,
-    proc: subprocess.Popen[Any],
+    proc: Child,
     log: Path,
     timeout_s: float,
     ready: Callable[[httpx.Response], bool] = lambda response: response.status_code < 500,
@@ -55,7 +55,7 @@ def wait_http(
     raise RuntimeError(f"{url}: no answer within {timeout_s}s:\n{log.read_text()}")
 
 
-def stop(proc: subprocess.Popen[Any], grace_s: float = 15.0) -> None:
+def stop(proc: Child, grace_s: float = 15.0) -> None:
     """Ask ``proc`` to stop as an operator would (SIGTERM); kill it if it has not
     within ``grace_s``. A process that already ended is left as it is."""
     if proc.poll() is not None:

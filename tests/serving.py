@@ -1,5 +1,7 @@
-"""Running ``undogate`` as a real subprocess: the CLI, ``serve`` on a free port until it
-is healthy, and what it wrote on stderr."""
+"""Running ``undogate`` as a real process: the CLI, ``serve`` on a free port until it
+is healthy, and what it wrote on stderr. Each is forked by the kit's launcher
+(``undogate.testing.launcher``), which has imported undogate once, or started as a plain
+subprocess where it cannot be."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from typing import IO
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from undogate.testing.launcher import Child, popen, run
+
 from .processes import stop
 
 SERVED_PATH = "/records/customer-123"
@@ -25,14 +29,7 @@ SERVE = (sys.executable, "-m", "undogate.cli", "serve")
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "undogate.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-        check=False,
-    )
+    return run([sys.executable, "-m", "undogate.cli", *args], env=env)
 
 
 def free_port() -> int:
@@ -41,7 +38,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -> None:
+def wait_healthy(url: str, proc: Child, timeout: float = 20.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -56,14 +53,14 @@ def wait_healthy(url: str, proc: subprocess.Popen[str], timeout: float = 20.0) -
 
 
 @contextmanager
-def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    """``undogate serve`` as a subprocess on a free port, healthy before it is yielded;
+def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, Child]]:
+    """``undogate serve`` as a process on a free port, healthy before it is yielded;
     stopped with SIGTERM (then SIGKILL) after. Once healthy its stderr is drained by a
     thread (serve logs every refusal: a full pipe must never stall it); read what it
     said with ``serve_log(proc)``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    proc = subprocess.Popen(
+    proc = popen(
         [*SERVE, "--config", str(config), "--port", str(port)],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -101,7 +98,7 @@ class _Drained:
 _SERVE_LOGS: dict[int, _Drained] = {}
 
 
-def serve_log(proc: subprocess.Popen[str]) -> str:
+def serve_log(proc: Child) -> str:
     """What a ``serving`` server wrote on stderr since it was healthy; after it has
     exited, everything it wrote."""
     drained = _SERVE_LOGS[proc.pid]

@@ -7,7 +7,6 @@ import io
 import os
 import re
 import select
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +17,7 @@ from rich.console import Console
 
 from undogate.cli.review import _render_requests
 from undogate.contract_server import ContractServer
+from undogate.testing.launcher import popen, run
 from undogate.views import request_view
 
 from .serving import SERVED_PATH, cli
@@ -31,7 +31,7 @@ class Terminal:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         master, slave = os.openpty()
         self.fd = master
-        self.proc = subprocess.Popen(
+        self.proc = popen(
             [sys.executable, "-m", "undogate.cli", *args],
             stdin=slave,
             stdout=slave,
@@ -154,15 +154,7 @@ def test_confirming_verbs_refuse_without_a_terminal(
     job = prepare(served, JOB)
     env = reviewer_env(served)
     for verb in ("apply", "undo", "reconcile", "reject"):
-        done = subprocess.run(
-            [sys.executable, "-m", "undogate.cli", verb, job],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            check=False,
-        )
+        done = run([sys.executable, "-m", "undogate.cli", verb, job], env=env)
         assert done.returncode == 2, (verb, done.stdout, done.stderr)
         assert "interactive terminal" in done.stdout + done.stderr
     assert server.write_count(SERVED_PATH) == 0

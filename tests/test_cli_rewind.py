@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 
 from undogate.contract_server import ContractServer
+from undogate.testing.launcher import run
 
 from .serving import SERVED_PATH
 from .test_cli_review import Terminal, reviewer_env
@@ -37,15 +38,7 @@ def applied(served: dict[str, Any], status: str) -> str:
 
 
 def cli_run(served: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "undogate.cli", *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        env=reviewer_env(served),
-        timeout=60,
-        check=False,
-    )
+    return run([sys.executable, "-m", "undogate.cli", *args], env=reviewer_env(served))
 
 
 def test_rewind_shows_the_plan_and_runs_once_rewind_is_typed(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import yaml
 from undogate.config import load_config, parse_config
 from undogate.errors import ConfigError
 from undogate.resources import Limits
+from undogate.testing.launcher import run
 
 GOOD = """
 server:
@@ -310,12 +310,7 @@ def test_invalid_yaml_and_duplicate_keys_are_one_clear_error(tmp_path: Path) -> 
 def test_cli_reports_problems_without_a_traceback(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text(BAD)
-    result = subprocess.run(
-        [sys.executable, "-m", "undogate.cli", "check-config", "--config", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run([sys.executable, "-m", "undogate.cli", "check-config", "--config", str(path)])
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
     assert "\n  resources[0].url: " in result.stderr  # one problem a line

@@ -40,6 +40,7 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, JobState
 from undogate.ledger import DB_NAME, Store, open_store
 from undogate.operations.context import CRASH_ENV, CRASH_POINTS
+from undogate.testing.launcher import Child, popen
 
 from .fixtures.report import REPORT
 from .postgres import PostgresCluster
@@ -126,7 +127,7 @@ class Cell:
         finally:
             ledger.close()
         self.url = ""
-        self.proc: subprocess.Popen[str] | None = None
+        self.proc: Child | None = None
 
     def ledger_ready(self, ledger: Store) -> None:
         """What a cell needs in its ledger before serving (keys aside): nothing here."""
@@ -152,7 +153,7 @@ class Cell:
             env[CRASH_ENV] = crash
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        self.proc = subprocess.Popen(
+        self.proc = popen(
             [
                 sys.executable,
                 "-m",

@@ -14,18 +14,15 @@ import pytest
 
 from undogate.errors import LedgerInUse
 from undogate.ledger import DB_NAME, Ledger
+from undogate.testing.launcher import run
 
 README = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
 
 
 def test_demo_restores_everything_and_leaves_a_sound_ledger(tmp_path: Path) -> None:
     work = tmp_path / "demo"
-    result = subprocess.run(
-        [sys.executable, "-m", "undogate.cli", "demo", "--data-dir", str(work)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    result = run(
+        [sys.executable, "-m", "undogate.cli", "demo", "--data-dir", str(work)], timeout=120
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "restored byte-for-byte" in result.stdout

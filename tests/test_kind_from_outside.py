@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from undogate_keyvalue.store import KeyValueStore
 
 from undogate.testing import KindCase, KindContract, ServedGateway
+from undogate.testing.launcher import run
 
 pytestmark = pytest.mark.slow
 
@@ -69,14 +70,7 @@ TOKEN_FIELD = re.compile(r'name="preview_token" value="([^"]+)"')
 
 
 def _undogate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "undogate.cli", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    return run([sys.executable, "-m", "undogate.cli", *args], env=env, timeout=120)
 
 
 def test_no_line_of_undogate_names_the_kind_from_outside() -> None:

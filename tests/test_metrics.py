@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 
 from undogate.contract_server import ContractServer
+from undogate.testing.launcher import Child, popen
 
 from .processes import stop
 from .serving import SERVE, SERVED_PATH, Samples, cli, free_port, samples, value, wait_healthy
@@ -116,9 +117,9 @@ def test_metrics_need_an_operator_key_with_keys_admin_never_an_agent_token(
 @contextmanager
 def _serving(
     config: Path, *extra: str, env: dict[str, str] | None = None
-) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+) -> Iterator[tuple[str, Child]]:
     port = free_port()
-    proc = subprocess.Popen(
+    proc = popen(
         [*SERVE, "--config", str(config), "--port", str(port), *extra],
         env=env or dict(os.environ),
         stdout=subprocess.DEVNULL,

@@ -39,6 +39,7 @@ from undogate.errors import MissingToken, UndogateError
 from undogate.jobs import JobState, Operation
 from undogate.service import Service
 from undogate.testing import FaultProxy
+from undogate.testing.launcher import popen
 from undogate.views import agent_receipt, job_receipt
 
 from .object_stores import AZURE_KEY_ENV, S3_SECRET_ENV, BlobServer, S3Server
@@ -515,7 +516,7 @@ def test_json_logs_parse_line_by_line_and_carry_no_token_or_key(
                env=env)  # fmt: skip
     agent = made.stdout.splitlines()[0]
     port = free_port()
-    proc = subprocess.Popen(
+    proc = popen(
         [*SERVE, "--config", str(config), "--port", str(port), "--log-format", "json"],
         env=env,
         stdout=subprocess.DEVNULL,

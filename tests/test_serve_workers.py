@@ -20,6 +20,7 @@ import yaml
 from undogate.contract_server import ContractServer
 from undogate.ledger import SQLiteStore, Store
 from undogate.ledger.postgres import PostgresStore
+from undogate.testing.launcher import Child, popen
 
 from .postgres import PostgresCluster
 from .serving import SERVE, SERVED_PATH, Samples, cli, free_port, samples, value, wait_healthy
@@ -40,7 +41,7 @@ def test_workers_share_one_port_each_with_a_lease_and_a_dead_one_is_replaced(
     config.write_text(f"server:\n{on_postgres}  lease_s: 2\n  data_dir: {data_dir}\n")
     assert cli("init", "--config", str(config)).returncode == 0
     port = free_port()
-    parent = subprocess.Popen(
+    parent = popen(
         [*SERVE, "--config", str(config), "--port", str(port), "--workers", "2"],
         env=dict(os.environ),
         stdout=subprocess.DEVNULL,
@@ -134,7 +135,7 @@ def test_workers_metrics_sum_every_worker_and_forget_the_dead_ones(
     assert made.returncode == 0, made.stderr
     agent = made.stdout.splitlines()[0]
     port, bind = free_port(), free_port()
-    parent = subprocess.Popen(
+    parent = popen(
         [*SERVE, "--config", str(config), "--port", str(port), "--workers", "2",
          "--metrics-bind", f"127.0.0.1:{bind}", "--log-format", "json"],
         env=dict(os.environ),
@@ -191,7 +192,7 @@ def test_workers_metrics_sum_every_worker_and_forget_the_dead_ones(
     assert stopped == 0
 
 
-def _worker_pids(parent: subprocess.Popen[str]) -> list[int]:
+def _worker_pids(parent: Child) -> list[int]:
     """From JSON logs: the workers' lines pass as they are, and the supervisor says it
     serves once each worker's line said so."""
     assert parent.stderr is not None

@@ -19,22 +19,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from webauthn import (
-    generate_authentication_options,
-    generate_registration_options,
-    options_to_json,
-    verify_authentication_response,
-    verify_registration_response,
-)
-from webauthn.helpers import base64url_to_bytes, bytes_to_base64url, parse_client_data_json
-from webauthn.helpers.exceptions import WebAuthnException
-from webauthn.helpers.structs import (
-    AuthenticatorSelectionCriteria,
-    PublicKeyCredentialDescriptor,
-    ResidentKeyRequirement,
-    UserVerificationRequirement,
-)
-
+# py_webauthn (and the cryptography it loads) is imported by the verbs below, when a
+# passkey is used: a gateway or a CLI command that never sees one does not pay for it.
 from .errors import InvalidRequest, PasskeyNotVerified
 
 RP_NAME = "undogate"
@@ -105,6 +91,9 @@ class AssertionParts:
     @property
     def challenge(self) -> bytes:
         """The challenge the browser says it signed (checked again by the signature)."""
+        from webauthn.helpers import base64url_to_bytes, parse_client_data_json
+        from webauthn.helpers.exceptions import WebAuthnException
+
         try:
             return bytes(
                 parse_client_data_json(base64url_to_bytes(self.client_data_json)).challenge
@@ -129,6 +118,14 @@ def registration_options(
     *, rp_id: str, owner_id: str, label: str, existing: list[str], challenge: bytes
 ) -> str:
     """The options for ``navigator.credentials.create`` (JSON text) over ``challenge``."""
+    from webauthn import generate_registration_options, options_to_json
+    from webauthn.helpers.structs import (
+        AuthenticatorSelectionCriteria,
+        PublicKeyCredentialDescriptor,
+        ResidentKeyRequirement,
+        UserVerificationRequirement,
+    )
+
     options = generate_registration_options(
         rp_id=rp_id,
         challenge=challenge,
@@ -148,6 +145,12 @@ def registration_options(
 
 def request_options(*, rp_id: str, challenge: bytes, credentials: list[str]) -> str:
     """The options for ``navigator.credentials.get`` over one preview digest (JSON)."""
+    from webauthn import generate_authentication_options, options_to_json
+    from webauthn.helpers.structs import (
+        PublicKeyCredentialDescriptor,
+        UserVerificationRequirement,
+    )
+
     options = generate_authentication_options(
         rp_id=rp_id,
         challenge=challenge,
@@ -162,6 +165,10 @@ def verify_registration(
     credential: str, *, challenge: bytes, rp_id: str, origin: str
 ) -> Registered:
     """Raises: PasskeyNotVerified (with the reason), InvalidRequest (not a credential)."""
+    from webauthn import verify_registration_response
+    from webauthn.helpers import bytes_to_base64url
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         verified = verify_registration_response(
             credential=_credential_json(credential),
@@ -215,6 +222,9 @@ def verify_assertion(
     Raises:
         PasskeyNotVerified: any check failed (the reason is in the message).
     """
+    from webauthn import verify_authentication_response
+    from webauthn.helpers.exceptions import WebAuthnException
+
     try:
         verified = verify_authentication_response(
             credential=parts._credential(),
@@ -257,6 +267,8 @@ def _credential_json(text: str) -> dict[str, Any]:
 
 
 def _bytes(b64: str) -> bytes:
+    from webauthn.helpers import base64url_to_bytes
+
     try:
         return base64url_to_bytes(b64)
     except ValueError:

@@ -14,10 +14,7 @@ from ..errors import UndogateError
 from . import proof
 from .common import _KEY, _URL, FullHelpGroup, _ask, _review, file_copies_only
 from .failing import fail as _fail
-from .inbox_commands import jobs_list, jobs_reject_stale
-from .kinds import kinds_command
 from .operating import Echo, Watching, watching_options
-from .rewind import agents_group, rewind_command
 
 _CONFIG = click.option(
     "--config",
@@ -30,7 +27,16 @@ _CONFIG = click.option(
 )
 
 
-@click.group(cls=FullHelpGroup)
+# The commands whose modules import much of undogate (the views, the adapters, the API
+# client) are imported only when they run or are listed.
+@click.group(
+    cls=FullHelpGroup,
+    lazy_commands={
+        "kinds": ".kinds:kinds_command",
+        "rewind": ".rewind:rewind_command",
+        "agents": ".rewind:agents_group",
+    },
+)
 @click.version_option(__version__, prog_name="undogate")
 def main() -> None:
     """undogate: agents prepare changes, people confirm them, every write has a receipt."""
@@ -435,16 +441,14 @@ def passkeys_enrol(config_path: Path, owner: str | None, replace: bool) -> None:
 # -- reviewing over the API --------------------------------------------------------
 
 
-@main.group()
+@main.group(
+    lazy_commands={
+        "list": ".inbox_commands:jobs_list",
+        "reject-stale": ".inbox_commands:jobs_reject_stale",
+    }
+)
 def jobs() -> None:
     """List and show jobs (UNDOGATE_URL, UNDOGATE_KEY)."""
-
-
-main.add_command(kinds_command)
-main.add_command(rewind_command)
-main.add_command(agents_group)
-jobs.add_command(jobs_list)
-jobs.add_command(jobs_reject_stale)
 
 
 @jobs.command("show")

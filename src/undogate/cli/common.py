@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
@@ -37,9 +38,32 @@ _URL = click.option(
 
 class FullHelpGroup(click.Group):
     """A command group whose ``--help`` lists each command's whole first sentence, wrapped,
-    never cut at the terminal's width with "..." (its subgroups too)."""
+    never cut at the terminal's width with "..." (its subgroups too).
+
+    The commands in ``lazy_commands`` (name: ``.module:attribute`` in this package) are
+    imported only when they run or are listed, as Click's lazy group pattern does: a short
+    command does not pay for importing every other one's modules."""
 
     group_class = type
+
+    def __init__(
+        self, *args: Any, lazy_commands: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy_commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = self.lazy_commands.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        module, attribute = where.split(":")
+        command = getattr(importlib.import_module(module, __package__), attribute)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"{where} is not a click command")
+        return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = []

@@ -6,7 +6,9 @@ to run against your kind and a test endpoint you start.
 - ``plugin``: the pytest plugin with the ``undogate_kit`` fixture those tests take;
   load it in your root ``conftest.py``: ``pytest_plugins = ["undogate.testing.plugin"]``;
 - ``gateway``: ``ServedGateway``, a real ``undogate serve`` spoken to over its API;
-- ``proxy``: ``FaultProxy``, the faults the contract commits on the wire.
+- ``proxy``: ``FaultProxy``, the faults the contract commits on the wire;
+- ``launcher``: ``popen`` and ``run``, undogate's commands forked from a process that
+  imported undogate once (``ServedGateway`` starts ``serve`` through it).
 
 It needs pytest (undogate's ``test`` extra).
 """

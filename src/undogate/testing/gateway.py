@@ -1,4 +1,5 @@
-"""A real gateway for a kind's contract: ``undogate serve`` as a subprocess on 127.0.0.1,
+"""A real gateway for a kind's contract: ``undogate serve`` as a process on 127.0.0.1
+(forked by the launcher, ``launcher.py``, when it can),
 with a config of the kind under test, a fresh SQLite ledger, an operator key and an
 agent token, spoken to over its HTTP API as any client would.
 
@@ -25,6 +26,7 @@ from ..auth import Keyring
 from ..config import parse_config
 from ..ledger import open_store
 from ..operations.context import CRASH_ENV
+from .launcher import Child, popen
 
 AGENT = "kit-agent"
 TOOLS = ("list_resources", "prepare_changes", "job_status")
@@ -64,7 +66,7 @@ class ServedGateway:
         finally:
             ledger.close()
         self.url = ""
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc: Child | None = None
 
     # -- the process -----------------------------------------------------------------------
 
@@ -79,9 +81,7 @@ class ServedGateway:
         self.url = f"http://127.0.0.1:{port}"
         command = [sys.executable, "-m", "undogate.cli", "serve"]
         command += ["--config", str(self.config_path), "--port", str(port)]
-        self.proc = subprocess.Popen(  # noqa: S603 - this interpreter, fixed arguments
-            command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        self.proc = popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -110,7 +110,8 @@ class ServedGateway:
         if proc.stderr is None:
             return ""
         with proc.stderr:
-            return proc.stderr.read().decode("utf-8", errors="replace")
+            said: bytes = proc.stderr.read()
+        return said.decode("utf-8", errors="replace")
 
     def kill(self) -> None:
         """SIGKILL, as a crash would."""
