@@ -273,6 +273,43 @@ def test_a_check_on_a_resource_waits_for_the_write_that_holds_it(
     assert seen == [["job_1"]]
 
 
+def test_two_processes_recording_the_resources_at_once_both_start(
+    url: str, two: tuple[PostgresStore, PostgresStore]
+) -> None:
+    """Two gateways starting at once on a fresh ledger both record the configured resources'
+    identities: the second waits for the first's commit, then must not fail on its rows."""
+    first, second = two
+    identities = {"customer": "fp-1", "ticket": "fp-2"}
+    holding, release = threading.Event(), threading.Event()
+
+    def record_and_hold(tx: Transaction) -> None:
+        tx.replace_resource_identities(identities)
+        holding.set()
+        assert release.wait(10)
+
+    writer = threading.Thread(target=first.write, args=(record_and_hold,))
+    writer.start()
+    failed: list[BaseException] = []
+
+    def record() -> None:
+        try:
+            second.write(lambda tx: tx.replace_resource_identities(identities))
+        except BaseException as exc:  # collected for the assertion
+            failed.append(exc)
+
+    try:
+        assert holding.wait(10)
+        recorder = threading.Thread(target=record)
+        recorder.start()
+        another_waits(url)  # the second's rows wait for the first's
+    finally:
+        release.set()
+        writer.join(10)
+    recorder.join(10)
+    assert failed == []
+    assert second.read(lambda tx: tx.resource_identities()) == identities
+
+
 # -- a database that goes away ---------------------------------------------------------------
 
 

@@ -75,8 +75,12 @@ class AdminVerbs(EngineHooks):
     def replace_resource_identities(self, identities: Mapping[str, str]) -> None:
         c = self.connection
         c.execute("DELETE FROM resource_identities")
+        # Two processes starting at once on PostgreSQL each delete what they see and insert:
+        # the second's insert waits for the first's commit, then would meet its rows (a
+        # duplicate key that failed the start); they write the same identities, so it updates.
         c.executemany(
-            "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?)",
+            "INSERT INTO resource_identities(resource_id, fingerprint) VALUES (?, ?) "
+            "ON CONFLICT (resource_id) DO UPDATE SET fingerprint = excluded.fingerprint",
             list(identities.items()),
         )
 
