@@ -25,7 +25,7 @@ from undogate.jobs import (
 from undogate.mcp.descriptions import JOB_STATUS_DESCRIPTION
 from undogate.operations.inbox import VIEW_WORDS, VIEWS
 from undogate.web.present import NAV_COUNTS_SHOWN, STATE_WORDS
-from undogate.webhooks.settings import EVENTS, REWIND_APPLIED
+from undogate.webhooks.settings import AGENT_RESUMED, AGENT_STOPPED, EVENTS, REWIND_APPLIED
 
 EDGES = [
     (event, src, dst)
@@ -126,8 +126,10 @@ def test_every_surface_reads_each_state_from_the_table() -> None:
             assert state in VIEWS[facts.inbox_view][0] and facts.inbox_view in VIEW_WORDS
             assert (state.value, facts.waiting_words[0]) in COUNT_WORDS  # type: ignore[index]
             assert (state.value, *facts.waiting_words, facts.inbox_view) in NAV_COUNTS_SHOWN  # type: ignore[misc]
-    # Beyond the states' events, one announces a rewind plan's run (docs/rewind.md).
-    assert set(EVENTS) == {f.webhook for f in STATES.values() if f.webhook} | {REWIND_APPLIED}
+    # Beyond the states' events: a rewind plan's run, an agent stopped and resumed
+    # (docs/rewind.md).
+    beyond = {REWIND_APPLIED, AGENT_STOPPED, AGENT_RESUMED}
+    assert set(EVENTS) == {f.webhook for f in STATES.values() if f.webhook} | beyond
 
 
 def test_the_docs_name_every_state_and_every_event() -> None:

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import LedgerBusy, LedgerInUse, LedgerOnNetworkFilesystem
+from ..errors import LedgerBusy, LedgerError, LedgerInUse, LedgerOnNetworkFilesystem
 
 LOCK_NAME = "ledger.lock"
 OPENING_LOCK_NAME = "ledger.opening.lock"
@@ -168,7 +168,13 @@ class WriteTurn:
         self._guard = threading.Lock()
 
     def take(self, wait_s: float) -> None:
-        """Raises: LedgerBusy: another process kept the turn for ``wait_s``."""
+        """Raises: LedgerBusy: another process kept the turn for ``wait_s``; LedgerError:
+        the ledger was closed."""
+        if self._fd < 0:  # never flock a closed number: the process may have reused it
+            raise LedgerError(
+                "the ledger could not start a write: it was closed. Nothing of this step "
+                "was recorded"
+            )
         with self._guard:  # a waiter left behind may be giving the turn back just now
             waiter = self._waiter
             if waiter is not None:
@@ -208,7 +214,9 @@ class WriteTurn:
             if self._waiter is not None:
                 self._waiter.wanted = False
                 self._waiter = None
-        os.close(self._fd)
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
 
     def _given_up(self, waiter: _TurnWaiter) -> None:
         """A waiter got the turn nobody wants any longer: it is given back at once."""
