@@ -263,10 +263,14 @@ class Cell:
             self._confirm_quietly(verb, job)
         self.killed()
         self.start()
+        # The next step starts from what a live process made of the dead one's work: a
+        # gateway started within the dead one's lease would refuse to touch the job yet.
+        self._settled(job)
 
     def _confirm_quietly(self, verb: str, job: str) -> None:
         with suppress(httpx.TransportError, json.JSONDecodeError):
-            self.operate(verb, job)  # the gateway dies mid-request: that is the point
+            done = self.operate(verb, job)  # the gateway dies mid-request: that is the point
+            assert "error" not in done, f"refused before its crash point: {done['error']}"
 
     def inspect(self, job: str) -> dict[str, Any]:
         receipt = self._settled(job)
