@@ -5,6 +5,9 @@ A server from PyPI gets its own virtual environment at the repository root
 with ``npm ci`` from the manifest and lock file in ``tests/npm-servers/`` (every transitive
 version pinned, no install scripts run: nothing is compiled and nothing is fetched beyond
 the registry's packages). All are gitignored and removed by ``make clean``.
+``UNDOGATE_SERVER_ENVS=<folder>`` puts them in that folder instead, so that clones on one
+machine share them (CI's fresh clone does: .ci/run); each is still a plain environment of
+its own, checked by its stamp.
 
 Each environment carries a stamp naming exactly what was installed, so a changed pin
 reinstalls and an interrupted install starts over; a file lock keeps two test processes from
@@ -28,8 +31,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PLACE = Path(os.environ.get("UNDOGATE_SERVER_ENVS") or ROOT)
 INSTALL_TIMEOUT_S = 240  # the whole install, every step together
-NPM_PREFIX = ROOT / ".npm-servers"
+NPM_PREFIX = PLACE / ".npm-servers"
 NPM_MANIFESTS = Path(__file__).resolve().parent / "npm-servers"
 STAMP_NAME = ".undogate-installed"
 
@@ -41,7 +45,7 @@ def python_env(name: str, *requirements: str) -> Path:
     Raises:
         RuntimeError: the environment could not be made (the installer's output is included).
     """
-    venv = ROOT / f".venv-{name}"
+    venv = PLACE / f".venv-{name}"
 
     def install(run: Callable[[list[str]], None]) -> None:
         run([sys.executable, "-m", "venv", str(venv)])
@@ -63,7 +67,7 @@ def npm_env() -> Path:
     def install(run: Callable[[list[str]], None]) -> None:
         if shutil.which("npm") is None:
             raise RuntimeError("npm is not on PATH: the npm servers need Node.js 20 and npm")
-        NPM_PREFIX.mkdir()
+        NPM_PREFIX.mkdir(parents=True)
         for manifest in ("package.json", "package-lock.json"):
             shutil.copyfile(NPM_MANIFESTS / manifest, NPM_PREFIX / manifest)
         run(
