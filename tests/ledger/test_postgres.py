@@ -284,6 +284,9 @@ def test_two_processes_recording_the_resources_at_once_both_start(
 
     def record_and_hold(tx: Transaction) -> None:
         tx.replace_resource_identities(identities)
+        # A read waits for the answers: the pipelined insert has run (uncommitted) before
+        # the other process starts, not at this commit.
+        assert tx.resource_identities() == identities
         holding.set()
         assert release.wait(10)
 
