@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from undogate.errors import LedgerBusy, LedgerInUse
-from undogate.ledger import DB_NAME, LOCK_NAME, Ledger
+from undogate.ledger import DB_NAME, LOCK_NAME, Ledger, Transaction
 from undogate.ledger.sqlite_files import (
     WRITE_LOCK_NAME,
     filesystem_type,
@@ -171,44 +171,45 @@ def test_processes_starting_at_once_on_an_empty_data_dir_make_one_ledger(tmp_pat
     assert sorted(created for _, created in opened) == ["False", "False", "False", "True"]
 
 
+def _event_count(tx: object) -> int:
+    return int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])  # type: ignore[attr-defined]
+
+
+def _one_event(tx: Transaction) -> None:
+    tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
+
+
+def _refused_busy(ledger: Ledger) -> float:
+    """One write refused ``ledger_busy``, saying nothing was recorded; how long it waited."""
+    started = time.monotonic()
+    with pytest.raises(LedgerBusy) as refused:
+        ledger.write(_one_event)
+    assert refused.value.code == "ledger_busy"
+    assert "Nothing of this step was recorded; try again" in refused.value.message
+    return time.monotonic() - started
+
+
 def test_a_write_waits_for_another_process_at_most_the_busy_wait_then_nothing_is_recorded(
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "data"
     ledger = Ledger.open(data, busy_s=0.5)
     try:
-
-        def count(tx: object) -> int:
-            return int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])  # type: ignore[attr-defined]
-
-        before = ledger.read(count)
+        before = ledger.read(_event_count)
         holder, said = _start(_WRITE_LOCK, str(data / DB_NAME), "2")
         try:
             assert said == "locked"
-            started = time.monotonic()
-            with pytest.raises(LedgerBusy) as refused:
-                ledger.write(
-                    lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
-                )
-            waited = time.monotonic() - started
-            assert refused.value.code == "ledger_busy"
-            assert "Nothing of this step was recorded; try again" in refused.value.message
+            waited = _refused_busy(ledger)
             assert 0.5 <= waited < 1.9  # the bounded wait, not the other write's 2 s
             assert holder.stdout is not None
             assert holder.stdout.readline().strip() == "released"
         finally:
             _kill(holder)
-        assert ledger.read(count) == before  # nothing of the refused write
-        ledger.write(
-            lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
-        )
-        assert ledger.read(count) == before + 1  # once the lock is free, the same write lands
+        assert ledger.read(_event_count) == before  # nothing of the refused write
+        ledger.write(_one_event)
+        assert ledger.read(_event_count) == before + 1  # the lock free, the same write lands
     finally:
         ledger.close()
-
-
-def _event_count(tx: object) -> int:
-    return int(tx.connection.execute("SELECT COUNT(*) FROM events").fetchone()[0])  # type: ignore[attr-defined]
 
 
 def test_a_write_waits_for_another_process_s_turn_and_starts_once_it_is_given_back(
@@ -222,9 +223,9 @@ def test_a_write_waits_for_another_process_s_turn_and_starts_once_it_is_given_ba
             assert said == "holding"
             started: list[float] = []
 
-            def write(tx: object) -> None:
+            def write(tx: Transaction) -> None:
                 started.append(time.monotonic())
-                tx.add_event(job_id=None, actor="a", access_path="t", operation="x")  # type: ignore[attr-defined]
+                _one_event(tx)
 
             ledger.write(write)
             assert holder.stdout is not None
@@ -247,14 +248,7 @@ def test_a_write_refused_for_another_process_s_turn_records_nothing_and_the_turn
         holder, said = _start(_WRITE_TURN, str(data / WRITE_LOCK_NAME), "1.5")
         try:
             assert said == "holding"
-            started = time.monotonic()
-            with pytest.raises(LedgerBusy) as refused:
-                ledger.write(
-                    lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
-                )
-            waited = time.monotonic() - started
-            assert refused.value.code == "ledger_busy"
-            assert "Nothing of this step was recorded; try again" in refused.value.message
+            waited = _refused_busy(ledger)
             assert 0.5 <= waited < 1.4  # the bounded wait, not the other's 1.5 s
             assert ledger.read(_event_count) == before
             assert holder.stdout is not None
@@ -266,9 +260,7 @@ def test_a_write_refused_for_another_process_s_turn_records_nothing_and_the_turn
         # take it.
         assert _turn_free_within(data / WRITE_LOCK_NAME, 5.0)
         for _ in range(2):  # and this process's next writes take their turns again
-            ledger.write(
-                lambda tx: tx.add_event(job_id=None, actor="a", access_path="t", operation="x")
-            )
+            ledger.write(_one_event)
         assert ledger.read(_event_count) == before + 2
     finally:
         ledger.close()
