@@ -93,6 +93,34 @@ def unresolved(gw: LocalGateway, actor: Actor = AGENT) -> int:
 # -- quotas of unresolved jobs -----------------------------------------------------------
 
 
+RACERS = 16
+
+
+def race(prepare_as: Callable[[int], object]) -> list[str]:
+    """``RACERS`` prepares released at once (``prepare_as(i)``); each one's outcome,
+    "prepared" or its refusal's code."""
+    start = threading.Barrier(RACERS)
+
+    def one(i: int) -> str:
+        start.wait(timeout=10)
+        try:
+            prepare_as(i)
+        except UndogateError as exc:
+            return exc.code
+        return "prepared"
+
+    with ThreadPoolExecutor(RACERS) as pool:
+        return list(pool.map(one, range(RACERS)))
+
+
+def ledger_url(engine: str, request: pytest.FixtureRequest) -> str | None:
+    """A fresh PostgreSQL database for ``engine`` "postgres"; None: SQLite."""
+    if engine != "postgres":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.fresh_database()
+
+
 def test_the_quotath_job_is_prepared_the_next_refused_and_a_resolved_job_frees_room(
     server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
 ) -> None:
@@ -191,21 +219,9 @@ def test_concurrent_prepares_from_one_agent_never_overshoot(
     refusal: type[UndogateError],
 ) -> None:
     gw = open_gateway(quota_config(server, data_dir, None, **limits))
-    threads = 16
-    start = threading.Barrier(threads)
-
-    def one(i: int) -> str:
-        start.wait(timeout=10)
-        try:
-            prepare(gw, status=f"s{i}")
-        except UndogateError as exc:
-            return exc.code
-        return "prepared"
-
-    with ThreadPoolExecutor(threads) as pool:
-        outcomes = list(pool.map(one, range(threads)))
+    outcomes = race(lambda i: prepare(gw, status=f"s{i}"))
     assert outcomes.count("prepared") == 4, outcomes
-    assert outcomes.count(refusal.code) == threads - 4, outcomes
+    assert outcomes.count(refusal.code) == RACERS - 4, outcomes
     assert unresolved(gw) == 4
 
 
@@ -237,28 +253,16 @@ def test_two_gateways_on_one_ledger_never_overshoot_together(
     race 16 prepares of one owner's two agents: the count runs after each job's rows are
     written and before its commit (under the owner's lock on PostgreSQL, under SQLite's
     one write lock on SQLite), so exactly the quota is prepared."""
-    url = None
-    if engine == "postgres":
-        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
-        url = cluster.fresh_database()
-    shared = quota_config(server, data_dir, url, **limits)
+    shared = quota_config(server, data_dir, ledger_url(engine, request), **limits)
     gateways = [open_gateway(shared), open_gateway(shared)]
-    threads = 16
-    start = threading.Barrier(threads)
 
-    def one(i: int) -> str:
+    def one(i: int) -> None:
         actor = AGENT if i % 4 < 2 else OTHER  # each agent on both gateways
-        start.wait(timeout=10)
-        try:
-            prepare(gateways[i % 2], actor, status=f"s{i}")
-        except UndogateError as exc:
-            return exc.code
-        return "prepared"
+        prepare(gateways[i % 2], actor, status=f"s{i}")
 
-    with ThreadPoolExecutor(threads) as pool:
-        outcomes = list(pool.map(one, range(threads)))
+    outcomes = race(one)
     assert outcomes.count("prepared") == prepared, outcomes
-    assert outcomes.count(refusal.code) == threads - prepared, outcomes
+    assert outcomes.count(refusal.code) == RACERS - prepared, outcomes
     assert unresolved(gateways[0]) + unresolved(gateways[1], OTHER) == prepared
     assert gateways[1].ledger.read(lambda tx: tx.usage()).jobs == prepared
 
@@ -275,29 +279,17 @@ def test_four_owners_racing_through_two_gateways_never_overshoot_the_ledger_limi
     ledger-wide counters alone must, counted and checked in the write that inserts each
     job (on PostgreSQL at its commit, under the chain's lock), so exactly ``max_jobs``
     are prepared."""
-    url = None
-    if engine == "postgres":
-        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
-        url = cluster.fresh_database()
-    shared = quota_config(server, data_dir, url, max_jobs=4)
+    shared = quota_config(server, data_dir, ledger_url(engine, request), max_jobs=4)
     gateways = [open_gateway(shared), open_gateway(shared)]
-    threads = 16
-    start = threading.Barrier(threads)
 
-    def one(i: int) -> str:
+    def one(i: int) -> None:
         agent = AGENT if i % 2 == 0 else OTHER
         actor = Actor(id=agent.id, owner_id=f"op_{i % 4}", kind="agent", access_path="test")
-        start.wait(timeout=10)
-        try:
-            prepare(gateways[i % 2], actor, status=f"s{i}")
-        except UndogateError as exc:
-            return exc.code
-        return "prepared"
+        prepare(gateways[i % 2], actor, status=f"s{i}")
 
-    with ThreadPoolExecutor(threads) as pool:
-        outcomes = list(pool.map(one, range(threads)))
+    outcomes = race(one)
     assert outcomes.count("prepared") == 4, outcomes
-    assert outcomes.count(LimitReached.code) == threads - 4, outcomes
+    assert outcomes.count(LimitReached.code) == RACERS - 4, outcomes
     assert gateways[0].ledger.read(lambda tx: tx.usage()).jobs == 4
 
 
