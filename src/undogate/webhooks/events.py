@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from ..jobs import STATES, TRANSITIONS, Actor, Job, JobState, Transition
@@ -61,22 +61,9 @@ class Notifier:
         """Announce that ``job`` moved from ``previous`` (None: it was just prepared) to
         ``state``, inside the write ``tx`` that moves it."""
         event = event_for(state, previous)
-        if event is None:
-            return
-        endpoints = [e for e in self.settings.endpoints if e.wants(event)]
-        if not endpoints:
-            return
-        payload = self.payload(job, event, state, previous)
-        for endpoint in endpoints:
-            tx.add_webhook(
-                message_id="msg_" + secrets.token_hex(12),
-                endpoint=endpoint.id,
-                event=event,
-                owner_id=job.owner_id,
-                job_id=job.id,
-                agent_id=job.agent_id,
-                payload=payload,
-            )
+        if event is not None and self._wanted(event):
+            payload = self.payload(job, event, state, previous)
+            self._add(tx, event, payload, job.owner_id, job.id, job.agent_id)
 
     def rewind_applied(
         self, tx: Transaction, rewind: StoredRewind, filed_under: str, report: JsonObject
@@ -85,8 +72,7 @@ class Notifier:
         records its end: its id, its agent, each job's outcome, where it stopped early.
         The message is filed under ``filed_under``, the plan's newest job, which the
         operators' listing links it to."""
-        endpoints = [e for e in self.settings.endpoints if e.wants(REWIND_APPLIED)]
-        if not endpoints:
+        if not self._wanted(REWIND_APPLIED):
             return
         body = {
             "type": REWIND_APPLIED,
@@ -100,17 +86,7 @@ class Notifier:
                 "review_url": self.public_url + f"/rewinds/{rewind.id}",
             },
         }
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        for endpoint in endpoints:
-            tx.add_webhook(
-                message_id="msg_" + secrets.token_hex(12),
-                endpoint=endpoint.id,
-                event=REWIND_APPLIED,
-                owner_id=rewind.owner_id,
-                job_id=filed_under,
-                agent_id=rewind.agent_id,
-                payload=payload,
-            )
+        self._add(tx, REWIND_APPLIED, _encoded(body), rewind.owner_id, filed_under, rewind.agent_id)
 
     def agent_stop_changed(
         self, tx: Transaction, actor: Actor, agent_id: str, *, stopped: bool, at: float
@@ -121,8 +97,7 @@ class Notifier:
         owner's jobs of that agent waiting for an apply, which the stop holds or the
         resume releases (the newest ``WAITING_NAMED``, through the inbox's index)."""
         event = AGENT_STOPPED if stopped else AGENT_RESUMED
-        endpoints = [e for e in self.settings.endpoints if e.wants(event)]
-        if not endpoints:
+        if not self._wanted(event):
             return
         waiting = tx.inbox(
             InboxQuery(
@@ -147,17 +122,33 @@ class Notifier:
                 "review_url": self.public_url + agent_rewind_path(agent_id),
             },
         }
-        payload = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
-        for endpoint in endpoints:
-            tx.add_webhook(
-                message_id="msg_" + secrets.token_hex(12),
-                endpoint=endpoint.id,
-                event=event,
-                owner_id=actor.owner_id,
-                job_id=None,
-                agent_id=agent_id,
-                payload=payload,
-            )
+        self._add(tx, event, _encoded(body), actor.owner_id, None, agent_id)
+
+    def _wanted(self, event: str) -> bool:
+        """Whether any endpoint subscribes to ``event`` (else nothing is built)."""
+        return any(e.wants(event) for e in self.settings.endpoints)
+
+    def _add(
+        self,
+        tx: Transaction,
+        event: str,
+        payload: str,
+        owner_id: str,
+        job_id: str | None,
+        agent_id: str,
+    ) -> None:
+        """One outbox row per endpoint subscribed to ``event``, each its own message."""
+        for endpoint in self.settings.endpoints:
+            if endpoint.wants(event):
+                tx.add_webhook(
+                    message_id="msg_" + secrets.token_hex(12),
+                    endpoint=endpoint.id,
+                    event=event,
+                    owner_id=owner_id,
+                    job_id=job_id,
+                    agent_id=agent_id,
+                    payload=payload,
+                )
 
     def _timestamp(self, at: float | None = None) -> str:
         when = self.clock() if at is None else at
@@ -179,7 +170,12 @@ class Notifier:
                 "review_url": self.public_url + review_path(job.id),
             },
         }
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        return _encoded(body)
+
+
+def _encoded(body: Mapping[str, object]) -> str:
+    """The exact bytes every attempt sends (the signature covers them)."""
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
 
 
 __all__ = ["APPLY_WAITS", "WAITING_NAMED", "Notifier", "event_for"]
