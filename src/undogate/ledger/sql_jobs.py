@@ -78,7 +78,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     ) -> Admission:
         # Under the chain's lock, which a write with events holds by its commit already
         # (asking again costs nothing); sent together, read together: on PostgreSQL
-        # (pipelined) in the round trip that reads the chain's head.
+        # (pipelined) in the one round trip before the commit, after the chained inserts.
         self._lock(CHAIN_LOCK)
         counted = self.connection.execute(
             _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
