@@ -340,7 +340,19 @@ class JsonCollectionAdapter(Adapter):
             )
         if not matches:
             return self._create(wire, resource, values, None, limits, deadline, [])
-        snap = self._read_existing(wire, resource, matches[0][0], deadline)
+        record_id = matches[0][0]
+        snap = self._read_existing(wire, resource, record_id, deadline)
+        # The listing names a record by its id field; what is written is the record at
+        # that id's URL, which must hold the evidence too (a listing whose ids do not
+        # match their URLs, or a record edited between the listing and this read).
+        theirs = evidence_of(resource, current_record(snap))
+        if not any(theirs.get(f) == v for f, v in evidence_of(resource, values).items()):
+            raise Conflict(
+                f"the listing of {resource.id} names record {record_id!r} for this identity "
+                "evidence, but the record at that id does not hold it; nothing was prepared",
+                resource=resource.id,
+                id=record_id,
+            )
         request = ChangeRequest(resource.id, set=values)
         return self._update_plan(resource, snap, request, limits), snap
 
