@@ -507,3 +507,33 @@ def test_a_plan_stopped_by_a_lost_answer_exports_a_receipt_that_verifies_before_
     assert reconciled.job.state is JobState.UNDONE
     again = receipt("after-reconcile.json")
     assert again["segment"] == bundle["segment"]
+
+
+def test_a_job_mid_apply_elsewhere_is_blocked_and_its_end_refuses_the_previewed_plan(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    """A plan made while a job's apply is half-way (its ticket write held at the server,
+    its customer write landed) blocks that job's landed change; once the apply ends the
+    previewed plan no longer holds, and confirming it writes nothing."""
+    since = time.time()
+    job_id = prepare(
+        records,
+        ChangeRequest("customer", set={"status": "customer"}),
+        ChangeRequest("ticket", set={"status": "closed"}),
+    )
+    gate = server.hold_next_write(TICKET)
+    with ThreadPoolExecutor(1) as pool:
+        applying = pool.submit(confirmed, records, job_id)
+        assert gate.arrived.wait(10)
+        made = plan(records, since)
+        (step,) = made.steps
+        assert (step.resource_id, step.verdict) == ("customer", StepVerdict.BLOCKED)
+        assert step.message == f"job {job_id} is applying: it cannot be undone now"
+        preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+        gate.release()
+        assert applying.result(30).job.state is JobState.APPLIED
+    writes = snapshot_bytes(server)
+    fresh = load_plan(records, OWNER.owner_id, made.id)
+    with pytest.raises(ChangedSincePreview):
+        confirm_plan(records, OWNER, fresh, preview.token, skip_blocked=True)
+    assert snapshot_bytes(server) == writes
