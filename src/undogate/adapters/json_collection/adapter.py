@@ -471,6 +471,25 @@ class JsonCollectionAdapter(Adapter):
         assert made is not None  # an applied create always has its read-back's tag
         return dialects.delete_write(resource, url, made)
 
+    def read_back_problem(
+        self,
+        change: Change,
+        write: ConditionalWrite,
+        response: RemoteResponse,
+        snapshot: Snapshot,
+        target: Side,
+    ) -> str | None:
+        known = preexisting(change)
+        if write.method == "POST" and known is not None and change.target in known:
+            # A store that deduplicates creates answers with the record it holds: one
+            # that matched before this create was sent is someone else's, never the job's
+            # (its undo would delete it).
+            return (
+                f"the server answered with record {change.target!r}, which existed before "
+                "this create: it is not the record this job made"
+            )
+        return super().read_back_problem(change, write, response, snapshot, target)
+
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
         return dialects.classify_record_write(write, response)
 
