@@ -297,12 +297,10 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     def open_changes(self, resource_ids: Sequence[str], exclude_job: str) -> list[OpenChange]:
         """Other jobs' changes that hold any of ``resource_ids`` (any identity: a
         quarantine outlives a config change), writes in flight first. Two indexed reads
-        (actions_in_flight and changes_live) in one statement for every resource: one
-        round trip, and one snapshot even under READ COMMITTED, so an outcome that
-        commits meanwhile cannot move a change out of both halves."""
-        if not resource_ids:
-            return []
-        listed = ", ".join("?" * len(resource_ids))
+        (actions_in_flight and changes_live) in one statement for them all: one round
+        trip, and one snapshot even under READ COMMITTED, so an outcome that commits
+        meanwhile cannot move a change out of both halves."""
+        listed = ", ".join("?" * len(resource_ids)) or "NULL"  # none: holds nothing
         rows = self.connection.execute(
             "SELECT ch.job_id, ch.resource_id, ch.kind, ch.fields, ch.state, "  # noqa: S608 - placeholders only
             "ch.applied_seq, ch.fingerprint, 1, ch.target "
