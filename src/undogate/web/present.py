@@ -347,7 +347,12 @@ def _sentence(note: Any) -> str | None:
     heading "Not reversible" reads "Undoing…"."""
     if not isinstance(note, str) or not note:
         return None
-    text: str = note.removeprefix("irreversible: ")
+    return capitalized(note.removeprefix("irreversible: "))
+
+
+def capitalized(text: str) -> str:
+    """An engine's message (they start in lowercase, to follow a colon) as the start of a
+    sentence on a page."""
     return text[:1].upper() + text[1:]
 
 
@@ -396,6 +401,7 @@ __all__ = [
     "blocked_changes",
     "blocking_job",
     "buttons",
+    "capitalized",
     "job_page",
     "job_rows",
     "objects",
