@@ -59,6 +59,17 @@ OBSERVATION_WORDS: dict[str, str] = {
     "neither": "It shows neither the before nor the after values.",
 }
 
+#: What a reviewer saw when accepting an uncertain write's observed state (a receipt's
+#: write, after the fact: the preview's words say what it shows now).
+ACCEPTED_WORDS: dict[str, str] = {
+    "looks_applied": "Accepted as observed: the after-values were in place (it looked applied).",
+    "looks_not_applied": "Accepted as observed: the before-values were in place (it looked "
+    "not applied).",
+    "looks_undone": "Accepted as observed: the before-values were back in place (it looked "
+    "undone).",
+    "neither": "Accepted as observed: it showed neither the before nor the after values.",
+}
+
 OPERATION_WORDS: dict[str, tuple[str, str]] = {
     # operation -> (what the preview is of, the confirm button's label)
     Operation.APPLY: ("Apply", "Confirm apply"),
@@ -110,6 +121,12 @@ def shown(value: Any) -> Any:
 
 def state_words(state: str) -> str:
     return STATE_WORDS.get(state, state)
+
+
+def job_verb(state: str) -> str:
+    """The verb a sentence about a job in ``state`` puts before its words: "is" ("the job
+    is applied"), or none where the words bring their own ("the job needs review…")."""
+    return "" if state_words(state).startswith("needs ") else "is"
 
 
 def objects(value: JsonValue) -> list[dict[str, Any]]:
@@ -274,6 +291,8 @@ def job_page(
     actions: list[dict[str, Any]] = []
     for action in objects(receipt["actions"]):
         action["status_words"] = ACTION_WORDS.get(str(action["status"]), action["status"])
+        seen = action.get("observation")
+        action["observation_words"] = ACCEPTED_WORDS.get(str(seen), str(seen)) if seen else None
         actions.append(action)
     return {
         "receipt": receipt,
@@ -404,6 +423,7 @@ __all__ = [
     "capitalized",
     "job_page",
     "job_rows",
+    "job_verb",
     "objects",
     "preview_page",
     "shown",

@@ -17,11 +17,12 @@ from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
 from ..errors import InvalidRequest
+from ..jobs import Job
 from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..operations.inbox import parse_time
 from ..operations.rewind_plan import Selection
 from ..operations.rewind_view import plan_view, preview_view
-from ..service import Reader, Reviewer
+from ..service import Reader, Reviewer, Service
 from ..views import agent_rewind_path
 from . import exact, present
 from .pages import Form, Pages
@@ -90,6 +91,14 @@ def _blocked_sides(current: JsonValue, values: JsonValue) -> tuple[JsonValue, Js
         now = current.get("text") if isinstance(current, dict) else current
         return now, values["after_text"]
     return current, values.get("after")
+
+
+async def held_since(service: Service, reader: Reader, job: Job) -> float | None:
+    """When the job's agent was stopped, which holds the job's apply from confirmation
+    (None: it runs, or this key does not see it)."""
+    if job.agent_id not in service.reviewers.visible_agents(reader):
+        return None
+    return await service.rewinds.stopped_at(reader, job.agent_id)
 
 
 def _selection(agent_id: str, form: Form, now: float) -> Selection:
@@ -201,4 +210,4 @@ def rewind_routes(ui: RewindPages) -> list[BaseRoute]:
     ]
 
 
-__all__ = ["rewind_routes"]
+__all__ = ["held_since", "rewind_routes"]
