@@ -522,3 +522,17 @@ def test_nothing_found_says_where_to_look_whatever_was_asked_for(browser: Any, t
         said = _main(page)
         assert "Check the address, or find what you were looking for from the inbox" in said
         assert "open the job from its list" not in said
+
+
+def test_an_uncertain_change_says_no_undo_until_its_outcome_is_accepted(
+    browser: Any, tour: Tour
+) -> None:
+    job = tour.prepare("Gold tier.", {"resource": "customer", "set": {"tier": "gold"}})
+    page = reviewer(browser, tour).page
+    tour.server.arm("apply_then_drop", RECORD)
+    preview(page, tour, job)
+    confirm(page, tour, job)
+    page.goto(f"{tour.site.url}/jobs/{job}")
+    rev = page.locator(".change .rev").inner_text()
+    assert rev.startswith("Its outcome is uncertain: nothing can be undone until a reviewer")
+    assert page.get_by_role("button", name="Preview undo").count() == 0  # as it says

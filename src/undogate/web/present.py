@@ -217,7 +217,13 @@ def change_reversibility(job: Job, change: Change) -> str:
             return "Never applied: the job was invalidated, so there is nothing to undo."
         if job.undo_started:
             return "Never applied, and it never will be: an undo of this job has started."
-    return adapter_for(change.kind).reversibility(change)
+    reversibility = adapter_for(change.kind).reversibility(change)
+    if change.state is ChangeState.UNCERTAIN:
+        return (
+            "Its outcome is uncertain: nothing can be undone until a reviewer accepts what "
+            f"is observed. {reversibility}"
+        )
+    return reversibility
 
 
 #: What the agent says about where a change's values come from (``assertion_kind``).
@@ -273,6 +279,7 @@ def job_page(
     for change, recorded in zip(objects(receipt["changes"]), job.changes, strict=True):
         adapter = adapter_for(recorded.kind)
         change["noun"] = adapter.noun
+        change["part_names"] = adapter.part_names
         change["number"] = recorded.index + 1
         change["effect"] = record_effect(
             change.get("before"),
@@ -314,6 +321,7 @@ def preview_page(
     for change, shown_change in zip(objects(view["changes"]), preview.changes, strict=True):
         adapter = adapter_for(shown_change.kind)
         change["noun"] = adapter.noun
+        change["part_names"] = adapter.part_names
         change["number"] = shown_change.index + 1
         change["effect"] = record_effect(
             change.get("current"),
