@@ -536,3 +536,32 @@ def test_an_uncertain_change_says_no_undo_until_its_outcome_is_accepted(
     rev = page.locator(".change .rev").inner_text()
     assert rev.startswith("Its outcome is uncertain: nothing can be undone until a reviewer")
     assert page.get_by_role("button", name="Preview undo").count() == 0  # as it says
+
+
+def test_accepting_an_uncertain_write_shows_before_wrote_and_now(browser: Any, tour: Tour) -> None:
+    page = reviewer(browser, tour).page
+
+    def accept_preview(change: dict[str, Any], path: str) -> str:
+        job = tour.prepare("Uncertain.", change)
+        tour.server.arm("apply_then_drop", path)
+        preview(page, tour, job)
+        confirm(page, tour, job)
+        assert tour.state(job) is JobState.NEEDS_REVIEW
+        return job
+
+    record = accept_preview({"resource": "customer", "set": {"tier": "gold"}}, RECORD)
+    document = accept_preview({"resource": "notes", "text": "# Gold\n"}, DOCUMENT)
+    tour.server.set_field(RECORD, "/tier", "silver")  # neither side now
+    for job in (record, document):
+        page.goto(f"{tour.site.url}/jobs/{job}")
+        page.get_by_role("button", name="Preview: accept observed state").click()
+        page.wait_for_url(f"{tour.site.url}/jobs/{job}/previews/**")
+        assert "Current against" not in _main(page)
+        if job == record:
+            table = page.locator("table.observed")
+            heads = table.locator("thead th").all_inner_texts()
+            assert heads == ["Field", "Before the job", "The job wrote", "Now"]
+            assert table.locator("tbody tr td").all_inner_texts() == ["null", '"gold"', '"silver"']
+        else:  # the job's text against what is there: it looks applied, so identical
+            assert "It currently looks applied" in _main(page)
+            assert "The texts are identical." in _main(page)

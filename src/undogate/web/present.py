@@ -332,6 +332,12 @@ def preview_page(
         change["assertion_words"] = assertion_words(change.get("assertion_kind"))
         change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
         change["trust_words"] = trust_words(change["resource"], verified or {})
+        if preview.operation is Operation.ACCEPT_OBSERVED:
+            # What is observed is what is current: shown against the job's two sides.
+            recorded = job.changes[shown_change.index]
+            change["hunks"] = adapter.line_diff(recorded.after, shown_change.current)
+            if "rows" in change:
+                change["observed_rows"] = _observed_rows(recorded, objects(change["rows"]))
         if "rows" in change:
             change["rows"] = with_nested(objects(change["rows"]), "current", "planned")
         observation = change.get("observation")
@@ -367,6 +373,28 @@ def preview_page(
         ],
         "irreversible": irreversible,
     }
+
+
+def _observed_rows(recorded: Change, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each part of an uncertain change: its value before the job, the value the job
+    wrote, and the value observed now (``rows``: the preview's, current side)."""
+    sides = adapter_for(recorded.kind).receipt_values(recorded).get("rows")
+    by_part = {str(r["field"]): r for r in objects(sides if sides is not None else [])}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        job_sides = by_part.get(str(row["field"]), {})
+        out.append(
+            {
+                "field": row["field"],
+                "before": job_sides.get("before"),
+                "before_present": bool(job_sides.get("before_present")),
+                "after": job_sides.get("after"),
+                "after_present": bool(job_sides.get("after_present")),
+                "now": row.get("current"),
+                "now_present": bool(row.get("current_present")),
+            }
+        )
+    return out
 
 
 def _sentence(note: Any) -> str | None:
