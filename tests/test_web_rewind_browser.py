@@ -89,6 +89,13 @@ def test_a_rewind_from_the_agents_page_by_keyboard(
         assert blocked.count() == 1 and ids[2] in blocked.inner_text()
         assert "edited outside the gateway" in blocked.inner_text()
         assert '"platinum"' in blocked.inner_text()  # what it shows now, as exact text
+        # Two fields of one record: each still shows what its job wrote, whatever the
+        # step before it on the record undoes.
+        why = page.locator("#plan tr.verdict-undo td[data-label='Why']").all_inner_texts()
+        assert (
+            why
+            == ["It still shows what this job wrote, so its undo puts back what was before."] * 2
+        )
         check_page(page)
         tab_to(page, "Preview the plan")
         page.keyboard.press("Enter")

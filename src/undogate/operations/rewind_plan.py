@@ -220,7 +220,9 @@ def walk(
     for number, (job, change) in enumerate(order, start=1):
         key = read_key(change)
         seen = state.get(key)
-        step, write = _judge(gw, tx, number, job, change, seen, released, last_undo.get(key))
+        step, write = _judge(
+            gw, tx, number, job, change, seen, released, last_undo.get(key), reads.get(key)
+        )
         steps.append(step)
         if write is None:
             continue
@@ -245,10 +247,11 @@ def _judge(
     seen: object,
     released: Container[tuple[str, int | None]],
     after: int | None,
+    read: object,
 ) -> tuple[Step, ConditionalWrite | None]:
     """One step's verdict, and its write when it is undone (``seen``: what the resource
     will show when its turn comes, a failed read, or None: unforeseeable once step
-    ``after`` undid something there)."""
+    ``after`` undid something there; ``read``: what it showed when the plan read it)."""
 
     def step(verdict: StepVerdict, **more: Any) -> tuple[Step, None]:
         return Step(number, job.id, change.index, change.resource_id, verdict, **more), None
@@ -297,13 +300,14 @@ def _judge(
             message=f"{change.resource_id} was edited outside the gateway after job "
             f"{job.id} wrote it; undo would overwrite that edit",
         )
-    made, _ = step(StepVerdict.UNDO, message=_still_holds(after))
+    shows_now = isinstance(read, Snapshot) and adapter.shows(change, read, Side.AFTER)
+    made, _ = step(StepVerdict.UNDO, message=_still_holds(None if shows_now else after))
     return made, adapter.build_write(res, change, seen, Side.BEFORE)
 
 
 def _still_holds(after: int | None) -> str:
     """Why a step is undone: its guard holds where its turn comes (``after``: the step
-    that undoes something on the same resource just before it)."""
+    whose undo puts back what this job wrote, which a newer job of the plan replaced)."""
     if after is None:
         return "it still shows what this job wrote, so its undo puts back what was before"
     return (
