@@ -321,6 +321,7 @@ def test_nothing_ran_no_receipt_link_and_a_rejected_job_says_why(browser: Any, t
     main = _main(page)
     assert "The reviewer's reason: Ada asked to wait." in main
     assert "Never applied: the job was rejected, so there is nothing to undo." in main
+    assert "Now: never written" in main and "not written yet" not in main
     assert "Reversible" not in main
     assert page.get_by_role("link", name="The receipt of what ran").count() == 0  # rejected
 

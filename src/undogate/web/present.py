@@ -205,6 +205,15 @@ def rejection_reason(events: Sequence[Event]) -> str | None:
     return None
 
 
+def change_state_words(job: Job, change: Change) -> str:
+    """Where a change stands, true for its job: one never written stays so once the job
+    was rejected, invalidated or its undo started ("not written yet" promises more)."""
+    never = job.state in (JobState.REJECTED, JobState.INVALIDATED) or job.undo_started
+    if change.state is ChangeState.PENDING and never:
+        return "never written"
+    return CHANGE_STATE_WORDS.get(change.state, change.state.value)
+
+
 def change_reversibility(job: Job, change: Change) -> str:
     """Whether undogate can undo this change, true for where the job and the change stand
     now (a change never applied has nothing to undo; an undone one is undone)."""
@@ -289,7 +298,7 @@ def job_page(
         )
         change["assertion_words"] = assertion_words(change.get("assertion_kind"))
         change["reversibility"] = change_reversibility(job, recorded)
-        change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
+        change["state_words"] = change_state_words(job, recorded)
         change["trust_words"] = trust_words(change["resource"], verified or {})
         change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
         if "rows" in change:
