@@ -89,6 +89,7 @@ class PropertyCollectionAdapter(Adapter):
     ``format``."""
 
     format: ClassVar[Format]
+    part_names = ("property", "properties")
     settings_model = PropertyCollectionSettings
     change_members = (ID, SET, REMOVE, CREATE, DELETE, UPSERT)
 
