@@ -53,9 +53,7 @@ def wait_healthy(url: str, proc: Child, timeout: float = 20.0) -> None:
 
 
 @contextmanager
-def serving(
-    config: Path, env: dict[str, str], *extra: str
-) -> Iterator[tuple[str, Child]]:
+def serving(config: Path, env: dict[str, str], *extra: str) -> Iterator[tuple[str, Child]]:
     """``undogate serve`` (with ``extra`` options) as a process on a free port, healthy
     before it is yielded;
     stopped with SIGTERM (then SIGKILL) after. Once healthy its stderr is drained by a

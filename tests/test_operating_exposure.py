@@ -24,6 +24,10 @@ def _secret_parts(key: str) -> list[str]:
     return [key, key[16:]]
 
 
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
     served: dict[str, object],
 ) -> None:
@@ -46,10 +50,8 @@ def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
                 client.get("/api/v1/inbox", headers=bearer(agent[:-1])),
                 client.get(
                     "/api/v1/inbox",
-                    headers={"Authorization": "Basic " + base64.b64encode(
-                        f"user:{operator}".encode()
-                    ).decode()},
-                ),  # fmt: skip
+                    headers={"Authorization": "Basic " + _base64(f"user:{operator}")},
+                ),
                 client.get("/api/v1/inbox", headers={"Authorization": f"Token {operator}"}),
                 client.get("/api/v1/inbox", headers={"Authorization": f"Bearer {operator} x"}),
                 # Keys where a name or a value goes: the path, the query, a body's fields.
@@ -66,9 +68,10 @@ def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
                 ),
                 client.post(
                     "/api/v1/jobs",
-                    json={"summary": "s", "changes": [
-                        {"resource": "customer", "set": {operator: "x"}}
-                    ]},  # fmt: skip
+                    json={
+                        "summary": "s",
+                        "changes": [{"resource": "customer", "set": {operator: "x"}}],
+                    },
                     headers=bearer(agent),
                 ),
                 client.post("/api/v1/jobs", json={operator: 1}, headers=bearer(agent)),
@@ -81,8 +84,11 @@ def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
                     "/api/v1/admin/keys/" + agent + "/revoke", json={}, headers=bearer(operator)
                 ),
                 client.post("/signin", data={"key": agent, "csrf": operator}),
-                client.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "x"},
-                            headers=bearer(operator)),  # fmt: skip
+                client.post(
+                    "/mcp",
+                    json={"jsonrpc": "2.0", "id": 1, "method": "x"},
+                    headers=bearer(operator),
+                ),
             ]
             refused = sum(a.status_code >= 400 for a in answers)
         stop(proc)  # everything it wrote, to its last line

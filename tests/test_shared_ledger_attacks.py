@@ -20,25 +20,28 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
+import yaml
 
 from undogate.contract_server import ContractServer
-from undogate.ledger import LOCK_NAME, SQLiteStore, Store
+from undogate.ledger import LOCK_NAME, Store
 from undogate.ledger.sqlite_files import filesystem_type, is_network_filesystem
 
+from .fixtures.fleet import CUSTOMER, LEASE_S, Fleet
 from .serving import cli, serving
 from .test_fail_closed import fill
-from .test_multiprocess import (  # noqa: F401  (fleet: the fixture, reused)
-    CUSTOMER,
-    Fleet,
+from .test_multiprocess import (
+    CSRF,
     _call,
     _confirm,
+    _field,
     _prepare,
     _preview,
     _wait_for,
     _write_through,
-    fleet,
 )
+from .worlds import MASTER_KEY
 
 # A process that takes its turn to write, appends an event, and stops there (killed).
 _HOLDS_THE_TURN = textwrap.dedent(
@@ -77,18 +80,10 @@ _COMMITS = textwrap.dedent(
 sqlite_only = pytest.mark.parametrize("fleet", ["sqlite"], indirect=True)
 
 
-@pytest.fixture
-def own_view(fleet: Fleet) -> Iterator[Store]:
-    """The test's view of the ledger, with no lease: it takes part in nothing."""
-    store = SQLiteStore.open(fleet.data_dir, lease_s=None)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
 def _start(script: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
+    )
 
 
 def _said(proc: subprocess.Popen[str]) -> str:
@@ -127,7 +122,7 @@ def _verified(fleet: Fleet) -> None:
 
 @sqlite_only
 def test_a_process_killed_holding_the_turn_to_write_leaves_no_lock_and_nothing_of_its_write(
-    fleet: Fleet, own_view: Store
+    fleet: Fleet, fleet_ledger: Store
 ) -> None:
     with serving(fleet.config, fleet.env) as (url, _):
         holder = _start(_HOLDS_THE_TURN, str(fleet.data_dir))
@@ -136,9 +131,12 @@ def test_a_process_killed_holding_the_turn_to_write_leaves_no_lock_and_nothing_o
             assert _said(holder) == "holding"
             # A whole job through the gateway: it queues behind the held turn.
             finished: list[float] = []
-            through = threading.Thread(
-                target=lambda: (_write_through(url, fleet, "prospect"), finished.append(1))
-            )
+
+            def write_through() -> None:
+                _write_through(url, fleet, "prospect")
+                finished.append(1)
+
+            through = threading.Thread(target=write_through)
             through.start()
             through.join(1.5)
             assert finished == [], "the gateway wrote while another process held the turn"
@@ -152,16 +150,16 @@ def test_a_process_killed_holding_the_turn_to_write_leaves_no_lock_and_nothing_o
         # the busy wait (5 s) it would otherwise have been refused after.
         assert finished == [1]
         assert time.monotonic() - killed_at < 4.0
-        assert _events_by(own_view, "killed-holder") == []  # rolled back with the process
+        assert _events_by(fleet_ledger, "killed-holder") == []  # rolled back with the process
         _write_through(url, fleet, "customer")  # and it goes on writing
         # Once its lease expired, the live gateway ends it.
-        _wait_for(lambda: _lease_ended(own_view, lease_id), timeout=20)
+        _wait_for(lambda: _lease_ended(fleet_ledger, lease_id), timeout=20)
     _verified(fleet)
 
 
 @sqlite_only
 def test_writers_killed_at_random_moments_lose_no_commit_they_were_told_of(
-    fleet: Fleet, own_view: Store
+    fleet: Fleet, fleet_ledger: Store
 ) -> None:
     """Twelve times: a process commits events as fast as it can beside the gateway and
     is killed at a random moment, mid-commit as likely as not. Every commit it was told
@@ -173,7 +171,7 @@ def test_writers_killed_at_random_moments_lose_no_commit_they_were_told_of(
             writer = _start(_COMMITS, str(fleet.data_dir), str(run))
             assert _said(writer) == "open"
             lines: list[str] = []
-            reading = threading.Thread(target=lambda w=writer: lines.extend(_lines(w)))
+            reading = threading.Thread(target=_read_lines, args=(writer, lines))
             reading.start()
             time.sleep(chance.uniform(0.05, 0.6))  # a random moment of its stream of commits
             _kill(writer)
@@ -184,21 +182,21 @@ def test_writers_killed_at_random_moments_lose_no_commit_they_were_told_of(
             if run % 4 == 3:
                 _write_through(url, fleet, ("prospect", "customer")[run % 8 // 4])
     committed: dict[str, set[int]] = {}
-    for detail in _events_by(own_view, "killed-writer"):
+    for detail in _events_by(fleet_ledger, "killed-writer"):
         found = _number_and_run(detail)
         committed.setdefault(found[1], set()).add(found[0])
     assert sum(told.values()) > 0, told  # the writers did commit before their kills
-    for run, last in told.items():
+    for writer_run, last in told.items():
         # each of 1..last is in; at most one more (committed, killed before it said so)
-        have = committed.get(run, set())
-        assert set(range(1, last + 1)) <= have, (run, last, sorted(have)[-3:])
-        assert have <= set(range(1, last + 2)), (run, last, sorted(have)[-3:])
+        have = committed.get(writer_run, set())
+        assert set(range(1, last + 1)) <= have, (writer_run, last, sorted(have)[-3:])
+        assert have <= set(range(1, last + 2)), (writer_run, last, sorted(have)[-3:])
     _verified(fleet)
 
 
-def _lines(proc: subprocess.Popen[str]) -> list[str]:
+def _read_lines(proc: subprocess.Popen[str], lines: list[str]) -> None:
     assert proc.stdout is not None
-    return [line.strip() for line in proc.stdout if line.strip()]
+    lines.extend(line.strip() for line in proc.stdout if line.strip())
 
 
 def _number_and_run(detail: str) -> tuple[int, str]:
@@ -241,14 +239,17 @@ def _prepare_answer(url: str, fleet: Fleet, status: str) -> tuple[int, str]:
 
 @sqlite_only
 def test_a_disk_that_fills_under_two_processes_records_nothing_half_and_harms_neither(
-    small_data_dir: Path, fleet: Fleet, own_view: Store
+    small_data_dir: Path, fleet: Fleet, fleet_ledger: Store
 ) -> None:
     assert fleet.data_dir == small_data_dir
-    with serving(fleet.config, fleet.env) as (a, proc_a), serving(fleet.config, fleet.env) as (
-        b,
-        proc_b,
+    with (
+        serving(fleet.config, fleet.env) as (a, proc_a),
+        serving(fleet.config, fleet.env) as (
+            b,
+            proc_b,
+        ),
     ):
-        jobs_before = _jobs(own_view)
+        jobs_before = _jobs(fleet_ledger)
         filler = fill(small_data_dir)
         answers = [_prepare_answer((a, b)[n % 2], fleet, f"full-{n}") for n in range(40)]
         made = sum(1 for status, _ in answers if status == 201)
@@ -257,7 +258,7 @@ def test_a_disk_that_fills_under_two_processes_records_nothing_half_and_harms_ne
         assert refused, "the full disk refused nothing"
         assert set(refused) == {(503, "ledger_error")}, refused
         # Nothing half-recorded: exactly the prepares that were answered 201 are jobs.
-        assert _jobs(own_view) == jobs_before + made
+        assert _jobs(fleet_ledger) == jobs_before + made
         assert proc_a.poll() is None and proc_b.poll() is None
         filler.unlink()
         # Both go on, each writing a whole job, once the disk has room.
@@ -321,7 +322,7 @@ def test_the_network_filesystems_fuse_clients_mount_are_refused(fs: str) -> None
     "it). Fix belongs to the helper rewriting ledger/sqlite*.py",
 )
 def test_a_process_started_after_the_lock_file_was_deleted_never_settles_a_live_write(
-    fleet: Fleet, server: ContractServer, own_view: Store
+    fleet: Fleet, server: ContractServer, fleet_ledger: Store
 ) -> None:
     with serving(fleet.config, fleet.env) as (a, _):
         job_id = _prepare(a, fleet, "customer", "customer")
@@ -336,8 +337,122 @@ def test_a_process_started_after_the_lock_file_was_deleted_never_settles_a_live_
             assert gate.arrived.wait(30), "the write never reached the endpoint"
             (fleet.data_dir / LOCK_NAME).unlink()  # a clean-up that took it for a stale lock
             with serving(fleet.config, fleet.env):  # healthy: its recovery has run
-                in_flight = own_view.read(lambda tx: tx.in_flight_actions())
+                in_flight = fleet_ledger.read(lambda tx: tx.in_flight_actions())
                 assert [action.job_id for action in in_flight] == [job_id]
+        finally:
+            gate.release()
+            confirming.join(30)
+        assert outcome == [200]
+
+
+def _signed_in(url: str, key: str) -> dict[str, str]:
+    """A reviewer's session cookies, signed in through the process at ``url``."""
+    with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as browser:
+        form = browser.get("/signin")
+        signed = browser.post("/signin", data={"key": key, "csrf": _field(CSRF, form.text)})
+        assert signed.url.path == "/inbox", signed.text[:500]
+        return dict(browser.cookies)
+
+
+def _page(url: str, cookies: dict[str, str]) -> httpx.Response:
+    with httpx.Client(base_url=url, cookies=cookies, timeout=30) as browser:
+        return browser.get("/agents")
+
+
+def _refused(page: httpx.Response) -> bool:
+    return page.status_code == 303 and page.headers["location"].startswith("/signin")
+
+
+@sqlite_only
+def test_a_session_ended_or_whose_key_was_revoked_through_one_process_is_refused_by_another(
+    fleet: Fleet,
+) -> None:
+    with serving(fleet.config, fleet.env) as (a, _), serving(fleet.config, fleet.env) as (b, _):
+        made = _call(a, MASTER_KEY, "/api/v1/admin/keys", {"kind": "operator", "label": "kim"})
+        assert made.status_code == 201, made.text
+        key, credential = made.json()["key"], made.json()["credential"]["id"]
+
+        # Signed out through A: B refuses the cookie on its next page.
+        cookies = _signed_in(a, key)
+        assert _page(b, cookies).status_code == 200  # B knew the session
+        with httpx.Client(base_url=a, cookies=cookies, timeout=30) as on_a:
+            csrf = _field(CSRF, on_a.get("/agents").text)
+            assert on_a.post("/signout", data={"csrf": csrf}).status_code == 303
+        assert _refused(_page(b, cookies))
+        assert _refused(_page(a, cookies))
+
+        # The key revoked through A while signed in: both refuse the session at once.
+        cookies = _signed_in(b, key)
+        assert _page(a, cookies).status_code == 200 and _page(b, cookies).status_code == 200
+        revoked = _call(a, MASTER_KEY, f"/api/v1/admin/keys/{credential}/revoke", {})
+        assert revoked.status_code == 200, revoked.text
+        assert _refused(_page(b, cookies))
+        assert _refused(_page(a, cookies))
+
+
+@sqlite_only
+def test_backups_taken_while_three_processes_write_each_verify_and_restore_waits_for_them(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """Two processes commit as fast as they can and a gateway applies jobs beside them,
+    while ``undogate backup`` runs three times: each backup is one whole ledger whose hash
+    chain verifies; ``restore`` is refused while any of them has the ledger open."""
+    with serving(fleet.config, fleet.env) as (url, _):
+        writers = [_start(_COMMITS, str(fleet.data_dir), f"w{n}") for n in range(2)]
+        try:
+            assert [_said(w) for w in writers] == ["open", "open"]
+            for n in range(3):
+                backup = tmp_path / f"backup-{n}.sqlite3"
+                made = cli("backup", str(backup), "--config", str(fleet.config), env=fleet.env)
+                assert made.returncode == 0, made.stderr
+                checked = cli("ledger", "verify", str(backup), env=fleet.env)
+                assert checked.returncode == 0, checked.stdout + checked.stderr
+                _write_through(url, fleet, ("prospect", "customer")[n % 2])
+            restored = cli(
+                "restore", str(tmp_path / "backup-0.sqlite3"), "--config", str(fleet.config),
+                env=fleet.env,
+            )  # fmt: skip
+            assert restored.returncode != 0
+            assert "ledger_in_use" in restored.stderr, restored.stderr
+            assert all(w.poll() is None for w in writers)  # they wrote throughout
+        finally:
+            for writer in writers:
+                _kill(writer)
+                assert writer.stdout is not None
+                writer.stdout.close()
+    assert not list(fleet.data_dir.glob("before-restore-*"))  # nothing was moved aside
+    _verified(fleet)
+
+
+@sqlite_only
+def test_a_process_with_a_shorter_lease_never_settles_a_longer_leased_process_write(
+    fleet: Fleet, server: ContractServer, fleet_ledger: Store, tmp_path: Path
+) -> None:
+    """Two configs on one data dir: A leases for 30 s (renewing every 10 s), B, started
+    beside it, for 2 s (sweeping every 0.7 s). Each lease carries its own expiry, so B's
+    sweeps never judge A by B's lease while A holds a write in flight."""
+    patient = tmp_path / "patient.yaml"
+    config = yaml.safe_load(fleet.config.read_text())
+    config["server"]["lease_s"] = 30
+    patient.write_text(yaml.safe_dump(config))
+    with serving(patient, fleet.env) as (a, _):
+        job_id = _prepare(a, fleet, "customer", "customer")
+        token = _preview(a, fleet, job_id)
+        gate = server.hold_next_write(CUSTOMER)
+        outcome: list[int] = []
+        confirming = threading.Thread(
+            target=lambda: outcome.append(_confirm(a, fleet, job_id, token).status_code)
+        )
+        confirming.start()
+        try:
+            assert gate.arrived.wait(30), "the write never reached the endpoint"
+            with serving(fleet.config, fleet.env):
+                (action,) = fleet_ledger.read(lambda tx: tx.in_flight_actions())
+                since = time.time()
+                # Three of B's leases long: many sweeps, each of which would have ended
+                # A's lease had it been judged by B's 2 s since A's last renewal.
+                _wait_for(lambda: time.time() > since + 3 * LEASE_S)
+                assert fleet_ledger.read(lambda tx: tx.in_flight_actions()) == [action]
         finally:
             gate.release()
             confirming.join(30)
