@@ -91,6 +91,9 @@ def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
                 ),
             ]
             refused = sum(a.status_code >= 400 for a in answers)
+            # What the refusals were counted under: codes, never what the client sent.
+            scraped = client.get("/metrics", headers=bearer(operator))
+            assert scraped.status_code == 200, scraped.text
         stop(proc)  # everything it wrote, to its last line
         said = serve_log(proc)
     lines = said.splitlines()
@@ -100,6 +103,12 @@ def test_json_logs_never_carry_a_key_wherever_a_client_puts_one(
     secrets = [master, *(part for key in (operator, agent) for part in _secret_parts(key))]
     carrying = [line for line in lines if any(part in line for part in secrets)]
     assert carrying == [], "\n".join(carrying)
+    labels = [line for line in scraped.text.splitlines() if "{" in line]
+    assert any('outcome="not_found"' in line for line in labels), scraped.text
+    for label in labels:
+        assert not any(part in label for part in secrets), label
+        # no owner, credential, job or resource: the lease's holder is a pid and a host
+        assert not any(word in label for word in ("op_", "at_", "job_", "http", "customer"))
     assert "bearer ug" not in said.lower()
 
 
@@ -131,3 +140,22 @@ def test_the_metrics_bind_refuses_every_address_that_is_not_a_loopback_ip(
     )  # fmt: skip
     assert refused.returncode == 2, refused.stderr
     assert "error [invalid_request]: --metrics-bind" in refused.stderr
+
+
+def test_the_api_port_never_takes_a_request_for_the_metrics_bind_by_what_the_client_says(
+    served: dict[str, object],
+) -> None:
+    """The scrape needs no key on its own loopback socket only: a request on the API's
+    port that names that socket (Host, the forwarding headers) still needs the key."""
+    config, env = Path(str(served["config"])), dict(served["env"])  # type: ignore[call-overload]
+    bind = f"127.0.0.1:{free_port()}"
+    with serving(config, env, "--metrics-bind", bind) as (url, _):
+        assert httpx.get(f"http://{bind}/metrics", timeout=10).status_code == 200
+        for headers in (
+            {"Host": bind},
+            {"X-Forwarded-Host": bind, "X-Forwarded-For": "127.0.0.1"},
+            {"Forwarded": f"for=127.0.0.1;host={bind}", "X-Forwarded-Port": bind[-5:]},
+        ):
+            answer = httpx.get(f"{url}/metrics", headers=headers, timeout=10)
+            assert answer.status_code == 401, (headers, answer.text)
+            assert "undogate_prepares" not in answer.text
