@@ -20,7 +20,7 @@ from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, ChangeState, JobState
 from undogate.ledger import Store
 
-from .fixtures.fleet import CUSTOMER, LEASE_S, QUOTA, Fleet
+from .fixtures.fleet import CUSTOMER, LEASE_S, QUOTA, SUPPLIER, Fleet
 from .serving import cli, serve_log, serving
 from .worlds import MASTER_KEY
 
