@@ -58,13 +58,14 @@ _HOLDS_THE_TURN = textwrap.dedent(
     ledger.write(hold)
     """
 )
-# A process that commits one event after another, saying each once its commit returned.
+# A process that commits one event after another, saying each once its commit returned
+# (with no lease: a lease taken beside processes that write without pause can fail).
 _COMMITS = textwrap.dedent(
     """
     import sys
     from pathlib import Path
     from undogate.ledger import Ledger
-    ledger = Ledger.open(Path(sys.argv[1]), lease_s=2.0)
+    ledger = Ledger.open(Path(sys.argv[1]), lease_s=None)
     print("open", flush=True)
     n = 0
     while True:
@@ -82,18 +83,29 @@ sqlite_only = pytest.mark.parametrize("fleet", ["sqlite"], indirect=True)
 
 def _start(script: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,  # a few lines at most: why it stopped, if it did
+        text=True,
     )
 
 
 def _said(proc: subprocess.Popen[str]) -> str:
+    """Its next line; or, when it exited instead, why (what it wrote on stderr)."""
     assert proc.stdout is not None
-    return proc.stdout.readline().strip()
+    line = proc.stdout.readline().strip()
+    if not line and proc.wait(timeout=10) is not None and proc.stderr is not None:
+        return f"exited {proc.returncode}: {proc.stderr.read()}"
+    return line
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL, then its pipes closed (whatever is left in them is not read)."""
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 def _events_by(store: Store, actor: str) -> list[str]:
@@ -143,8 +155,6 @@ def test_a_process_killed_holding_the_turn_to_write_leaves_no_lock_and_nothing_o
             killed_at = time.monotonic()
         finally:
             _kill(holder)
-            assert holder.stdout is not None
-            holder.stdout.close()
         through.join(10)
         # It went on as soon as the kernel released the dead process's locks, well within
         # the busy wait (5 s) it would otherwise have been refused after.
@@ -174,10 +184,9 @@ def test_writers_killed_at_random_moments_lose_no_commit_they_were_told_of(
             reading = threading.Thread(target=_read_lines, args=(writer, lines))
             reading.start()
             time.sleep(chance.uniform(0.05, 0.6))  # a random moment of its stream of commits
+            writer.send_signal(signal.SIGKILL)
+            reading.join(10)  # what it said before it died, to the end of its pipe
             _kill(writer)
-            reading.join(10)
-            assert writer.stdout is not None
-            writer.stdout.close()
             told[str(run)] = int(lines[-1]) if lines else 0
             if run % 4 == 3:
                 _write_through(url, fleet, ("prospect", "customer")[run % 8 // 4])
@@ -418,8 +427,6 @@ def test_backups_taken_while_three_processes_write_each_verify_and_restore_waits
         finally:
             for writer in writers:
                 _kill(writer)
-                assert writer.stdout is not None
-                writer.stdout.close()
     assert not list(fleet.data_dir.glob("before-restore-*"))  # nothing was moved aside
     _verified(fleet)
 
