@@ -7,113 +7,27 @@ settles it as ``uncertain`` and reconciles it, while its own writes go on."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
 from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, ChangeState, JobState
-from undogate.ledger import SQLiteStore, Store
-from undogate.ledger.postgres import PostgresStore
+from undogate.ledger import Store
 
-from .postgres import PostgresCluster
+from .fixtures.fleet import CUSTOMER, LEASE_S, QUOTA, SUPPLIER, Fleet
 from .serving import cli, serve_log, serving
-from .worlds import MASTER_KEY, resource
-
-CUSTOMER = "/records/customer-123"
-SUPPLIER = "/records/supplier-9"
-LEASE_S = 2.0
-#: Each owner's quota of unresolved jobs (and its one agent's), no rate in the way: more
-#: than any test here keeps unresolved, except the flood, which meets it.
-QUOTA = 5
-LIMITS = {
-    "max_unresolved_jobs_per_agent": QUOTA,
-    "max_unresolved_jobs_per_owner": QUOTA,
-    "max_prepares_per_minute": 10_000,
-    "prepare_burst": 1_000,
-}
-
-
-@dataclass
-class Fleet:
-    """Serve processes on one ledger (``ledger_url``: PostgreSQL; None: the SQLite
-    ledger in ``data_dir``), and the keys to talk to them."""
-
-    config: Path
-    env: dict[str, str]
-    data_dir: Path
-    ledger_url: str | None
-    operator: str
-    agent: str
-    owner: str
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def fleet(tmp_path: Path, server: ContractServer, request: pytest.FixtureRequest) -> Fleet:
-    url: str | None = None
-    if request.param == "postgres":
-        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
-        url = cluster.fresh_database()
-    server.set_record(SUPPLIER, {"status": "active", "owner": "kim"})
-    data_dir = tmp_path / "data"
-    config = tmp_path / "undogate.yaml"
-    on_postgres = {"ledger": url} if url else {}
-    config.write_text(
-        yaml.safe_dump(
-            {
-                # A write held at the endpoint outlives a process's start under load.
-                "server": {
-                    "data_dir": str(data_dir),
-                    **on_postgres,
-                    "lease_s": LEASE_S,
-                    "request_timeout_s": 30,
-                },
-                "limits": LIMITS,
-                "resources": [
-                    resource(server, "customer", CUSTOMER),
-                    resource(server, "supplier", SUPPLIER),
-                ],
-                "agents": [
-                    {"id": "account-assistant", "tools": ["list_resources", "prepare_changes"]}
-                ],
-            }
-        )
-    )
-    env = {**os.environ, "UNDOGATE_MASTER_KEY": MASTER_KEY}
-    init = cli("init", "--config", str(config), env=env)
-    assert init.returncode == 0, init.stderr
-    operator = init.stdout.strip()
-    owner = "op_" + operator[4:16]
-    made = cli(
-        "keys", "create-agent", "--agent", "account-assistant", "--owner", owner,
-        "--config", str(config), env=env,
-    )  # fmt: skip
-    assert made.returncode == 0, made.stderr
-    return Fleet(config, env, data_dir, url, operator, made.stdout.splitlines()[0], owner)
+from .worlds import MASTER_KEY
 
 
 @pytest.fixture
-def ledger(fleet: Fleet) -> Iterator[Store]:
-    """The test's own view of the ledger: no lease, so it takes part in nothing."""
-    store: Store = (
-        PostgresStore.open(fleet.ledger_url, lease_s=None)
-        if fleet.ledger_url
-        else SQLiteStore.open(fleet.data_dir, lease_s=None)
-    )
-    try:
-        yield store
-    finally:
-        store.close()
+def ledger(fleet_ledger: Store) -> Store:
+    return fleet_ledger
 
 
 def _call(url: str, key: str, path: str, body: dict[str, object] | None = None) -> httpx.Response:
