@@ -404,7 +404,7 @@ _WRITE_BACK_TO_BACK = textwrap.dedent(
 
     def write(tx):
         tx.end_expired_leases()  # as recovery does: a lapsed lease is ended, its work settled
-        time.sleep(0.02)  # a write that keeps the lock a while (its fsyncs, a large step)
+        time.sleep(0.05)  # a write that keeps the lock a while (its fsyncs, a large step)
         tx.add_event(job_id=None, actor=actor, access_path="t", operation="x")
 
     print("writing", flush=True)
@@ -481,9 +481,9 @@ def test_a_lease_renews_in_its_turn_while_other_processes_write_back_to_back(
             _kill(proc)
         _kill(leased)
         watcher.close()
+    assert (ended_at, reason) == (None, None), "the live process's lease lapsed and was ended"
+    assert renewed_at - loaded_from >= 3 * _SHORT_LEASE_S
     # Both writers kept writing the whole time: the lease renewed under their load.
     assert all(
         after > before + 10 for before, after in zip(written_before, written_after, strict=True)
     )
-    assert (ended_at, reason) == (None, None), "the live process's lease lapsed and was ended"
-    assert renewed_at - loaded_from >= 3 * _SHORT_LEASE_S
