@@ -172,3 +172,28 @@ def test_an_upsert_by_post_refuses_a_record_that_appeared_since_too(
         gw.confirm(OWNER, job_id, preview.token, acknowledge_irreversible=True)
     assert server.attempt_count(CONTACTS) == 0
     assert gw.preview(OWNER, job_id, Operation.APPLY).blockers[0]["code"] == "conflict"
+
+
+def test_a_create_answered_with_a_record_that_existed_before_never_makes_it_the_jobs(
+    server: ContractServer, data_dir: Path, open_gateway: Opener
+) -> None:
+    """A store that deduplicates creates answers a POST of a record it already holds with
+    that record (201, its URL). That record is someone else's, made before the job: the
+    job never takes it for its own, so its undo can never delete it."""
+    gw, config = open_contacts(server, data_dir, open_gateway, create="post")
+    verify_and_accept(gw, config)
+    values = {"email": "ann@example.com", "name": "Ann"}
+    seed(server, "ann", **values)
+    job_id = prepare(gw, change(create=values))
+    server.arm("answer_existing", CONTACTS)
+    done = confirmed(gw, job_id, acknowledge_irreversible=True).job
+    assert done.state is JobState.NEEDS_REVIEW
+    assert done.changes[0].target is None and done.changes[0].applied_etag is None
+    (action,) = done.actions
+    assert "'ann', which existed before this create" in (action.detail or "")
+    # Reconciling it never adopts Ann's record either.
+    looked = gw.preview(OWNER, job_id, Operation.ACCEPT_OBSERVED)
+    assert looked.changes[0].observation is Observation.NEITHER and looked.token is None
+    with pytest.raises(TransitionNotAllowed):
+        gw.preview(OWNER, job_id, Operation.UNDO)
+    assert server.collection_records(CONTACTS) == {"ann": {"id": "ann", **values}}

@@ -486,3 +486,23 @@ def test_a_check_that_saw_412_proves_nothing_about_409(
     job = gw.ledger.load_job(job_id)
     assert job is not None and job.state is JobState.NEEDS_REVIEW
     assert job.actions[-1].status is ActionStatus.UNCERTAIN
+
+
+@pytest.mark.parametrize("write", ["merge_patch", "put"])
+def test_a_copy_that_takes_a_stale_write_fails_its_check_in_every_dialect_and_is_put_back(
+    seeded: ContractServer, data_dir: Path, open_gateway: Callable[..., LocalGateway], write: str
+) -> None:
+    """A server that answers 200 to a stale ``If-Match`` (and applies it) is the one a
+    merge patch or a whole-record PUT would clobber others through: the check says so,
+    and puts the copy back (a PATCH's server writes its own JSON text: by value)."""
+    server = seeded
+    gw = open_customer(server, data_dir, open_gateway, write=write)
+    assert check_endpoint(gw, "customer-copy").passed
+    start = server.raw_bytes(COPY)
+    server.arm("ignore_if_match", COPY)
+    result = check_endpoint(gw, "customer-copy")
+    assert not result.passed
+    stale = {s.name: s for s in result.steps}["stale_write_refused"]
+    assert not stale.passed and stale.evidence == {"status": 200, "unchanged": False}
+    assert loads(server.raw_bytes(COPY)) == loads(start)
+    assert server.raw_bytes(PATH) == TEXT.encode()  # production never touched

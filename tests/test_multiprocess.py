@@ -527,3 +527,41 @@ def test_review_sessions_are_shared_by_processes_and_survive_a_restart(
                 receipt = on_b.get(done.headers["location"])
                 assert "Confirmed. This is the receipt of what ran." in receipt.text
         assert server.get_record(CUSTOMER)["status"] == "customer"
+
+
+def test_a_rewind_confirmed_through_two_processes_at_once_runs_once(
+    fleet: Fleet, server: ContractServer
+) -> None:
+    """One plan's preview token confirmed four times at once through two processes: one
+    runs the plan, each other is refused (its token spent, or the plan run) and sends
+    nothing."""
+    with serving(fleet.config, fleet.env) as (a, _), serving(fleet.config, fleet.env) as (b, _):
+        _write_through(a, fleet, "paused")
+        selection: dict[str, object] = {"agent": "account-assistant", "since": "1h"}
+        planned = _call(a, fleet.operator, "/api/v1/rewinds", selection)
+        assert planned.status_code == 201, planned.text
+        rewind_id = planned.json()["rewind_id"]
+        shown = _call(b, fleet.operator, f"/api/v1/rewinds/{rewind_id}/preview", {})
+        assert shown.status_code == 200, shown.text
+        token = shown.json()["preview_token"]
+        writes = server.write_count(SUPPLIER)
+        start = threading.Barrier(4)
+        answers: list[str] = []
+
+        def confirm(url: str) -> None:
+            start.wait(10)
+            path = f"/api/v1/rewinds/{rewind_id}/confirm"
+            answer = _call(url, fleet.operator, path, {"preview_token": token})
+            answers.append("ran" if answer.status_code == 200 else answer.json()["error"]["code"])
+
+        racers = [threading.Thread(target=confirm, args=(u,)) for u in (a, b, a, b)]
+        for racer in racers:
+            racer.start()
+        for racer in racers:
+            racer.join(60)
+        assert answers.count("ran") == 1, answers
+        assert set(answers) - {"ran"} <= {"preview_used", "changed_since_preview"}, answers
+        assert server.write_count(SUPPLIER) == writes + 1
+        assert server.get_record(SUPPLIER)["status"] == "active"
+        report = _call(b, fleet.operator, f"/api/v1/rewinds/{rewind_id}").json()
+        assert report["state"] == "finished"

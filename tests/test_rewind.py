@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -442,3 +443,97 @@ def test_a_stopped_agent_and_its_reviewer_are_told_of_the_stop_and_how_to_resume
     with pytest.raises(PreviewExpired):  # resumed: now the expiry is what stands
         gw.confirm(OWNER, job_id, preview.token)
     assert server.write_count(CUSTOMER) == 0
+
+
+def test_an_undo_someone_else_ran_while_the_plan_ran_is_not_reported_as_the_plans(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    """While step 1's write is held at the server, a reviewer undoes step 2's job on its
+    own: the plan stops there, and its report says step 2 did not run (not that the plan
+    did it), and why."""
+    since = time.time()
+    oldest = applied(records, "customer", status="customer")
+    middle = applied(records, "ticket", status="closed")
+    newest = applied(records, "supplier", owner="lee")
+    made = plan(records, since)
+    preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+    gate = server.hold_next_write(SUPPLIER)
+    with ThreadPoolExecutor(1) as pool:
+        fresh = load_plan(records, OWNER.owner_id, made.id)
+        running = pool.submit(confirm_plan, records, OWNER, fresh, preview.token)
+        assert gate.arrived.wait(10)
+        assert confirmed(records, middle, Operation.UNDO).job.state is JobState.UNDONE
+        gate.release()
+        done = running.result(30)
+    assert [o for _s, o in done.outcomes()] == ["done", "not_run", "not_run"]
+    assert done.job_outcomes() == {newest: "done", middle: "not_run", oldest: "not_run"}
+    assert done.stored.stopped is not None
+    assert done.stored.stopped["step"] == "2"
+    assert done.stored.stopped["code"] == "transition_not_allowed"
+    assert str(done.stored.stopped["message"]).startswith(f"step 2 (job {middle}): not sent:")
+    # The chain's record of the end, and the webhook, say the same.
+    events = records.ledger.read(lambda tx: tx.events_since(since, 0, 1000))
+    (end,) = [e for e in events if e.operation == "rewind_finished"]
+    assert end.detail is not None and end.detail["jobs"] == done.job_outcomes()
+
+
+def test_a_plan_stopped_by_a_lost_answer_exports_a_receipt_that_verifies_before_and_after_reconcile(
+    records: LocalGateway, server: ContractServer, data_dir: Path, tmp_path: Path
+) -> None:
+    since = time.time()
+    oldest = applied(records, "customer", status="customer")
+    middle = applied(records, "ticket", status="closed")
+    newest = applied(records, "supplier", status="paused")
+    server.arm("apply_then_drop", TICKET)  # step 2's undo lands, its answer is lost
+    done = confirm(records, plan(records, since))
+    assert done.job_outcomes() == {newest: "done", middle: "uncertain", oldest: "not_run"}
+
+    def receipt(name: str) -> dict[str, object]:
+        target = tmp_path / name
+        made = cli("export-receipt", done.id, "--ledger", str(data_dir), "-o", str(target))
+        assert made.returncode == 0, made.stderr
+        checked = cli("verify-receipt", str(target))
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        return dict(json.loads(target.read_text()))
+
+    bundle = receipt("partial.json")
+    assert bundle["jobs"] == sorted([oldest, middle, newest])
+    rows = [e["event"] for e in bundle["segment"] if "event" in e]  # type: ignore[attr-defined]
+    (end,) = [e for e in rows if e["operation"] == "rewind_finished"]
+    assert json.loads(end["detail"])["jobs"] == done.job_outcomes()
+    # The lost step reconciled afterwards: the plan's receipt still verifies, and says
+    # what the plan did, not what the reconcile did later.
+    reconciled = confirmed(records, middle, Operation.ACCEPT_OBSERVED)
+    assert reconciled.job.state is JobState.UNDONE
+    again = receipt("after-reconcile.json")
+    assert again["segment"] == bundle["segment"]
+
+
+def test_a_job_mid_apply_elsewhere_is_blocked_and_its_end_refuses_the_previewed_plan(
+    records: LocalGateway, server: ContractServer
+) -> None:
+    """A plan made while a job's apply is half-way (its ticket write held at the server,
+    its customer write landed) blocks that job's landed change; once the apply ends the
+    previewed plan no longer holds, and confirming it writes nothing."""
+    since = time.time()
+    job_id = prepare(
+        records,
+        ChangeRequest("customer", set={"status": "customer"}),
+        ChangeRequest("ticket", set={"status": "closed"}),
+    )
+    gate = server.hold_next_write(TICKET)
+    with ThreadPoolExecutor(1) as pool:
+        applying = pool.submit(confirmed, records, job_id)
+        assert gate.arrived.wait(10)
+        made = plan(records, since)
+        (step,) = made.steps
+        assert (step.resource_id, step.verdict) == ("customer", StepVerdict.BLOCKED)
+        assert step.message == f"job {job_id} is applying: it cannot be undone now"
+        preview = preview_plan(records, OWNER, load_plan(records, OWNER.owner_id, made.id))
+        gate.release()
+        assert applying.result(30).job.state is JobState.APPLIED
+    writes = snapshot_bytes(server)
+    fresh = load_plan(records, OWNER.owner_id, made.id)
+    with pytest.raises(ChangedSincePreview):
+        confirm_plan(records, OWNER, fresh, preview.token, skip_blocked=True)
+    assert snapshot_bytes(server) == writes

@@ -153,3 +153,34 @@ def test_a_stopped_agent_is_refused_and_its_waiting_jobs_held_until_resumed(
     events = api_world.gateway.ledger.read(lambda tx: tx.events_since(0, 0, 1000))
     acts = [e.operation for e in events if e.target == AGENT]
     assert acts == ["agent_stopped", "agent_resumed"]
+
+
+def test_a_stopped_agent_cannot_resume_itself_nor_plan_read_or_confirm_a_rewind(
+    api_world: ApiWorld,
+) -> None:
+    """The kill switch is a person's: the agent's own key is refused on every rewind and
+    stop route, and the agent stays stopped. A plan's blocked steps show current values,
+    which an agent never sees."""
+    with TestClient(api_world.app) as client:
+        applied_job(client, api_world, changes=change("status", "customer"))
+        api_world.server.set_field(PATH, "/status", "edited outside")  # a blocked step
+        plan = client.post("/api/v1/rewinds", json=WINDOW, headers=auth(api_world, "owner"))
+        assert plan.status_code == 201, plan.text
+        base = f"/api/v1/rewinds/{plan.json()['rewind_id']}"
+        stop = f"/api/v1/agents/{AGENT}"
+        assert client.post(f"{stop}/stop", headers=auth(api_world, "owner")).status_code == 200
+        agent = auth(api_world, "agent")
+        for method, path, body in (
+            ("POST", f"{stop}/resume", None),
+            ("POST", f"{stop}/stop", None),
+            ("GET", stop + "/stop", None),
+            ("POST", "/api/v1/rewinds", WINDOW),
+            ("GET", base, None),
+            ("POST", f"{base}/preview", {}),
+            ("POST", f"{base}/confirm", {"preview_token": "x"}),
+        ):
+            answer = client.request(method, path, json=body, headers=agent)
+            assert answer.status_code == 403, (path, answer.text)
+            assert "edited outside" not in answer.text
+        held = client.get(f"{stop}/stop", headers=auth(api_world, "owner")).json()
+        assert held["stopped"] is True

@@ -29,7 +29,7 @@ from urllib.parse import parse_qsl
 
 from ..jsonvalue import JsonError, JsonObject, JsonValue, dumps, loads_object
 from ..net.etag import if_match_satisfied
-from .faults import APPLYING_FAULTS, ArmedFaults, Fault
+from .faults import ANSWER_EXISTING, APPLYING_FAULTS, ArmedFaults, Fault
 from .httpd import Reply, Request, problem
 from .resources import RECORD_MEDIA_TYPE, ResourceStore, parse_media_type, record_body
 from .writes import after_apply_fault as _after_apply_fault
@@ -188,13 +188,28 @@ class Collections:
         document = self._parse(request)
         if isinstance(document, Reply):
             return document
-        record_id = secrets.token_hex(8)
         fault = self._fault(collection)
+        if fault is not None and fault.name == ANSWER_EXISTING:
+            return self._existing(collection, document, fault)
+        record_id = secrets.token_hex(8)
         path = f"{collection}/{record_id}"
         reply = self._create(path, record_id, document, fault)
         if path in self._store.resources:
             self._writes[collection] += 1  # a POST writes to the collection, too
         return reply
+
+    def _existing(self, collection: str, document: JsonObject, fault: Fault) -> Reply:
+        """A deduplicating store's answer to a create of a record it holds: that record
+        (201, its URL), nothing created; an ordinary create where it holds none."""
+        for record_id, record in self.records(collection).items():
+            if {k: v for k, v in record.items() if k != "id"} == document:
+                self._faults.consume(fault)
+                path = f"{collection}/{record_id}"
+                held = self._store.resources[path]
+                headers = [("Content-Type", RECORD_MEDIA_TYPE), ("ETag", held.etag.header)]
+                return Reply(201, [*headers, ("Location", path)], held.body)
+        record_id = secrets.token_hex(8)
+        return self._create(f"{collection}/{record_id}", record_id, document, None)
 
     def _delete(self, request: Request) -> Reply:
         path = request.path

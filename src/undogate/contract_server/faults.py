@@ -9,6 +9,9 @@ is consumed by the request it fires on. Four families, by what consumes them:
   If-Match does not match;
 - write faults (``apply_then_drop``, ``apply_then_500``, ``apply_then_hang``, ``hang``,
   ``ok_without_apply``, ``status:NNN``): a write that passes validation and If-Match;
+  ``answer_existing``: a collection's ``POST`` whose record the collection already holds
+  (its id aside) creates nothing and is answered with that record, as a store that
+  deduplicates creates does;
 - two ways a server can get ``If-Match`` wrong that only the endpoint check's probes see
   (docs/remote-contract.md):
 
@@ -42,8 +45,16 @@ WEAK_IF_MATCH = "weak_if_match"
 CREATE_UNDER_IF_MATCH = "create_under_if_match"
 IF_MATCH_FAULTS = frozenset({WEAK_IF_MATCH, CREATE_UNDER_IF_MATCH})
 READ_FAULTS = frozenset({"weak_etag", "duplicate_keys", "no_etag"})
+ANSWER_EXISTING = "answer_existing"
 WRITE_FAULTS = frozenset(
-    {"apply_then_drop", "apply_then_500", "apply_then_hang", "hang", "ok_without_apply"}
+    {
+        "apply_then_drop",
+        "apply_then_500",
+        "apply_then_hang",
+        "hang",
+        "ok_without_apply",
+        ANSWER_EXISTING,
+    }
 )
 APPLYING_FAULTS = ("apply_then_drop", "apply_then_500", "apply_then_hang")
 
@@ -128,6 +139,12 @@ def is_precondition_fault(name: str) -> bool:
     return name == "ignore_if_match" or name.startswith("precondition_status:")
 
 
+def _is_collection(path: str | None) -> bool:
+    """``/collections/<name>`` (docs in ``collections``), not a record under it."""
+    parts = (path or "").split("/")
+    return len(parts) == 3 and parts[1] == "collections" and bool(parts[2])
+
+
 def _valid_fault(name: str) -> bool:
     if name in READ_FAULTS or name in WRITE_FAULTS or name in IF_MATCH_FAULTS:
         return True
@@ -155,6 +172,8 @@ class ArmedFaults:
             raise ValueError("count must be a positive integer")
         if path is not None and not path.startswith("/"):
             raise ValueError("path must start with '/'")
+        if name == ANSWER_EXISTING and not _is_collection(path):
+            raise ValueError(f"{name} is armed on a collection's path: only its POST creates")
         self._faults.append(Fault(name, path, count))
 
     def clear(self) -> None:

@@ -286,12 +286,16 @@ def confirm_plan(
     gw.ledger.write(claim)
     pinned = {k: v for k, v in reads.items() if isinstance(v, Snapshot)}
     stopped = run_undos(gw, actor, walked.undos, pinned, reauthorize, gw.deadline())
-    finished = load_plan(gw, actor.owner_id, plan.id)
+    run = load_plan(gw, actor.owner_id, plan.id)
+    # Reported as the plan will read once finished: where it stopped says which of its
+    # jobs' actions are its own.
+    ended = replace(run.stored, stopped=stopped.to_json() if stopped else None)
+    finished = replace(run, stored=ended)
     summary = _report_detail(finished, stopped)
     newest = walked.steps[0].job_id if walked.steps else None
 
     def finish(tx: Transaction) -> None:
-        tx.finish_rewind(plan.id, stopped=stopped.to_json() if stopped else None)
+        tx.finish_rewind(plan.id, stopped=ended.stopped)
         _event(tx, actor, plan.id, "rewind_finished", summary)
         if newest is not None:
             gw.notifier.rewind_applied(tx, finished.stored, newest, summary)

@@ -29,6 +29,10 @@ from .dispatch import Dispatch
 from .preview import PlannedWrite
 from .rewind_plan import PlannedUndo, Step, StepVerdict, read_key
 
+# The codes a stop at a step that sent its write carries (``_stopped_at``: its action's
+# status); any other code is a refusal before the write.
+_WRITE_OUTCOMES = frozenset(status.value for status in ActionStatus)
+
 
 class StepOutcome:
     """What a plan's step came to once the plan ran (``done``, ``refused``,
@@ -97,7 +101,10 @@ def run_undos(
         except LedgerError:
             raise
         except UndogateError as exc:
-            return Stopped(run[0].step.number, exc.code, exc.message)
+            # Refused before its first write (the job moved since the confirm's walk:
+            # someone else undid it meanwhile, or it is held): that step never ran.
+            where = f"step {run[0].step.number} (job {job.id})"
+            return Stopped(run[0].step.number, exc.code, f"{where}: not sent: {exc.message}")
         for index, snap in dispatch.read_backs.items():
             latest[read_key(done.changes[index])] = snap
         for undo in run:
@@ -169,13 +176,21 @@ def _last_undo(actions: Sequence[Action], index: int, since: float | None) -> Ac
 
 def step_outcome(rewind: StoredRewind, step: Step, job: Job | None) -> str | None:
     """What ``step`` came to, read from its job's actions since the plan was confirmed
-    (None before it was)."""
+    (None before it was). Where the run stopped says which of them are the plan's: no
+    step after it ran, nor the step itself when the run stopped before its write (an
+    undo of the same job that someone else ran meanwhile is not this plan's)."""
     if rewind.confirmed_at is None:
         return None
     if step.verdict is not StepVerdict.UNDO:
         if step.verdict is StepVerdict.BLOCKED and rewind.skip_blocked:
             return StepOutcome.SKIPPED
         return StepOutcome.NOT_RUN
+    stopped = rewind.stopped
+    if stopped is not None:
+        at = int(str(stopped["step"]))
+        sent = str(stopped["code"]) in _WRITE_OUTCOMES
+        if step.number > at or (step.number == at and not sent):
+            return StepOutcome.NOT_RUN
     last = _last_undo(job.actions, step.change, rewind.confirmed_at) if job is not None else None
     if last is None:
         return StepOutcome.NOT_RUN

@@ -340,7 +340,19 @@ class JsonCollectionAdapter(Adapter):
             )
         if not matches:
             return self._create(wire, resource, values, None, limits, deadline, [])
-        snap = self._read_existing(wire, resource, matches[0][0], deadline)
+        record_id = matches[0][0]
+        snap = self._read_existing(wire, resource, record_id, deadline)
+        # The listing names a record by its id field; what is written is the record at
+        # that id's URL, which must hold the evidence too (a listing whose ids do not
+        # match their URLs, or a record edited between the listing and this read).
+        theirs = evidence_of(resource, current_record(snap))
+        if not any(theirs.get(f) == v for f, v in evidence_of(resource, values).items()):
+            raise Conflict(
+                f"the listing of {resource.id} names record {record_id!r} for this identity "
+                "evidence, but the record at that id does not hold it; nothing was prepared",
+                resource=resource.id,
+                id=record_id,
+            )
         request = ChangeRequest(resource.id, set=values)
         return self._update_plan(resource, snap, request, limits), snap
 
@@ -458,6 +470,25 @@ class JsonCollectionAdapter(Adapter):
         made = change.applied_etag if operation == "create" else change.prepared_etag
         assert made is not None  # an applied create always has its read-back's tag
         return dialects.delete_write(resource, url, made)
+
+    def read_back_problem(
+        self,
+        change: Change,
+        write: ConditionalWrite,
+        response: RemoteResponse,
+        snapshot: Snapshot,
+        target: Side,
+    ) -> str | None:
+        known = preexisting(change)
+        if write.method == "POST" and known is not None and change.target in known:
+            # A store that deduplicates creates answers with the record it holds: one
+            # that matched before this create was sent is someone else's, never the job's
+            # (its undo would delete it).
+            return (
+                f"the server answered with record {change.target!r}, which existed before "
+                "this create: it is not the record this job made"
+            )
+        return super().read_back_problem(change, write, response, snapshot, target)
 
     def classify(self, write: ConditionalWrite, response: RemoteResponse) -> Verdict:
         return dialects.classify_record_write(write, response)
