@@ -100,7 +100,8 @@ def save_shot(page: Any, name: str, *, docs: bool = False) -> None:
 #  - the document scrolls sideways (scrollWidth past clientWidth);
 #  - an element whose right edge is past the viewport, or past the page's margin, outside
 #    a scrolling box;
-#  - a cell of a table stacked on a phone that does not say which column it is;
+#  - a cell of a table stacked on a phone that does not say which column it is, or that
+#    shows its column's label with nothing after it;
 #  - a box whose content is wider than the box and which does not scroll (spilled or cut);
 #  - a box that scrolls sideways without being an exact-text box (.scroll-x: a diff, a
 #    body), or one that is but does not show that it scrolls (the shadow at the edge that
@@ -135,7 +136,7 @@ LAYOUT_PROBE = """
     return false;
   };
   const out = {page: document.documentElement.scrollWidth - width, offscreen: [], spilled: [],
-               scrollers: [], unmarked_scroll: [], unlabelled: [], broken: []};
+               scrollers: [], unmarked_scroll: [], unlabelled: [], empty_label: [], broken: []};
   const main = document.querySelector('main');
   const edge = main ? main.getBoundingClientRect().right
     - parseFloat(getComputedStyle(main).paddingRight) : width;
@@ -162,6 +163,9 @@ LAYOUT_PROBE = """
     for (const td of head.closest('table').querySelectorAll(':scope > tbody > tr > td')) {
       if (!td.dataset.label && td.innerText.trim() && !td.querySelector('button')) {
         out.unlabelled.push(named(td));
+      }
+      if (td.dataset.label && !td.innerText.trim() && getComputedStyle(td).display !== 'none') {
+        out.empty_label.push(td.dataset.label + ' in ' + named(td.closest('tr')));
       }
     }
   }

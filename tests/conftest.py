@@ -5,6 +5,7 @@ The worlds they build and the vocabulary tests share live in tests/worlds.py; ru
 pytest_plugins = [
     "tests.fixtures.gateway",  # a contract server, a ledger, the operations, the API
     "tests.fixtures.served",  # ``undogate serve`` as a subprocess
+    "tests.fixtures.fleet",  # several ``undogate serve`` processes on one ledger
     "tests.fixtures.mcp",  # a served gateway with agents, and MCP sessions on it
     "tests.fixtures.servers",  # PostgreSQL, Chromium and third-party servers
     "tests.fixtures.report",  # lines shown at the end of the run

@@ -53,15 +53,16 @@ def wait_healthy(url: str, proc: Child, timeout: float = 20.0) -> None:
 
 
 @contextmanager
-def serving(config: Path, env: dict[str, str]) -> Iterator[tuple[str, Child]]:
-    """``undogate serve`` as a process on a free port, healthy before it is yielded;
+def serving(config: Path, env: dict[str, str], *extra: str) -> Iterator[tuple[str, Child]]:
+    """``undogate serve`` (with ``extra`` options) as a process on a free port, healthy
+    before it is yielded;
     stopped with SIGTERM (then SIGKILL) after. Once healthy its stderr is drained by a
     thread (serve logs every refusal: a full pipe must never stall it); read what it
     said with ``serve_log(proc)``."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = popen(
-        [*SERVE, "--config", str(config), "--port", str(port)],
+        [*SERVE, "--config", str(config), "--port", str(port), *extra],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -137,6 +137,8 @@ def test_a_contact_change_reads_as_a_property_table_and_a_body_diff(
     page = w.page
     rows = _rows(page)
     assert set(rows) == {"EMAIL", "NOTE"}
+    head = page.locator("table.fields thead th").all_inner_texts()
+    assert head == ["Property", "Current", "Planned"]  # a contact has properties, not fields
     assert "ada@old.example (TYPE=work)" in rows["EMAIL"][0]
     assert "ada@analytical.example (TYPE=work)" in rows["EMAIL"][1]
     token = page.locator("input[name=preview_token]").get_attribute("value")

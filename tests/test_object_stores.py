@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,18 +22,30 @@ from typing import Any
 
 import pytest
 
+from undogate.auth import Keyring
 from undogate.config import parse_config
-from undogate.jobs import ActionStatus, Job, JobState, Operation
+from undogate.jobs import (
+    ActionStatus,
+    Actor,
+    ChangeRequest,
+    Job,
+    JobState,
+    Operation,
+    PrepareRequest,
+)
 from undogate.ledger import Ledger
 from undogate.net import RemoteResponse
 from undogate.operations.context import Context
 from undogate.operations.endpoint_check import check_endpoint
 from undogate.operations.undo_offer import accept_verified_undo
+from undogate.service import Service
 from undogate.testing import FaultProxy
 
+from .browser import layout_problems, served
 from .davservers import HookedHTTP, prepare_text, run
 from .object_stores import BLOCK_BLOB, S3_SECRET_ENV, BlobServer, S3Server
-from .worlds import OWNER, LocalGateway
+from .test_web_browser import open_page, sign_in
+from .worlds import OWNER, LocalGateway, review_app
 
 # Bytes a store must keep exactly: CRLF, a BOM, no final newline, non-ASCII.
 ORIGINAL = "\ufeff# Notes\r\n\r\nCall Ann about the café.\r\nNo newline at the end"
@@ -249,6 +262,35 @@ def test_the_signed_payload_hash_is_the_sha256_of_exactly_the_bytes_sent(
     signed = headers["authorization"].partition("SignedHeaders=")[2].split(",")[0].split(";")
     assert {"host", "x-amz-content-sha256", "x-amz-date", "content-type", "if-match"} <= set(signed)
     assert moto_s3.get(name).content == CHANGED.encode()  # moto accepted the signature
+
+
+def test_an_s3_preview_fits_a_phone_with_its_etag_exact(
+    browser: Any, moto_s3: S3Server, data_dir: Path
+) -> None:
+    """S3's entity tag is an MD5's 32 hex digits, one unbroken run: in the preview's
+    stacked header table at 390 px it ran past its box. It may wrap every 16 digits
+    now, and reads exactly as sent."""
+    name = fresh()
+    moto_s3.put(name, ORIGINAL.encode(), "text/markdown")
+    etag = moto_s3.get(name).headers["etag"]
+    assert re.fullmatch(r'"[0-9a-f]{32}"', etag)
+    with store_gateway(data_dir, moto_s3, document(moto_s3, "notes", name)) as (gw, _, _):
+        keyring = Keyring(gw.ledger, known_agents=lambda: {"account-assistant"})
+        alice = keyring.create_operator(label="alice")
+        agent = Actor("account-assistant", alice.credential.id, "agent", "test")
+        change = ChangeRequest("notes", text=CHANGED)
+        job = gw.prepare(agent, agent.id, PrepareRequest("Notes", (change,))).job
+        with served(review_app(Service(gw, keyring))) as site:
+            phone = open_page(browser, width=390, height=844)
+            sign_in(phone.page, site, alice.key)
+            phone.page.goto(f"{site.url}/jobs/{job.id}")
+            phone.page.get_by_role("button", name="Preview apply").click()
+            phone.page.wait_for_url(f"{site.url}/jobs/{job.id}/previews/**")
+            sent = phone.page.locator("table.headers tr", has_text="If-Match").locator("td")
+            assert sent.inner_text() == etag
+            assert layout_problems(phone.page) == {}
+            phone.assert_inert()
+    assert moto_s3.get(name).content == ORIGINAL.encode()  # a preview writes nothing
 
 
 # -- Azure Blob ------------------------------------------------------------------------

@@ -187,6 +187,11 @@ def test_passkeys_approve_exact_previews_in_chromium(
         first = prepare(site, world, "customer")
         you.preview(first)
         assert "needs your passkey" in page.inner_text("#passkey-status")
+        # It signs the requests the page shows: above it, as it says.
+        assert "every request above" in page.inner_text("#passkey-status")
+        requests_first = "(a, b) => a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING"
+        status = page.locator("#passkey-status").element_handle()
+        assert page.locator(".requests").evaluate(requests_first, status)
         save_shot(page, "passkey-preview", docs=True)
         page.get_by_role("button", name="Confirm apply").click()
         page.wait_for_url(f"{you.url}/jobs/{first}/receipt")

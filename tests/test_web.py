@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from markupsafe import escape
 from starlette.testclient import TestClient
 
 from undogate.api import STATUS_BY_CODE
@@ -397,6 +398,12 @@ def test_refusals_have_words_for_every_review_code() -> None:
         "limit_reached",
         "forbidden",
         "not_found",
+        "rewind_blocked",
+        "passkey_refused",
+        "ledger_busy",
+        "ledger_error",
+        "ledger_tampered",
+        "internal_error",
     }
     assert review_codes <= known_codes()
     assert review_codes <= set(STATUS_BY_CODE)
@@ -627,5 +634,5 @@ def test_pages_answer_a_refusal_when_the_ledger_holding_sessions_is_gone(
             page = client.request(method, path, follow_redirects=False)
             assert page.status_code == STATUS_BY_CODE["ledger_error"], (path, page.text[:300])
             assert page.headers["content-security-policy"] == CSP
-            assert refusal_for_code("ledger_error").next_step in page.text
+            assert str(escape(refusal_for_code("ledger_error").next_step)) in page.text
     assert "refused [ledger_error] on GET /agents" in caplog.text

@@ -20,7 +20,7 @@ import pytest
 from undogate.config import Config
 from undogate.contract_server import ContractServer
 
-from .browser import ServedApp, chromium_missing, save_shot, served
+from .browser import ServedApp, chromium_missing, save_shot, served, tab_to
 from .worlds import (
     DOCUMENT,
     RECORD,
@@ -222,6 +222,8 @@ def test_an_expired_preview_refuses_to_confirm(
         assert "expired" in page.inner_text("#countdown")
         confirm = page.get_by_role("button", name="Confirm apply")
         assert confirm.is_disabled()  # the countdown disables it at zero
+        again = page.get_by_role("button", name="Preview again")
+        assert again.is_visible()  # and offers the way on, without a reload
         # The server stays the authority: the form sent anyway (say, scripts off) is refused.
         with page.expect_navigation():
             confirm.evaluate("button => button.form.submit()")
@@ -230,6 +232,12 @@ def test_an_expired_preview_refuses_to_confirm(
         save_shot(page, "refusal-expired")
         assert world.server.write_count(RECORD) == 0
         assert world.gateway.get_job(world.ids["alice"], job_id).state.value == "prepared"
+        page.go_back()
+        page.wait_for_selector("#countdown[data-state=expired]", timeout=TIMEOUT_MS)
+        tab_to(page, "Preview again")  # by keyboard, from the expired page
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#countdown[data-state=running]", timeout=TIMEOUT_MS)
+        assert page.get_by_role("button", name="Confirm apply").is_enabled()
         w.assert_inert()
         page.context.close()
 

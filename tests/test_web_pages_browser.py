@@ -321,6 +321,7 @@ def test_nothing_ran_no_receipt_link_and_a_rejected_job_says_why(browser: Any, t
     main = _main(page)
     assert "The reviewer's reason: Ada asked to wait." in main
     assert "Never applied: the job was rejected, so there is nothing to undo." in main
+    assert "Now: never written" in main and "not written yet" not in main
     assert "Reversible" not in main
     assert page.get_by_role("link", name="The receipt of what ran").count() == 0  # rejected
 
@@ -456,3 +457,112 @@ def test_every_review_action_works_from_the_keyboard(browser: Any, tour: Tour) -
     page.keyboard.press("Enter")
     page.wait_for_url(f"{tour.site.url}/signin?signed_out=1")
     context.close()
+
+
+def test_a_stopped_agents_waiting_job_says_it_is_held_before_the_click(
+    browser: Any, tour: Tour
+) -> None:
+    job = tour.prepare("Promote Ada.", {"resource": "customer", "set": {"status": "customer"}})
+    page = reviewer(browser, tour).page
+    url = tour.site.url
+    page.goto(f"{url}/agents/account-assistant/rewind")
+    page.get_by_role("button", name="Stop the agent").click()
+    page.wait_for_selector("text=Resume the agent")
+    page.goto(f"{url}/agents")
+    assert "Stopped since" in page.locator(".cards .stopped").inner_text()
+    page.goto(f"{url}/agents/account-assistant")
+    assert "waiting jobs are held from confirmation" in page.locator(".stopped").inner_text()
+    page.goto(f"{url}/jobs/{job}")
+    assert "this job is held from confirmation" in page.locator(".held").inner_text()
+    preview(page, tour, job)
+    held = page.locator("#held").inner_text()
+    assert "Its agent account-assistant was stopped" in held and "cannot be confirmed now" in held
+    assert page.locator("#confirm").count() == 0  # no button that would only be refused
+    assert page.locator("#countdown").count() == 0  # nor a time to confirm it by
+    assert page.get_by_role("link", name="Back to the job").count() == 1
+    assert tour.state(job) is JobState.PREPARED
+
+
+def test_an_accepted_uncertain_write_says_what_was_seen_in_words(browser: Any, tour: Tour) -> None:
+    job = tour.prepare("Gold tier.", {"resource": "customer", "set": {"tier": "gold"}})
+    page = reviewer(browser, tour).page
+    tour.server.arm("apply_then_drop", RECORD)
+    preview(page, tour, job)
+    confirm(page, tour, job)
+    assert tour.state(job) is JobState.NEEDS_REVIEW
+    receipt = _main(page)
+    assert "The job now needs review: an outcome is uncertain." in receipt
+    page.goto(f"{tour.site.url}/jobs/{job}")
+    page.get_by_role("button", name="Preview: accept observed state").click()
+    page.wait_for_url(f"{tour.site.url}/jobs/{job}/previews/**")
+    assert "The job needs review: an outcome is uncertain." in _main(page)
+    assert "is needs review" not in _main(page)
+    confirm(page, tour, job)
+    seen = page.locator("table.actions td[data-label='Outcome'] .observed").inner_text()
+    assert seen == "Accepted as observed: the after-values were in place (it looked applied)."
+    assert "looks_applied" not in _main(page)
+
+
+def test_a_record_that_does_not_exist_has_no_version_and_says_so(browser: Any, tour: Tour) -> None:
+    job = tour.prepare("Add Ann.", {"resource": "contacts", "create": {"email": "ann@example.com"}})
+    page = reviewer(browser, tour).page
+    page.goto(f"{tour.site.url}/jobs/{job}")
+    versions = page.locator(".change .versions").inner_text()
+    assert versions == "Version when prepared (none: it did not exist)"
+    preview(page, tour, job)
+    meta = page.locator(".change .meta").first.inner_text()
+    assert meta.endswith("current version (none: it does not exist now)"), meta
+    assert "absent" not in meta
+
+
+def test_nothing_found_says_where_to_look_whatever_was_asked_for(browser: Any, tour: Tour) -> None:
+    page = reviewer(browser, tour).page
+    for path in ("/jobs/job_nothing", "/rewinds/rw_nothing", "/agents/nobody"):
+        response = page.goto(f"{tour.site.url}{path}")
+        assert response is not None and response.status == 404
+        said = _main(page)
+        assert "Check the address, or find what you were looking for from the inbox" in said
+        assert "open the job from its list" not in said
+
+
+def test_an_uncertain_change_says_no_undo_until_its_outcome_is_accepted(
+    browser: Any, tour: Tour
+) -> None:
+    job = tour.prepare("Gold tier.", {"resource": "customer", "set": {"tier": "gold"}})
+    page = reviewer(browser, tour).page
+    tour.server.arm("apply_then_drop", RECORD)
+    preview(page, tour, job)
+    confirm(page, tour, job)
+    page.goto(f"{tour.site.url}/jobs/{job}")
+    rev = page.locator(".change .rev").inner_text()
+    assert rev.startswith("Its outcome is uncertain: nothing can be undone until a reviewer")
+    assert page.get_by_role("button", name="Preview undo").count() == 0  # as it says
+
+
+def test_accepting_an_uncertain_write_shows_before_wrote_and_now(browser: Any, tour: Tour) -> None:
+    page = reviewer(browser, tour).page
+
+    def accept_preview(change: dict[str, Any], path: str) -> str:
+        job = tour.prepare("Uncertain.", change)
+        tour.server.arm("apply_then_drop", path)
+        preview(page, tour, job)
+        confirm(page, tour, job)
+        assert tour.state(job) is JobState.NEEDS_REVIEW
+        return job
+
+    record = accept_preview({"resource": "customer", "set": {"tier": "gold"}}, RECORD)
+    document = accept_preview({"resource": "notes", "text": "# Gold\n"}, DOCUMENT)
+    tour.server.set_field(RECORD, "/tier", "silver")  # neither side now
+    for job in (record, document):
+        page.goto(f"{tour.site.url}/jobs/{job}")
+        page.get_by_role("button", name="Preview: accept observed state").click()
+        page.wait_for_url(f"{tour.site.url}/jobs/{job}/previews/**")
+        assert "Current against" not in _main(page)
+        if job == record:
+            table = page.locator("table.observed")
+            heads = table.locator("thead th").all_inner_texts()
+            assert heads == ["Field", "Before the job", "The job wrote", "Now"]
+            assert table.locator("tbody tr td").all_inner_texts() == ["null", '"gold"', '"silver"']
+        else:  # the job's text against what is there: it looks applied, so identical
+            assert "It currently looks applied" in _main(page)
+            assert "The texts are identical." in _main(page)

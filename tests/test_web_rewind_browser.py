@@ -17,7 +17,7 @@ import pytest
 
 from undogate.config import Config
 from undogate.contract_server import ContractServer
-from undogate.jobs import Actor, ChangeRequest, JobState, PrepareRequest
+from undogate.jobs import Actor, ChangeRequest, JobState, Operation, PrepareRequest
 
 from .browser import (
     accessibility_problems,
@@ -30,7 +30,7 @@ from .browser import (
 from .serving import cli
 from .test_passkeys_browser import SEND_UNSIGNED, Reviewer, prepare
 from .test_web_browser import open_page, sign_in
-from .worlds import RECORD, LocalGateway, WebWorld, confirmed, web_world
+from .worlds import DOCUMENT, RECORD, LocalGateway, WebWorld, confirmed, web_world
 
 _missing = chromium_missing()
 pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
@@ -89,6 +89,13 @@ def test_a_rewind_from_the_agents_page_by_keyboard(
         assert blocked.count() == 1 and ids[2] in blocked.inner_text()
         assert "edited outside the gateway" in blocked.inner_text()
         assert '"platinum"' in blocked.inner_text()  # what it shows now, as exact text
+        # Two fields of one record: each still shows what its job wrote, whatever the
+        # step before it on the record undoes.
+        why = page.locator("#plan tr.verdict-undo td[data-label='Why']").all_inner_texts()
+        assert (
+            why
+            == ["It still shows what this job wrote, so its undo puts back what was before."] * 2
+        )
         check_page(page)
         tab_to(page, "Preview the plan")
         page.keyboard.press("Enter")
@@ -107,6 +114,61 @@ def test_a_rewind_from_the_agents_page_by_keyboard(
         watched.assert_inert()
     record = server.get_record(RECORD)
     assert (record["status"], record["owner"], record["tier"]) == ("lead", "sam", "platinum")
+
+
+def test_every_step_of_a_plan_says_why_even_stacked_on_a_phone(
+    browser: Any,
+    server: ContractServer,
+    data_dir: Path,
+    open_gateway: Callable[[Config], LocalGateway],
+) -> None:
+    """Each row says why, true for where its change stands: an undo whose change still
+    shows what its job wrote, one that will once the newer step above it is undone, one
+    already undone, a document edited outside (its text now against the job's). At 390
+    px, where each cell carries its column's label, no label stands above nothing."""
+    world = web_world(server, data_dir, open_gateway)
+    owner = world.ids["alice"]
+    agent = Actor("account-assistant", owner, "agent", "test")
+    reviewer = Actor(owner, owner, "operator", "test")
+
+    def applied(summary: str, change: ChangeRequest) -> str:
+        job_id = world.gateway.prepare(agent, agent.id, PrepareRequest(summary, (change,))).job.id
+        assert confirmed(world.gateway, job_id, actor=reviewer).job.state is JobState.APPLIED
+        return job_id
+
+    undone = applied("Owner Lee", ChangeRequest("customer", set={"owner": "lee"}))
+    done = confirmed(world.gateway, undone, Operation.UNDO, actor=reviewer)
+    assert done.job.state is JobState.UNDONE
+    older = applied("Customer", ChangeRequest("customer", set={"status": "customer"}))
+    newer = applied("VIP", ChangeRequest("customer", set={"status": "vip"}))
+    notes = applied("Notes", ChangeRequest("notes", text="# Renewal in March\n"))
+    server.set_text(DOCUMENT, "# Edited by a colleague\n", "text/markdown")
+    with served(world.app) as site:
+        watched = open_page(browser, width=390, height=844)
+        page = watched.page
+        sign_in(page, site, world.keys["alice"])
+        page.goto(f"{site.url}/agents/account-assistant/rewind")
+        page.get_by_label("Since").fill("1h")
+        page.get_by_role("button", name="Make the plan").click()
+        page.wait_for_url(f"{site.url}/rewinds/**")
+        why = {
+            row.locator("td[data-label='Job']").inner_text(): row.locator(
+                "td[data-label='Why']"
+            ).inner_text()
+            for row in page.locator("#plan tbody tr").all()
+        }
+        assert set(why) == {notes, newer, older, undone}
+        holds = "It still shows what this job wrote, so its undo puts back what was before."
+        assert why[newer] == holds
+        assert why[older].startswith("Once step 2 is undone, it shows what this job wrote again")
+        assert why[undone] == "This job's undo of this change landed already: nothing to send."
+        assert why[notes].startswith('Now: "# Edited by a colleague\\n"; the job wrote "# Renewal')
+        assert "notes was edited outside the gateway" in why[notes]  # its id, as written
+        state = page.locator("#plan-state").inner_text()
+        assert state == "Planned: nothing has been written yet."
+        assert "4 changes, 2 to undo, 1 blocked, 1 already undone." in page.inner_text("main")
+        check_page(page)
+        watched.assert_inert()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -173,7 +235,7 @@ def test_a_plan_over_a_passkey_resource_is_confirmed_with_the_passkey_by_keyboar
         check_page(page)
         page.get_by_role("link", name="Back to the plan").click()
         page.wait_for_url(plan_url)
-        assert "State: planned" in page.inner_text("main")
+        assert page.inner_text("#plan-state") == "Planned: nothing has been written yet."
 
         # With the passkey: the plan runs, both steps, one approval.
         for credential in held["credentials"]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -41,6 +42,11 @@ AGENT_PREFIX = "uga_"
 MASTER_ENV = "UNDOGATE_MASTER_KEY"
 MIN_MASTER_KEY_CHARS = 32
 _ID_HEX = 12
+#: Anything shaped like a key this module issues: its prefix, for an operator key or an
+#: agent token its public id (group ``id``, the credential's id, which is no secret),
+#: then the secret part. Log lines are scrubbed of it (``cli.redact``): a client may put a
+#: key where a name goes (a path, a field), and the refusal quotes that name.
+KEY_SHAPE = re.compile(r"(?P<id>ug[oa]_[0-9a-f]{12}_|ugm_)[A-Za-z0-9_-]{20,}")
 _DUMMY_HASH = sha256_hex(b"undogate: no such credential")
 log = logging.getLogger(__name__)
 
@@ -492,6 +498,7 @@ __all__ = [
     "ADMIN",
     "AGENT_PREFIX",
     "ALL_SCOPES",
+    "KEY_SHAPE",
     "MASTER_ENV",
     "OPERATOR_PREFIX",
     "READ",

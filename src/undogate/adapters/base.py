@@ -238,6 +238,8 @@ class Adapter(ABC):
 
     kind: ClassVar[str]  # the registry key: the ``kind`` a config names
     noun: ClassVar[str]  # what the pages call one resource of this kind
+    # What the pages call one part a change touches, and several (a table's column head).
+    part_names: ClassVar[tuple[str, str]] = ("field", "fields")
     accept: ClassVar[str]  # the Accept header of a read
     summary: ClassVar[str]  # what one resource of this kind is, in a line (docs, agents)
     # How an agent writes a change of this kind, in a few sentences of the tool's

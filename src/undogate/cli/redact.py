@@ -4,7 +4,9 @@ Tokens never reach a log line by design (adapters read them at dispatch and put 
 only in the ``Authorization`` header; errors name the variable, never the value). This
 filter is the second line: it replaces the current value of each configured token
 variable, its base64 form (what ``Basic`` auth sends for ``user:password``) and, for a
-``user:password`` value, the password alone, with ``[redacted]``.
+``user:password`` value, the password alone, with ``[redacted]``; and the secret part of
+anything shaped like an undogate key (``auth.KEY_SHAPE``), which a client may send where
+a name goes (a job id in a path, a resource in a body) for a refusal to quote.
 
 Values are read from the environment each time a record is filtered, so a rotated
 token is scrubbed without reinstalling anything.
@@ -18,6 +20,8 @@ import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ..auth import KEY_SHAPE
 
 REDACTED = "[redacted]"
 _MIN_PASSWORD_CHARS = 6  # below this a password alone is too common a string to scrub
@@ -58,12 +62,10 @@ class RedactSecrets(logging.Filter):
     def redact(self, text: str, secrets: list[str] | None = None) -> str:
         for secret in self.secrets() if secrets is None else secrets:
             text = text.replace(secret, REDACTED)
-        return text
+        return KEY_SHAPE.sub(rf"\g<id>{REDACTED}", text)
 
     def filter(self, record: logging.LogRecord) -> bool:
         secrets = self.secrets()
-        if not secrets:
-            return True
         try:
             message = record.getMessage()
         except Exception:  # a malformed record: scrub what it carries

@@ -42,9 +42,10 @@ def render_plan(console: Console, plan: dict[str, Any]) -> None:
         if step.get("verdict") == "blocked":
             if step.get("in_the_way"):
                 why.append(f"job {step['in_the_way']} is in the way. ")
-            why.append("now: ")
-            why.append_text(_shown(step.get("current")))
-            why.append(" ")
+            if "current" in step:
+                why.append("now: ")
+                why.append_text(_shown(step["current"]))
+                why.append(" ")
         if step.get("message"):
             why.append_text(inert(str(step["message"])))
         table.add_row(

@@ -99,7 +99,7 @@ def open_configured(
     config = load_config(config_path)
     # Defence in depth: credential values never reach a log line, whatever logs them.
     redaction = install_redaction(
-        [*config.credential_variables, *config.webhooks.secret_envs], environ=env
+        [MASTER_ENV, *config.credential_variables, *config.webhooks.secret_envs], environ=env
     )
     try:
         with open_service(config, env, new_ledger=new_ledger) as service:

@@ -92,8 +92,10 @@ class Step:
 
     A blocked step says what stands in the way: ``in_the_way`` names the job (one outside
     the plan, or one of the plan's own that is blocked itself), or, when none is named,
-    an edit made outside the gateway; ``current`` is what the change's parts will show
-    when its turn comes (``None``: the resource will not exist)."""
+    an edit made outside the gateway. ``seen``: it is blocked by what its resource will
+    show when its turn comes, and ``current`` is that (``None``: the resource will not
+    exist); a step blocked before anything was compared (its job, the config, a failed
+    read) has no ``current`` to show."""
 
     number: int
     job_id: str
@@ -103,6 +105,7 @@ class Step:
     current: JsonValue = None
     in_the_way: str | None = None
     message: str | None = None
+    seen: bool = False
 
     def to_json(self) -> JsonObject:
         out: JsonObject = {
@@ -113,7 +116,8 @@ class Step:
             "verdict": self.verdict.value,
         }
         if self.verdict is StepVerdict.BLOCKED:
-            out["current"] = self.current
+            if self.seen:
+                out["current"] = self.current
             out["in_the_way"] = self.in_the_way
         if self.message is not None:
             out["message"] = self.message
@@ -131,6 +135,7 @@ class Step:
             current=value.get("current"),
             in_the_way=in_the_way if isinstance(in_the_way, str) else None,
             message=message if isinstance(message, str) else None,
+            seen="current" in value,
         )
 
 
@@ -215,7 +220,9 @@ def walk(
     for number, (job, change) in enumerate(order, start=1):
         key = read_key(change)
         seen = state.get(key)
-        step, write = _judge(gw, tx, number, job, change, seen, released, last_undo.get(key))
+        step, write = _judge(
+            gw, tx, number, job, change, seen, released, last_undo.get(key), reads.get(key)
+        )
         steps.append(step)
         if write is None:
             continue
@@ -240,16 +247,20 @@ def _judge(
     seen: object,
     released: Container[tuple[str, int | None]],
     after: int | None,
+    read: object,
 ) -> tuple[Step, ConditionalWrite | None]:
     """One step's verdict, and its write when it is undone (``seen``: what the resource
     will show when its turn comes, a failed read, or None: unforeseeable once step
-    ``after`` undid something there)."""
+    ``after`` undid something there; ``read``: what it showed when the plan read it)."""
 
     def step(verdict: StepVerdict, **more: Any) -> tuple[Step, None]:
         return Step(number, job.id, change.index, change.resource_id, verdict, **more), None
 
     if change.state is ChangeState.UNDONE:
-        return step(StepVerdict.ALREADY_UNDONE)
+        return step(
+            StepVerdict.ALREADY_UNDONE,
+            message="this job's undo of this change landed already: nothing to send",
+        )
     if change.state is ChangeState.UNCERTAIN or job.state is JobState.NEEDS_REVIEW:
         return step(
             StepVerdict.QUARANTINED,
@@ -277,6 +288,7 @@ def _judge(
         return step(
             StepVerdict.BLOCKED,
             current=current,
+            seen=True,
             in_the_way=str(in_the_way) if in_the_way else None,
             message=str(first["message"]),
         )
@@ -284,11 +296,24 @@ def _judge(
         return step(
             StepVerdict.BLOCKED,
             current=current,
+            seen=True,
             message=f"{change.resource_id} was edited outside the gateway after job "
             f"{job.id} wrote it; undo would overwrite that edit",
         )
-    made, _ = step(StepVerdict.UNDO)
+    shows_now = isinstance(read, Snapshot) and adapter.shows(change, read, Side.AFTER)
+    made, _ = step(StepVerdict.UNDO, message=_still_holds(None if shows_now else after))
     return made, adapter.build_write(res, change, seen, Side.BEFORE)
+
+
+def _still_holds(after: int | None) -> str:
+    """Why a step is undone: its guard holds where its turn comes (``after``: the step
+    whose undo puts back what this job wrote, which a newer job of the plan replaced)."""
+    if after is None:
+        return "it still shows what this job wrote, so its undo puts back what was before"
+    return (
+        f"once step {after} is undone, it shows what this job wrote again, so its undo "
+        "puts back what was before"
+    )
 
 
 def _unforeseen(change: Change, after: int | None) -> str:

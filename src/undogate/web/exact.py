@@ -3,9 +3,9 @@ only where a reader expects a break, long ones folded behind their length.
 
 Pure. Wrapping never breaks a word or a number: the only break opportunities are
 ``<wbr>`` after JSON punctuation (``,`` ``:`` ``{`` ``[``) and URL separators (``/``
-``?`` ``&``), and every 16 digits of a run of more than 32 hex digits (a hash, an
-entity tag: Radicale's are 64, and no reader takes one in as a word), which add no
-character to the text (what is copied is what is sent).
+``?`` ``&``), and every 16 digits of a run of 32 hex digits or more (a hash, an
+entity tag: Radicale's are 64, S3's 32, and no reader takes one in as a word), which
+add no character to the text (what is copied is what is sent).
 Every piece passes through ``invisibles.visible`` and is escaped, so a value stays inert
 text with each invisible character marked.
 
@@ -39,7 +39,7 @@ LONG_BODY_BYTES = 1500
 LONG_BODY_LINES = 30
 
 _BREAK_AFTER = re.compile(r"(?<=[,:{\[/?&])")
-_LONG_HEX = re.compile(r"[0-9A-Fa-f]{33,}")
+_LONG_HEX = re.compile(r"[0-9A-Fa-f]{32,}")
 HEX_CHUNK = 16
 # A browser also breaks after a hyphen; inside exact text that reads as hyphenation, so a
 # hyphenated word is kept whole.
@@ -102,7 +102,7 @@ def breakable(text: Any) -> Markup:
 
 
 def _hex_cut(piece: str) -> list[str]:
-    """``piece`` cut every ``HEX_CHUNK`` digits inside each run of more than 32 hex
+    """``piece`` cut every ``HEX_CHUNK`` digits inside each run of 32 or more hex
     digits, and nowhere else."""
     cuts = [0]
     for found in _LONG_HEX.finditer(piece):

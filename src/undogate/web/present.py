@@ -59,6 +59,17 @@ OBSERVATION_WORDS: dict[str, str] = {
     "neither": "It shows neither the before nor the after values.",
 }
 
+#: What a reviewer saw when accepting an uncertain write's observed state (a receipt's
+#: write, after the fact: the preview's words say what it shows now).
+ACCEPTED_WORDS: dict[str, str] = {
+    "looks_applied": "Accepted as observed: the after-values were in place (it looked applied).",
+    "looks_not_applied": "Accepted as observed: the before-values were in place (it looked "
+    "not applied).",
+    "looks_undone": "Accepted as observed: the before-values were back in place (it looked "
+    "undone).",
+    "neither": "Accepted as observed: it showed neither the before nor the after values.",
+}
+
 OPERATION_WORDS: dict[str, tuple[str, str]] = {
     # operation -> (what the preview is of, the confirm button's label)
     Operation.APPLY: ("Apply", "Confirm apply"),
@@ -110,6 +121,12 @@ def shown(value: Any) -> Any:
 
 def state_words(state: str) -> str:
     return STATE_WORDS.get(state, state)
+
+
+def job_verb(state: str) -> str:
+    """The verb a sentence about a job in ``state`` puts before its words: "is" ("the job
+    is applied"), or none where the words bring their own ("the job needs review…")."""
+    return "" if state_words(state).startswith("needs ") else "is"
 
 
 def objects(value: JsonValue) -> list[dict[str, Any]]:
@@ -188,6 +205,15 @@ def rejection_reason(events: Sequence[Event]) -> str | None:
     return None
 
 
+def change_state_words(job: Job, change: Change) -> str:
+    """Where a change stands, true for its job: one never written stays so once the job
+    was rejected, invalidated or its undo started ("not written yet" promises more)."""
+    never = job.state in (JobState.REJECTED, JobState.INVALIDATED) or job.undo_started
+    if change.state is ChangeState.PENDING and never:
+        return "never written"
+    return CHANGE_STATE_WORDS.get(change.state, change.state.value)
+
+
 def change_reversibility(job: Job, change: Change) -> str:
     """Whether undogate can undo this change, true for where the job and the change stand
     now (a change never applied has nothing to undo; an undone one is undone)."""
@@ -200,7 +226,13 @@ def change_reversibility(job: Job, change: Change) -> str:
             return "Never applied: the job was invalidated, so there is nothing to undo."
         if job.undo_started:
             return "Never applied, and it never will be: an undo of this job has started."
-    return adapter_for(change.kind).reversibility(change)
+    reversibility = adapter_for(change.kind).reversibility(change)
+    if change.state is ChangeState.UNCERTAIN:
+        return (
+            "Its outcome is uncertain: nothing can be undone until a reviewer accepts what "
+            f"is observed. {reversibility}"
+        )
+    return reversibility
 
 
 #: What the agent says about where a change's values come from (``assertion_kind``).
@@ -256,6 +288,7 @@ def job_page(
     for change, recorded in zip(objects(receipt["changes"]), job.changes, strict=True):
         adapter = adapter_for(recorded.kind)
         change["noun"] = adapter.noun
+        change["part_names"] = adapter.part_names
         change["number"] = recorded.index + 1
         change["effect"] = record_effect(
             change.get("before"),
@@ -265,7 +298,7 @@ def job_page(
         )
         change["assertion_words"] = assertion_words(change.get("assertion_kind"))
         change["reversibility"] = change_reversibility(job, recorded)
-        change["state_words"] = CHANGE_STATE_WORDS.get(str(change["state"]), change["state"])
+        change["state_words"] = change_state_words(job, recorded)
         change["trust_words"] = trust_words(change["resource"], verified or {})
         change["hunks"] = adapter.line_diff(recorded.before, recorded.after)
         if "rows" in change:
@@ -274,6 +307,8 @@ def job_page(
     actions: list[dict[str, Any]] = []
     for action in objects(receipt["actions"]):
         action["status_words"] = ACTION_WORDS.get(str(action["status"]), action["status"])
+        seen = action.get("observation")
+        action["observation_words"] = ACCEPTED_WORDS.get(str(seen), str(seen)) if seen else None
         actions.append(action)
     return {
         "receipt": receipt,
@@ -295,6 +330,7 @@ def preview_page(
     for change, shown_change in zip(objects(view["changes"]), preview.changes, strict=True):
         adapter = adapter_for(shown_change.kind)
         change["noun"] = adapter.noun
+        change["part_names"] = adapter.part_names
         change["number"] = shown_change.index + 1
         change["effect"] = record_effect(
             change.get("current"),
@@ -305,6 +341,12 @@ def preview_page(
         change["assertion_words"] = assertion_words(change.get("assertion_kind"))
         change["hunks"] = adapter.line_diff(shown_change.current, shown_change.planned)
         change["trust_words"] = trust_words(change["resource"], verified or {})
+        if preview.operation is Operation.ACCEPT_OBSERVED:
+            # What is observed is what is current: shown against the job's two sides.
+            recorded = job.changes[shown_change.index]
+            change["hunks"] = adapter.line_diff(recorded.after, shown_change.current)
+            if "rows" in change:
+                change["observed_rows"] = _observed_rows(recorded, objects(change["rows"]))
         if "rows" in change:
             change["rows"] = with_nested(objects(change["rows"]), "current", "planned")
         observation = change.get("observation")
@@ -342,12 +384,39 @@ def preview_page(
     }
 
 
+def _observed_rows(recorded: Change, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each part of an uncertain change: its value before the job, the value the job
+    wrote, and the value observed now (``rows``: the preview's, current side)."""
+    sides = adapter_for(recorded.kind).receipt_values(recorded).get("rows")
+    by_part = {str(r["field"]): r for r in objects(sides if sides is not None else [])}
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        job_sides = by_part.get(str(row["field"]), {})
+        out.append(
+            {
+                "field": row["field"],
+                "before": job_sides.get("before"),
+                "before_present": bool(job_sides.get("before_present")),
+                "after": job_sides.get("after"),
+                "after_present": bool(job_sides.get("after_present")),
+                "now": row.get("current"),
+                "now_present": bool(row.get("current_present")),
+            }
+        )
+    return out
+
+
 def _sentence(note: Any) -> str | None:
     """An engine note as the start of a sentence: "irreversible: undoing…" under the
     heading "Not reversible" reads "Undoing…"."""
     if not isinstance(note, str) or not note:
         return None
-    text: str = note.removeprefix("irreversible: ")
+    return capitalized(note.removeprefix("irreversible: "))
+
+
+def capitalized(text: str) -> str:
+    """An engine's message (they start in lowercase, to follow a colon) as the start of a
+    sentence on a page."""
     return text[:1].upper() + text[1:]
 
 
@@ -396,8 +465,10 @@ __all__ = [
     "blocked_changes",
     "blocking_job",
     "buttons",
+    "capitalized",
     "job_page",
     "job_rows",
+    "job_verb",
     "objects",
     "preview_page",
     "shown",

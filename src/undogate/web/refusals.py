@@ -122,7 +122,44 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
     ),
     "not_found": (
         "There is nothing here, or it is not yours to see.",
-        "Go back to your agents and open the job from its list.",
+        "Check the address, or find what you were looking for from the inbox or an agent's page.",
+        False,
+    ),
+    "rewind_blocked": (
+        "A step of this plan is blocked, and leaving it was not ticked, so nothing was written.",
+        "Preview the plan again, read what blocks each blocked step, and tick the box that "
+        "leaves them if the rest should be undone without them.",
+        False,
+    ),
+    "passkey_refused": (
+        "Your passkey's approval was refused, so nothing was written.",
+        "Preview again and approve that exact preview with one of your passkeys.",
+        True,
+    ),
+    "ledger_busy": (
+        "The ledger was busy with other gateways' writes for too long, so this step was "
+        "not recorded.",
+        "Try again in a moment. If this was a confirm, open the job first: it says exactly "
+        "which writes ran.",
+        False,
+    ),
+    "ledger_tampered": (
+        "The ledger disagrees with its own hash chain: someone edited it behind undogate's "
+        "back, so nothing was written.",
+        "An operator should run undogate ledger verify on the server's host: it names the "
+        "row that does not match (docs/proof.md).",
+        False,
+    ),
+    "ledger_error": (
+        "The ledger could not be read or written, so this could not finish.",
+        "An operator should look at the server's log. If this was a confirm, open the job "
+        "once the ledger is back: it says exactly which writes ran.",
+        False,
+    ),
+    "internal_error": (
+        "undogate hit an internal error and could not finish this.",
+        "Reload to try again. If this was a confirm, open the job first: it says exactly "
+        "which writes ran. The server's log has the error.",
         False,
     ),
     "invalid_request": (
@@ -211,8 +248,8 @@ _WORDS: dict[str, tuple[str, str, bool]] = {
     ),
 }
 _FALLBACK = (
-    "undogate refused this.",
-    "Open the job to see where it stands.",
+    "undogate refused this: the reason is below.",
+    "Where it was a job or a plan, its page says where it stands now.",
     False,
 )
 

@@ -7,21 +7,24 @@ plan); then the plan's report."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import quote
 
+from markupsafe import Markup
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..auth import WRITE
 from ..errors import InvalidRequest
+from ..jobs import Job
+from ..jsonvalue import JsonNumber, JsonObject, JsonValue
 from ..operations.inbox import parse_time
 from ..operations.rewind_plan import Selection
 from ..operations.rewind_view import plan_view, preview_view
-from ..service import Reader, Reviewer
+from ..service import Reader, Reviewer, Service
 from ..views import agent_rewind_path
-from . import exact
+from . import exact, present
 from .pages import Form, Pages
 from .passkey_pages import PasskeyPages
 from .sessions import Session
@@ -31,6 +34,71 @@ class RewindPages(Pages, Protocol):
     """The review UI as these pages use it: the passkey step of the job's preview too."""
 
     passkey_pages: PasskeyPages
+
+
+#: Each verdict as the plan's opening sentence counts it ("2 to undo, 1 blocked").
+COUNT_WORDS = {
+    "undo": "to undo",
+    "blocked": "blocked",
+    "irreversible": "irreversible",
+    "already_undone": "already undone",
+    "quarantined": "quarantined",
+}
+
+
+def shown_plan(view: JsonObject) -> dict[str, Any]:
+    """The plan's view with what its page adds: the verdicts counted in words, each
+    step's message as a sentence, and for a step blocked by what its resource will show,
+    that against what its job wrote (a document's texts, else the changed parts)."""
+    steps: list[dict[str, Any]] = []
+    for step in present.objects(view["steps"]):
+        message = step.get("message")
+        resource = str(step["resource"])
+        step["why"] = _sentence(message, resource) if isinstance(message, str) and message else ""
+        if "current" in step:
+            step["now"], step["wrote"] = _blocked_sides(step["current"], step.get("values"))
+        values = step.get("values")
+        whole_text = isinstance(values, dict) and "after_text" in values
+        named = ", ".join(str(f) for f in step.get("fields") or [])
+        step["parts"] = named or ("the whole text" if whole_text else "")
+        steps.append(step)
+    counts = view["counts"]
+    assert isinstance(counts, dict)  # plan_view counts every verdict
+    counted = [
+        f"{n.text} {COUNT_WORDS.get(v, v)}"
+        for v, n in counts.items()
+        if isinstance(n, JsonNumber) and n.text != "0"
+    ]
+    return {**view, "steps": steps, "counted": ", ".join(counted)}
+
+
+def _sentence(message: str, resource: str) -> str | Markup:
+    """A step's message as a sentence: one that opens with the resource's id keeps the
+    id as written (set as code), any other starts with a capital."""
+    text = message if message.endswith((".", "!", "?")) else message + "."
+    rest = text.removeprefix(resource)
+    if resource and rest != text and rest[:1] in (" ", "'"):
+        return Markup("<code>{}</code>{}").format(resource, rest)
+    return present.capitalized(text)
+
+
+def _blocked_sides(current: JsonValue, values: JsonValue) -> tuple[JsonValue, JsonValue]:
+    """What a blocked step's resource will show and what its job wrote, in one shape: a
+    document's two texts, or the changed parts of anything else (``None``: absent)."""
+    if not isinstance(values, dict):
+        return current, None
+    if "after_text" in values:
+        now = current.get("text") if isinstance(current, dict) else current
+        return now, values["after_text"]
+    return current, values.get("after")
+
+
+async def held_since(service: Service, reader: Reader, job: Job) -> float | None:
+    """When the job's agent was stopped, which holds the job's apply from confirmation
+    (None: it runs, or this key does not see it)."""
+    if job.agent_id not in service.reviewers.visible_agents(reader):
+        return None
+    return await service.rewinds.stopped_at(reader, job.agent_id)
 
 
 def _selection(agent_id: str, form: Form, now: float) -> Selection:
@@ -88,7 +156,7 @@ def rewind_routes(ui: RewindPages) -> list[BaseRoute]:
         return ui.render(
             "rewind.html",
             session,
-            plan=plan_view(found),
+            plan=shown_plan(plan_view(found)),
             preview=None,
             can_write=WRITE in session.principal.scopes,
         )
@@ -104,7 +172,7 @@ def rewind_routes(ui: RewindPages) -> list[BaseRoute]:
         return ui.render(
             "rewind.html",
             session,
-            plan=view,
+            plan=shown_plan(view),
             preview=view,
             page={"requests": requests},
             can_write=True,
@@ -142,4 +210,4 @@ def rewind_routes(ui: RewindPages) -> list[BaseRoute]:
     ]
 
 
-__all__ = ["rewind_routes"]
+__all__ = ["held_since", "rewind_routes"]

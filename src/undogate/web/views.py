@@ -29,6 +29,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from .. import views
+from ..adapters.base import ABSENT_VERSION
 from ..api import STATUS_BY_CODE, status_for
 from ..auth import WRITE
 from ..errors import Forbidden, InvalidRequest, NotFound, UndogateError, log_refusal
@@ -45,7 +46,7 @@ from .pages import Form, View
 from .passkey_pages import PasskeyPages
 from .refusals import Refusal, refusal_for, refusal_for_code
 from .reject import reject_routes
-from .rewind import rewind_routes
+from .rewind import held_since, rewind_routes
 from .sessions import Session, SessionStore, SigninTokens
 from .undo_offer import undo_offer_routes
 
@@ -101,7 +102,9 @@ def _environment() -> jinja2.Environment:
     env.filters["glimpse"] = exact.glimpse
     env.filters["when"] = present.when
     env.filters["state_words"] = present.state_words
+    env.filters["job_verb"] = present.job_verb
     env.globals["not_reversible"] = present.NOT_REVERSIBLE
+    env.globals["absent_version"] = ABSENT_VERSION
     env.globals["nav_counts_shown"] = present.NAV_COUNTS_SHOWN
     env.globals["refusal_words"] = refusal_for_code
     return env
@@ -336,7 +339,7 @@ class WebUI:
             log.exception("unhandled error in %s %s", request.method, request.url.path)
             return self._refused(
                 session,
-                refusal_for_code("internal_error", "an internal error occurred"),
+                refusal_for_code("internal_error"),
                 status=STATUS_BY_CODE["internal_error"],
             )
 
@@ -451,6 +454,7 @@ class WebUI:
                     "jobs": len(jobs),
                     "needs_review": sum(1 for j in jobs if j.state == JobState.NEEDS_REVIEW),
                     "prepared": sum(1 for j in jobs if j.state == JobState.PREPARED),
+                    "stopped_at": await self.service.rewinds.stopped_at(reader, agent_id),
                 }
             )
         return self.render("agents.html", session, agents=rows)
@@ -463,7 +467,10 @@ class WebUI:
             raise NotFound(f"no agent {agent_id!r}")
         rows = await self.service.reviewers.list_jobs(reader, agent_id)
         listing = present.job_rows(agent_id, rows)
-        return self.render("jobs.html", session, agent_id=agent_id, jobs=listing)
+        stopped_at = await self.service.rewinds.stopped_at(reader, agent_id)
+        return self.render(
+            "jobs.html", session, agent_id=agent_id, jobs=listing, stopped_at=stopped_at
+        )
 
     async def webhooks(
         self, request: Request, session: Session, form: Form, reader: Reader
@@ -487,13 +494,15 @@ class WebUI:
         job, events = await self.service.reviewers.events(
             reader, self._job_id(str(request.path_params["job_id"]))
         )
+        buttons = present.buttons(job, WRITE in reader.principal.scopes)
         return self.render(
             "job.html",
             session,
             job=job,
+            held_since=await held_since(self.service, reader, job) if buttons.apply else None,
             page=present.job_page(job, self.service.reviewers.verified(job), events),
             events=history(job.id, events),
-            buttons=present.buttons(job, WRITE in reader.principal.scopes),
+            buttons=buttons,
         )
 
     async def make_preview(
@@ -544,6 +553,10 @@ class WebUI:
             blocked=await blocked_changes(self.service, reader, job, page),
             operation=held.preview.operation.value,
             can_write=WRITE in reader.principal.scopes,
+            # Held: said instead of a confirm that would be refused (an undo is never held).
+            held_since=await held_since(self.service, reader, job)
+            if held.preview.operation is Operation.APPLY
+            else None,
             passkey=await self.passkey_pages.confirm_step(
                 request, reader.principal, held.preview.passkey_challenge
             ),

@@ -54,6 +54,7 @@ class PropertyDocumentAdapter(WholeResourceAdapter):
     """What ``vcard`` and ``icalendar`` share; each says its ``format``."""
 
     format: ClassVar[Format]
+    part_names = ("property", "properties")
     settings_model = PropertySettings
     change_members = (SET, REMOVE)
 

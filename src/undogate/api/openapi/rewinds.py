@@ -26,7 +26,10 @@ _STEP: S = _obj(
         "change": _NUM,
         "resource": _STR,
         "verdict": {"enum": [v.value for v in StepVerdict]},
-        "current": {"description": "blocked: what the changed parts will show then"},
+        "current": {
+            "description": "blocked by what the resource will show when the step's turn "
+            "comes: that (null: it will not exist); absent when something else blocks it"
+        },
         "in_the_way": {
             **_nullable("string"),
             "description": "blocked: the job in the way (none: an edit outside the gateway)",

@@ -1,7 +1,7 @@
 // The preview countdown: the only script of the review UI. It counts down from the
 // time the server said was left (no clock comparison with the server), and says when
-// the preview has expired, disabling the Confirm button. The server stays the
-// authority: confirming late is refused.
+// the preview has expired, disabling the Confirm button and showing Preview again
+// beside it. The server stays the authority: confirming late is refused.
 (function () {
   "use strict";
   var el = document.getElementById("countdown");
@@ -24,6 +24,10 @@
       if (confirm) {
         confirm.disabled = true;
         confirm.setAttribute("title", "This preview has expired. Preview again to confirm.");
+      }
+      var again = document.getElementById("when-expired");
+      if (again) {
+        again.hidden = false;
       }
       return;
     }
