@@ -297,6 +297,11 @@ MOUNTS = """\
 tmpfs /tmp tmpfs rw,nosuid,nodev 0 0
 server:/export /srv/shared nfs4 rw,relatime,vers=4.2 0 0
 //nas/ledgers /mnt/nas cifs rw,relatime 0 0
+server:/team /mnt/team\\040share nfs4 rw,relatime 0 0
+kim@host:/ /home/kim/remote fuse.sshfs rw,nosuid,nodev 0 0
+s3: /mnt/cloud fuse.rclone rw,nosuid,nodev 0 0
+fuse-overlayfs /var/lib/containers fuse.fuse-overlayfs rw,nodev 0 0
+/dev/sdb1 /media/usb fuseblk rw,nosuid,nodev 0 0
 """
 
 
@@ -309,6 +314,12 @@ server:/export /srv/shared nfs4 rw,relatime,vers=4.2 0 0
         ("/srv/sharedness/data", "ext4", False),  # a longer name is not under the mount
         ("/tmp/undogate", "tmpfs", False),
         ("/var/lib/undogate", "ext4", False),
+        ("/mnt/team share/undogate", "nfs4", True),  # /proc/mounts spells the space \040
+        ("/mnt/team", "ext4", False),
+        ("/home/kim/remote/data", "fuse.sshfs", True),
+        ("/mnt/cloud/data", "fuse.rclone", True),  # a FUSE client not known to be local
+        ("/var/lib/containers/storage", "fuse.fuse-overlayfs", False),
+        ("/media/usb/data", "fuseblk", False),  # ntfs-3g on a disk of this machine
     ],
 )
 def test_a_network_filesystem_is_told_from_a_local_one_by_its_mount(
