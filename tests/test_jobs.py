@@ -18,6 +18,7 @@ from undogate.jobs import (
     JobState,
     Transition,
     check_transition,
+    require_start,
     state_after_apply,
     state_after_settling,
     state_after_undo,
@@ -59,6 +60,38 @@ def test_terminal_states_have_no_way_out() -> None:
 def test_message_names_the_event_and_state() -> None:
     with pytest.raises(TransitionNotAllowed, match="Can't reject when in applied"):
         check_transition(Transition.REJECT, JobState.APPLIED, JobState.REJECTED)
+
+
+def test_a_job_whose_write_is_in_flight_is_refused_with_what_is_true_of_it() -> None:
+    expires_at = 1_796_327_000.25  # 2026-12-03 19:43:20 UTC
+    for event in (Transition.ACCEPT_OBSERVED, Transition.START_UNDO, Transition.REJECT):
+        with pytest.raises(TransitionNotAllowed) as refused:
+            require_start(event, JobState.APPLYING, lease_expires_at=expires_at)
+        said = refused.value.message
+        assert said.startswith(f"Can't {event.value.replace('_', ' ')} yet: ")
+        assert "a gateway process is writing this job's changes (applying), or it " in said
+        assert "stopped while writing them" in said
+        assert "settles the write as uncertain once its lease expires, at " in said
+        assert "2026-12-03 19:43:20 UTC; the observed state can be accepted then" in said
+        assert refused.value.code == "transition_not_allowed"
+        assert refused.value.details == {
+            "event": event.value,
+            "state": "applying",
+            "lease_expires_at": expires_at,
+        }
+    with pytest.raises(TransitionNotAllowed) as refused:  # the ledger knows no lease
+        check_transition(Transition.REJECT, JobState.UNDOING, JobState.REJECTED)
+    assert "(undoing)" in refused.value.message
+    assert "as uncertain once its lease expires; the observed state" in refused.value.message
+    assert "lease_expires_at" not in refused.value.details
+
+
+def test_a_move_a_running_job_can_make_keeps_its_plain_refusal() -> None:
+    """Finishing an apply may start from applying: a wrong target is the gateway's own
+    mistake, not a write in flight."""
+    with pytest.raises(TransitionNotAllowed) as refused:
+        check_transition(Transition.FINISH_APPLY, JobState.APPLYING, JobState.UNDONE)
+    assert refused.value.message == "Can't finish apply when in applying"
 
 
 A, P, U, Q = ChangeState.APPLIED, ChangeState.PENDING, ChangeState.UNDONE, ChangeState.UNCERTAIN

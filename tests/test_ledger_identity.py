@@ -24,7 +24,7 @@ from undogate.errors import LedgerDamaged
 from undogate.ledger import DB_NAME, Ledger, Reader
 from undogate.ledger.identity import MARKER_NAME, META_KEY
 from undogate.ledger.sqlite import SQLiteTransaction
-from undogate.ledger.sqlite_files import WRITE_LOCK_NAME
+from undogate.ledger.sqlite_files import NEXT_WRITER_LOCK_NAME, WRITE_LOCK_NAME
 
 from .serving import SERVE, cli, free_port, serve_log, wait_healthy
 from .worlds import MASTER_KEY
@@ -126,7 +126,8 @@ def test_a_ledger_copied_in_from_another_data_dir_is_foreign(tmp_path: Path) -> 
         "ledger.lock",
         "ledger.opening.lock",
         DB_NAME,
-        WRITE_LOCK_NAME,  # made when the ledger was, as the two above
+        WRITE_LOCK_NAME,  # these two made when the ledger was, as the two locks above
+        NEXT_WRITER_LOCK_NAME,
     ]  # refused as found: not even an empty -wal or -shm left beside it
     assert "undogate restore BACKUP" in said
     done = cli("backup", str(tmp_path / "b.sqlite3"), "--config", str(mine))

@@ -8,10 +8,13 @@ is told apart from a local disk."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +23,7 @@ import pytest
 from undogate.errors import LedgerBusy, LedgerInUse
 from undogate.ledger import DB_NAME, LOCK_NAME, Ledger, Transaction
 from undogate.ledger.sqlite_files import (
+    NEXT_WRITER_LOCK_NAME,
     WRITE_LOCK_NAME,
     filesystem_type,
     is_network_filesystem,
@@ -266,6 +270,77 @@ def test_a_write_refused_for_another_process_s_turn_records_nothing_and_the_turn
         ledger.close()
 
 
+_GIVE_BACK_AND_TAKE_AGAIN = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger.sqlite_files import WriteTurn
+    turn = WriteTurn(Path(sys.argv[1]))
+    turn.take(5.0)
+    print("holding", flush=True)
+    sys.stdin.readline()  # until the test has another writer in line
+    turn.give_back()
+    turn.take(5.0)  # at once, as a busy process's next write does
+    print(f"again {time.monotonic()}", flush=True)
+    time.sleep(60)
+    """
+)
+
+
+def test_a_writer_in_line_is_never_overtaken_by_one_that_gave_its_turn_back(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    ledger = Ledger.open(data)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _GIVE_BACK_AND_TAKE_AGAIN, str(data)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdin is not None and holder.stdout is not None
+        assert holder.stdout.readline().strip() == "holding"
+        started: list[float] = []
+
+        def write(tx: Transaction) -> None:
+            started.append(time.monotonic())
+            _one_event(tx)
+
+        writing = threading.Thread(target=ledger.write, args=(write,))
+        writing.start()
+        assert _held_within(data / NEXT_WRITER_LOCK_NAME, 10.0)  # this one is in line
+        holder.stdin.write("go\n")
+        holder.stdin.flush()
+        writing.join(timeout=10)
+        again = float(holder.stdout.readline().split()[1])
+        # The kernel woke this process's waiter when the turn was given back, but the
+        # holder asked again at once: it had to get in line behind the waiter.
+        assert started and started[0] < again
+    finally:
+        _kill(holder)
+        if holder.stdin is not None:
+            holder.stdin.close()
+        ledger.close()
+
+
+def _held_within(path: Path, wait_s: float) -> bool:
+    """Whether some descriptor holds the lock at ``path`` within ``wait_s``."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            time.sleep(0.01)  # poll interval of a bounded wait
+        return False
+    finally:
+        os.close(fd)
+
+
 def _turn_free_within(path: Path, wait_s: float) -> bool:
     deadline = time.monotonic() + wait_s
     while True:
@@ -328,3 +403,98 @@ def test_a_network_filesystem_is_told_from_a_local_one_by_its_mount(
     found = filesystem_type(Path(path), MOUNTS)
     assert found == fs
     assert is_network_filesystem(found) is network
+
+
+_WRITE_BACK_TO_BACK = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger import Ledger
+    ledger = Ledger.open(Path(sys.argv[1]))
+    actor = sys.argv[2]
+
+    def write(tx):
+        tx.end_expired_leases()  # as recovery does: a lapsed lease is ended, its work settled
+        time.sleep(0.05)  # a write that keeps the lock a while (its fsyncs, a large step)
+        tx.add_event(job_id=None, actor=actor, access_path="t", operation="x")
+
+    print("writing", flush=True)
+    while True:
+        ledger.write(write)
+    """
+)
+_LEASE_ONLY = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from undogate.ledger import Ledger
+    ledger = Ledger.open(Path(sys.argv[1]), lease_s=float(sys.argv[2]))
+    print(ledger.read(lambda tx: tx.own_lease), flush=True)
+    time.sleep(120)
+    """
+)
+#: The lease under test: short, so its renewals (every lease_s / 3) come often and a
+#: lapse shows within seconds.
+_SHORT_LEASE_S = 1.5
+_WRITERS = ("writer-1", "writer-2")
+
+
+def _lease_row(tx: object, lease_id: str) -> tuple[float, float, float | None, str | None]:
+    """started_at, renewed_at, ended_at, ended_reason of one lease."""
+    return tx.connection.execute(  # type: ignore[attr-defined,no-any-return]
+        "SELECT started_at, renewed_at, ended_at, ended_reason FROM leases WHERE id = ?",
+        (lease_id,),
+    ).fetchone()
+
+
+def _writers_events(tx: object) -> tuple[int, ...]:
+    """How many events each back-to-back writer has written so far."""
+    return tuple(
+        int(
+            tx.connection.execute(  # type: ignore[attr-defined]
+                "SELECT COUNT(*) FROM events WHERE actor = ?", (actor,)
+            ).fetchone()[0]
+        )
+        for actor in _WRITERS
+    )
+
+
+def test_a_lease_renews_in_its_turn_while_other_processes_write_back_to_back(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    leased, lease_id = _start(_LEASE_ONLY, str(data), str(_SHORT_LEASE_S))
+    writers: list[subprocess.Popen[str]] = []
+    watcher = Ledger.open(data, lease_s=None)  # reads only: it takes no part
+    try:
+        assert lease_id.startswith("lse_")
+        for actor in _WRITERS:
+            proc, said = _start(_WRITE_BACK_TO_BACK, str(data), actor)
+            writers.append(proc)
+            assert said == "writing"
+        written_before = watcher.read(_writers_events)
+        _, loaded_from, ended_at, reason = watcher.read(lambda tx: _lease_row(tx, lease_id))
+        renewed_at = loaded_from
+        # Watch until the lease has been renewed through three of its lifetimes under the
+        # writers' load, or it lapsed and a writer ended it; the deadline only bounds a
+        # lease that neither renews nor is ended.
+        deadline = time.monotonic() + 60
+        while (
+            ended_at is None
+            and renewed_at - loaded_from < 3 * _SHORT_LEASE_S
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.1)  # poll interval of a bounded watch
+            _, renewed_at, ended_at, reason = watcher.read(lambda tx: _lease_row(tx, lease_id))
+        written_after = watcher.read(_writers_events)
+    finally:
+        for proc in writers:
+            _kill(proc)
+        _kill(leased)
+        watcher.close()
+    assert (ended_at, reason) == (None, None), "the live process's lease lapsed and was ended"
+    assert renewed_at - loaded_from >= 3 * _SHORT_LEASE_S
+    # Both writers kept writing the whole time: the lease renewed under their load.
+    assert all(
+        after > before + 10 for before, after in zip(written_before, written_after, strict=True)
+    )

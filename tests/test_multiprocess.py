@@ -2,8 +2,9 @@
 contract server, on each engine: SQLite (one file on this machine, shared by processes
 started apart) and PostgreSQL. A confirm raced through two processes writes once; a key
 revoked through one is refused by the other on the next request; a process killed
-mid-write leaves its write ``dispatching`` until its lease expires, then a live process
-settles it as ``uncertain`` and reconciles it, while its own writes go on."""
+mid-write leaves its write ``dispatching`` until its lease expires (a reviewer who tries
+to act on its job meanwhile is told so, through the API and the web page), then a live
+process settles it as ``uncertain`` and reconciles it, while its own writes go on."""
 
 from __future__ import annotations
 
@@ -12,16 +13,22 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import yaml
 
 from undogate.contract_server import ContractServer
 from undogate.jobs import ActionStatus, ChangeState, JobState
 from undogate.ledger import Store
 
+from .browser import accessibility_problems, chromium_missing
 from .fixtures.fleet import CUSTOMER, LEASE_S, QUOTA, SUPPLIER, Fleet
 from .serving import cli, serve_log, serving
+from .test_web_browser import open_page
 from .worlds import MASTER_KEY
 
 
@@ -174,6 +181,91 @@ def test_a_process_killed_mid_write_is_settled_only_after_its_lease_expires(
         reconciled = _confirm(b, fleet, hanging_job, accept)
         assert reconciled.status_code == 200, reconciled.text
         assert reconciled.json()["job"]["state"] == "applied"
+
+
+def test_a_reviewer_is_told_a_killed_process_s_write_is_settled_once_its_lease_expires(
+    fleet: Fleet, server: ContractServer, ledger: Store, request: pytest.FixtureRequest
+) -> None:
+    """While a process killed mid-write still holds its lease, its job stays applying:
+    what a reviewer tries on it is refused with what is true, and when it changes."""
+    if (missing := chromium_missing()) is not None:
+        pytest.skip(missing)
+    browser: Any = request.getfixturevalue("browser")
+    _set_lease_s(fleet.config, 60)  # the refusals below all come before it expires
+    with (
+        serving(fleet.config, fleet.env) as (a, doomed),
+        serving(fleet.config, fleet.env) as (
+            b,
+            _,
+        ),
+    ):
+        job_id = _prepare(a, fleet, "customer", "customer")
+        reviewer = open_page(browser)
+        page = reviewer.page
+        page.goto(f"{b}/signin")
+        page.get_by_label("Operator key").fill(fleet.operator)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{b}/inbox")
+        page.goto(f"{b}/jobs/{job_id}")  # opened while prepared: it offers the apply
+
+        token = _preview(a, fleet, job_id)
+        gate = server.hold_next_write(CUSTOMER)
+        confirming = threading.Thread(target=lambda: _confirm_quietly(a, fleet, job_id, token))
+        confirming.start()
+        try:
+            assert gate.arrived.wait(30), "the write never reached the endpoint"
+            doomed.send_signal(signal.SIGKILL)
+            doomed.wait(10)
+            (action,) = ledger.read(lambda tx: tx.in_flight_actions())
+            assert action.lease_id is not None
+            expires_at = _lease_expiry(ledger, action.lease_id)
+            at = datetime.fromtimestamp(expires_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            truth = (
+                "a gateway process is writing this job's changes (applying), or it stopped "
+                "while writing them. If that process is alive, the job moves on when its "
+                "write finishes. If it is gone, another gateway process settles the write "
+                f"as uncertain once its lease expires, at {at}; the observed state can be "
+                "accepted then"
+            )
+            asked: list[tuple[str, dict[str, object], str]] = [
+                (f"/api/v1/jobs/{job_id}/previews", {"operation": operation}, event)
+                for operation, event in (
+                    ("accept_observed", "accept_observed"),
+                    ("undo", "start_undo"),
+                    ("apply", "start_apply"),
+                )
+            ]
+            asked.append((f"/api/v1/jobs/{job_id}/reject", {}, "reject"))
+            for path, body, event in asked:
+                refused = _call(b, fleet.operator, path, body)
+                assert refused.status_code == 409, refused.text
+                error = refused.json()["error"]
+                assert error["code"] == "transition_not_allowed"
+                assert error["message"] == f"Can't {event.replace('_', ' ')} yet: {truth}"
+                assert error["details"]["lease_expires_at"] == expires_at
+
+            page.get_by_role("button", name="Preview apply").click()
+            page.wait_for_load_state()
+            shown = " ".join(page.inner_text("main").split())
+            assert f"Can't start apply yet: {truth}" in shown
+            assert "Reason code: transition_not_allowed" in shown
+            assert accessibility_problems(page) == []
+            reviewer.assert_inert()
+
+            # Refused, nothing moved: the write stays the dead process's until its lease
+            # expires.
+            assert _state(ledger, job_id) is JobState.APPLYING
+            assert ledger.read(lambda tx: tx.in_flight_actions()) == [action]
+        finally:
+            gate.release()
+            confirming.join(30)
+            reviewer.page.context.close()
+
+
+def _set_lease_s(config: Path, lease_s: float) -> None:
+    settings = yaml.safe_load(config.read_text())
+    settings["server"]["lease_s"] = lease_s
+    config.write_text(yaml.safe_dump(settings))
 
 
 def _write_through(url: str, fleet: Fleet, status: str) -> None:

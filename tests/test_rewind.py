@@ -269,6 +269,35 @@ def test_a_finished_plan_announces_rewind_applied_without_values(
     assert "lee" not in rewinds[0].payload and "kim" not in rewinds[0].payload
 
 
+def test_rewind_applied_says_where_a_plan_stopped_by_step_and_code_never_in_words(
+    server: ContractServer, data_dir: Path, open_gateway: Callable[[Config], LocalGateway]
+) -> None:
+    """Why a plan stopped is told in words a server's answer can reach (a parse error
+    quoting a line): the webhook carries the step and its stable code only."""
+    config = three_records(server, data_dir)
+    endpoint = {
+        "id": "ops",
+        "url": "http://127.0.0.1:9/hook",
+        "secret_env": "UNDOGATE_TEST_WEBHOOK_SECRET",
+        "allow_loopback_http": True,
+    }
+    gw = open_gateway(
+        replace(config, webhooks=parse_config({"webhooks": {"endpoints": [endpoint]}}).webhooks)
+    )
+    since = time.time()
+    applied(gw, "customer", status="customer")
+    applied(gw, "ticket", status="closed")
+    applied(gw, "supplier", status="paused")
+    server.arm("apply_then_drop", TICKET)  # the ticket's undo lands, its answer is lost
+    done = confirm(gw, plan(gw, since))
+    assert done.stored.stopped is not None and done.stored.stopped["message"]
+    messages = gw.ledger.read(lambda tx: tx.webhook_messages(OWNER.owner_id, (AGENT_ID,)))
+    (rewind,) = [m for m in messages if m.event == "rewind.applied"]
+    stopped = json.loads(rewind.payload)["data"]["stopped"]
+    assert stopped == {"step": "2", "code": done.stored.stopped["code"]}
+    assert str(done.stored.stopped["message"]) not in rewind.payload
+
+
 def test_a_plan_exports_as_a_receipt_that_verifies_and_fails_after_an_edit(
     records: LocalGateway, data_dir: Path, tmp_path: Path
 ) -> None:

@@ -16,7 +16,7 @@ import pytest
 
 from undogate.adapters.dav.content import Instance
 from undogate.config import parse_config
-from undogate.errors import ConfigError, InvalidRequest, RemoteContractBreach
+from undogate.errors import ConfigError, InvalidRequest
 from undogate.jobs import ActionStatus, ChangeRequest, Job, JobState, Operation
 from undogate.jsonvalue import JsonObject, dumps
 from undogate.views import agent_receipt, job_receipt
@@ -276,20 +276,9 @@ def test_an_address_book_s_identity_is_refused_at_config_load_unless_exact(
     assert parse_config(config).resource("ada") is not None
 
 
-def test_a_card_with_grouped_properties_is_refused_whole_never_written_without_them(
-    dav: DavCollections, data_dir: Path
-) -> None:
-    """Apple's address books write ``item1.EMAIL`` with its label ``item1.X-ABLabel``
-    (RFC 6350 groups). undogate does not change such a card: the change is refused with
-    the line named, and the card stays exactly as the server holds it."""
-    card = CONTACT.replace(
-        "EMAIL;TYPE=home:ada@home.example\r\n",
-        "item1.EMAIL;TYPE=INTERNET:ada@apple.example\r\nitem1.X-ABLabel:_$!<Other>!$_\r\n",
-    )
-    path, _ = seed(dav, dav.addressbook, card, ".vcf")
-    start = held(dav, path)
-    entry = dav_resource(dav, "ada", "vcard", path, ["EMAIL", "NOTE"])
-    refused = pytest.raises(RemoteContractBreach, match=r"'item1\.EMAIL' is not a property name")
-    with dav_gateway(data_dir, entry) as gw, refused:
-        prepare(gw, ChangeRequest("ada", set={"NOTE": "Called back"}))
-    assert held(dav, path) == start
+def test_a_field_names_a_property_never_a_group(data_dir: Path) -> None:
+    """``fields`` allow a property in every group (``EMAIL`` allows ``item1.EMAIL``):
+    a group's name there is refused, saying so."""
+    config = _config_of(data_dir, "vcard", "ada.vcf", fields=["NOTE", "item1.EMAIL"])
+    with pytest.raises(ConfigError, match=r"fields\[1\]: 'item1\.EMAIL' names a group"):
+        parse_config(config)

@@ -93,6 +93,34 @@ def test_a_job_settled_elsewhere_is_no_longer_held(store: Store) -> None:
     assert store.read(lambda tx: tx.job_runners()) == {}
 
 
+def test_a_running_job_names_when_its_process_s_lease_expires_until_it_is_settled(
+    store: Store,
+) -> None:
+    _running_job(store)
+    mine = store.read(lambda tx: tx.own_lease)
+    assert mine is not None
+    expires_at = store.read(
+        lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+            "SELECT expires_at FROM leases WHERE id = ?", (mine,)
+        ).fetchone()[0]
+    )
+    assert store.read(lambda tx: tx.runner_lease_expiry("job_1")) == float(expires_at)
+    assert store.read(lambda tx: tx.runner_lease_expiry("job_unknown")) is None
+    store.write(lambda tx: tx.set_job_state("job_1", JobState.NEEDS_REVIEW))
+    assert store.read(lambda tx: tx.runner_lease_expiry("job_1")) is None  # not running
+
+
+def test_a_running_job_whose_lease_ended_names_no_expiry(store: Store) -> None:
+    _running_job(store)
+    mine = store.read(lambda tx: tx.own_lease)
+    store.write(
+        lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+            "UPDATE leases SET ended_at = expires_at WHERE id = ?", (mine,)
+        )
+    )
+    assert store.read(lambda tx: tx.runner_lease_expiry("job_1")) is None
+
+
 def test_a_process_never_ends_its_own_lease(store: Store) -> None:
     """Even expired (a long stall, the database out of reach): it is alive, since it
     asks; its heartbeat renews it, and its writes in flight stay its own."""

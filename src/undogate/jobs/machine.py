@@ -19,6 +19,7 @@ The machine (drawn in docs/state-machine.md)::
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Final
 
@@ -275,30 +276,67 @@ TRANSITIONS: dict[Transition, dict[JobState, frozenset[JobState]]] = {
 }
 
 
-def check_transition(event: Transition, current: JobState, target: JobState) -> None:
-    """Raise ``TransitionNotAllowed`` unless ``event`` may move ``current`` to ``target``."""
+def check_transition(
+    event: Transition,
+    current: JobState,
+    target: JobState,
+    *,
+    lease_expires_at: float | None = None,
+) -> None:
+    """Raise ``TransitionNotAllowed`` unless ``event`` may move ``current`` to ``target``
+    (``lease_expires_at``: as ``require_start``)."""
     allowed = TRANSITIONS.get(event, {}).get(current)
     if not allowed or target not in allowed:
-        raise TransitionNotAllowed(
-            f"Can't {event.replace('_', ' ')} when in {current.value}",
-            event=event,
-            state=current.value,
-            target=target.value,
-        )
+        raise _refusal(event, current, lease_expires_at, target=target)
 
 
 def can_start(event: Transition, current: JobState) -> bool:
     return current in TRANSITIONS.get(event, {})
 
 
-def require_start(event: Transition, current: JobState) -> None:
-    """Raise ``TransitionNotAllowed`` unless ``event`` may begin from ``current``."""
+def require_start(
+    event: Transition, current: JobState, *, lease_expires_at: float | None = None
+) -> None:
+    """Raise ``TransitionNotAllowed`` unless ``event`` may begin from ``current``.
+
+    ``lease_expires_at``: when ``current`` is running, the expiry of the lease of the
+    process running the job (by the ledger's clock), which the refusal names."""
     if not can_start(event, current):
-        raise TransitionNotAllowed(
-            f"Can't {event.replace('_', ' ')} when in {current.value}",
-            event=event,
-            state=current.value,
-        )
+        raise _refusal(event, current, lease_expires_at)
+
+
+def _refusal(
+    event: Transition,
+    current: JobState,
+    lease_expires_at: float | None,
+    *,
+    target: JobState | None = None,
+) -> TransitionNotAllowed:
+    """Why ``event`` cannot move a job in ``current``, as a reviewer reads it.
+
+    A running job (its write in flight) is refused with what is true of it: a process is
+    writing it, or stopped while writing it; until that process's lease expires nobody
+    else may settle the write (docs/scaling.md), and once it is settled the observed
+    state can be accepted."""
+    details: dict[str, str | float] = {"event": event.value, "state": current.value}
+    if target is not None:
+        details["target"] = target.value
+    action = event.value.replace("_", " ")
+    if not STATES[current].running or can_start(event, current):
+        return TransitionNotAllowed(f"Can't {action} when in {current.value}", **details)
+    if lease_expires_at is None:
+        when = "once its lease expires"
+    else:
+        details["lease_expires_at"] = lease_expires_at
+        at = datetime.fromtimestamp(lease_expires_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = f"once its lease expires, at {at}"
+    return TransitionNotAllowed(
+        f"Can't {action} yet: a gateway process is writing this job's changes "
+        f"({current.value}), or it stopped while writing them. If that process is alive, "
+        "the job moves on when its write finishes. If it is gone, another gateway process settles "
+        f"the write as uncertain {when}; the observed state can be accepted then",
+        **details,
+    )
 
 
 def state_after_apply(changes: list[ChangeState]) -> JobState:

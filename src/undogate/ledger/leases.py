@@ -10,7 +10,8 @@ and settled its work) the process takes a new one: its writes that were in fligh
 uncertain by then, and ``finish_action`` refuses their late outcomes.
 
 An engine's lease (``PostgresLease``, ``SQLiteLease``) says how its own connection is
-made, spoken to and closed, what its driver raises, and how the ledger's clock reads.
+made, spoken to and closed, what its driver raises, how the ledger's clock reads, and
+what a write of the lease waits for first (``_writing``: on SQLite, its turn to write).
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import secrets
 import socket
 import threading
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Generic, TypeVar
 
-from ..errors import LedgerInUse
+from ..errors import LedgerError, LedgerInUse
 from .sql_base import Cursor
 
 log = logging.getLogger(__name__)
@@ -76,13 +78,20 @@ class Lease(Generic[C]):
     def _close_connection(self, conn: C) -> None:
         raise NotImplementedError
 
+    def _writing(self) -> AbstractContextManager[object]:
+        """Held around each write of the lease: what the engine's writers queue for.
+
+        Raises: LedgerError (LedgerBusy): it was not had within the engine's busy wait."""
+        return contextlib.nullcontext()
+
     # -- the lease -----------------------------------------------------------------------
 
     def start(self, conn: C) -> None:
         """Take a lease on ``conn`` (kept for the heartbeat) and renew it from a thread
         until ``close``.
 
-        Raises: one of ``errors``: the ledger refused."""
+        Raises: one of ``errors``: the ledger refused; LedgerBusy: other writers kept
+        the ledger past the busy wait."""
         self._conn = conn
         self._take(conn)
         self._thread = threading.Thread(target=self._beat, name="undogate-lease", daemon=True)
@@ -92,48 +101,54 @@ class Lease(Generic[C]):
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=STOP_WAIT_S)
+        # Under the lock: a heartbeat that outlived the join is not writing beside it.
         with self._lock:
             conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        # Ended, not left to expire: this process's work is recovery's at once.
-        with contextlib.suppress(*self.errors):
-            if self._usable(conn):
-                self._execute(
-                    conn,
-                    f"UPDATE leases SET ended_at = {self.now_sql}, "  # noqa: S608
-                    "ended_reason = 'closed' WHERE id = ? AND ended_at IS NULL",
-                    (self.id,),
-                )
-        self._close_connection(conn)
+            if conn is None:
+                return
+            # Ended, not left to expire: this process's work is recovery's at once. A
+            # ledger out of reach or busy leaves it to expire instead.
+            with contextlib.suppress(*self.errors, LedgerError):
+                if self._usable(conn):
+                    with self._writing():
+                        self._execute(
+                            conn,
+                            f"UPDATE leases SET ended_at = {self.now_sql}, "  # noqa: S608
+                            "ended_reason = 'closed' WHERE id = ? AND ended_at IS NULL",
+                            (self.id,),
+                        )
+            self._close_connection(conn)
 
     def _take(self, conn: C) -> None:
         lease_id = "lse_" + secrets.token_hex(8)
-        self._execute(
-            conn,
-            "INSERT INTO leases(id, holder, started_at, renewed_at, expires_at) "  # noqa: S608
-            f"SELECT ?, ?, now, now, now + ? FROM (SELECT {self.now_sql} AS now) AS clock",
-            (lease_id, self.holder, self.lease_s),
-        )
+        with self._writing():
+            self._execute(
+                conn,
+                "INSERT INTO leases(id, holder, started_at, renewed_at, expires_at) "  # noqa: S608
+                f"SELECT ?, ?, now, now, now + ? FROM (SELECT {self.now_sql} AS now) AS clock",
+                (lease_id, self.holder, self.lease_s),
+            )
         self.id = lease_id
 
     def renew(self) -> None:
         """Push the expiry ``lease_s`` ahead; take a new lease if this one was ended.
 
-        Raises: one of ``errors`` (or LedgerInUse): the ledger could not be reached."""
+        Raises: one of ``errors`` (or LedgerInUse): the ledger could not be reached;
+        LedgerBusy: other writers kept the ledger past the busy wait."""
         with self._lock:
             conn = self._conn
             if conn is None:
                 return
             if not self._usable(conn):
                 conn = self._conn = self._reconnect()
-            renewed = self._execute(
-                conn,
-                f"UPDATE leases SET renewed_at = {self.now_sql}, "  # noqa: S608
-                f"expires_at = {self.now_sql} + ? WHERE id = ? AND ended_at IS NULL "
-                "RETURNING id",
-                (self.lease_s, self.id),
-            ).fetchall()  # read to the end: SQLite ends the statement's write only then
+            with self._writing():
+                renewed = self._execute(
+                    conn,
+                    f"UPDATE leases SET renewed_at = {self.now_sql}, "  # noqa: S608
+                    f"expires_at = {self.now_sql} + ? WHERE id = ? AND ended_at IS NULL "
+                    "RETURNING id",
+                    (self.lease_s, self.id),
+                ).fetchall()  # read to the end: SQLite ends the statement's write only then
             if not renewed:
                 lost = self.id
                 self._take(conn)
@@ -148,7 +163,7 @@ class Lease(Generic[C]):
     def _beat(self) -> None:
         every = self.lease_s / 3
         failing = False
-        unreachable: tuple[type[Exception], ...] = (*self.errors, LedgerInUse)
+        unreachable: tuple[type[Exception], ...] = (*self.errors, LedgerInUse, LedgerError)
         while not self._stop.wait(every):
             try:
                 self.renew()

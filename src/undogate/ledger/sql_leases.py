@@ -21,6 +21,10 @@ _HOLDS_JOB = (
     + _RUNNING
     + " AND runner_lease IS NOT DISTINCT FROM ?"
 )
+_RUNNER_EXPIRY = (
+    "SELECT leases.expires_at FROM jobs JOIN leases ON leases.id = jobs.runner_lease "  # noqa: S608 - constants only
+    "WHERE jobs.id = ? AND leases.ended_at IS NULL AND jobs.state IN " + _RUNNING
+)
 
 
 class LeaseVerbs(EngineHooks):
@@ -33,6 +37,10 @@ class LeaseVerbs(EngineHooks):
     def open_leases(self) -> frozenset[str]:
         rows = self.connection.execute("SELECT id FROM leases WHERE ended_at IS NULL").fetchall()
         return frozenset(str(r[0]) for r in rows)
+
+    def runner_lease_expiry(self, job_id: str) -> float | None:
+        row = self.connection.execute(_RUNNER_EXPIRY, (job_id,)).fetchone()
+        return None if row is None else float(row[0])
 
     def end_expired_leases(self) -> list[str]:
         now = self._clock()

@@ -6,8 +6,11 @@ in-flight write names its process and only a process whose lease expired has its
 settled. Every write goes through ``SQLiteStore.write``: one function, on the process's
 one writer connection, inside ``BEGIN IMMEDIATE``, so a state change and its event row
 commit together, and SQLite's write lock runs one write at a time across every process.
-A write waits for that lock at most ``busy_s``; past it the step is refused
-(``ledger_busy``) and nothing of it is recorded. Reads run on one read-only connection
+Every writer (these writes, opening's migrations, the lease's renewals) first takes its
+turn to write (``sqlite_files.WriteTurn``), so they queue in the kernel, not in SQLite's
+sleeping busy wait. A write waits for its turn, then for SQLite's lock, at most
+``busy_s`` each; past it the step is refused (``ledger_busy``) and nothing of it is
+recorded. Reads run on one read-only connection
 per thread, so a read never waits for a writer's fsync. Events (and jobs, changes,
 actions) cannot be deleted, and events cannot be updated: triggers in the database
 refuse it, whatever the caller does. What SQLite raises leaves this module as
@@ -148,11 +151,13 @@ class SQLiteStore(ReadShortcuts):
                 ledger = cls(data_dir, conn, hold)
                 ledger._busy_s = busy_s
                 ledger._configure()
-                with ledger._mutex:
+                # Its writes take their turn as every other write: processes already
+                # serving the ledger keep writing while this one opens it.
+                with ledger._mutex, ledger._turn.held(busy_s):
                     migrate(conn)
-                ledger.identity = remember(conn, db_path, found)
-                if hold.alone:
-                    _end_leases_of_the_gone(conn)
+                    ledger.identity = remember(conn, db_path, found)
+                    if hold.alone:
+                        _end_leases_of_the_gone(conn)
                 if lease_s is not None:
                     ledger.lease = SQLiteLease(db_path, lease_s, busy_s)
                     ledger.lease.start(ledger.lease.connect())
@@ -223,16 +228,14 @@ class SQLiteStore(ReadShortcuts):
         with self._mutex:
             if self._in_tx:
                 return fn(self._writer)
-            self._turn.take(self._busy_s)
-            try:
+            with self._turn.held(self._busy_s):
                 return self._write_in_turn(fn)
-            finally:
-                self._turn.give_back()
 
     def _write_in_turn(self, fn: Callable[[Transaction], T]) -> T:
-        # Every writer of this ledger takes the turn first, so SQLite's write lock is
-        # free here unless a lease renewal, a CLI command or an older undogate holds it:
-        # those are waited for by SQLite's busy wait.
+        # Every writer of this ledger takes the turn first (this store's, every lease's,
+        # every other process's), so SQLite's write lock is free here unless an older
+        # undogate or a tool that is not undogate holds it: those are waited for by
+        # SQLite's busy wait.
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:

@@ -1,6 +1,6 @@
 """Who may open a SQLite ledger's files, and where they may live.
 
-Several processes on one machine share a SQLite ledger (docs/scaling.md). Three ``flock``
+Several processes on one machine share a SQLite ledger (docs/scaling.md). Four ``flock``
 locks in its data dir say who is there and whose turn it is to write:
 
 - ``ledger.lock``: every process serving the ledger holds it **shared** for as long as
@@ -12,11 +12,17 @@ locks in its data dir say who is there and whose turn it is to write:
   creates or migrates it), so two processes starting at once never both create or
   migrate it, and a process that finds itself alone can check the files whole before
   anyone else writes.
-- ``ledger.write.lock``: held exclusively by a process from before its ``BEGIN
-  IMMEDIATE`` to its ``COMMIT`` (``WriteTurn``), so writers of several processes wait
-  for each other in the kernel and wake when the lock is free. SQLite's own wait for its
+- ``ledger.write.lock``: held exclusively by a writer from before its ``BEGIN
+  IMMEDIATE`` (or its one-statement write) to its ``COMMIT`` (``WriteTurn``), so writers
+  of several processes, and a process's own writers (its store, its lease), wait for
+  each other in the kernel and wake when the lock is free. SQLite's own wait for its
   write lock sleeps in growing steps (up to 100 ms) between tries: a waiter oversleeps
   the other's commit, and may lose every try to a process that writes again at once.
+- ``ledger.write.next.lock``: held exclusively by the writer next in line, from before
+  it waits for ``ledger.write.lock`` until it has it. ``flock`` hands a released lock to
+  nobody: a writer that gave its turn back and wants the next one at once would take it
+  again before the waiter the kernel woke has run (on a busy machine, every time). It
+  must first be next in line, behind the one that is, so a waiter is never overtaken.
 
 Who has the ledger open is told by ``ledger.lock`` and by the data dir itself, each
 held the same way (``hold_ledger``): a clean-up may delete ``ledger.lock`` taking it for
@@ -32,7 +38,7 @@ The kernel releases them all when a process dies, however it dies.
 The files must be on a local disk: SQLite's locks and ``fsync`` are not trustworthy on
 a network filesystem, and processes on two machines would each believe they hold the
 write lock. A ledger there is refused (``ledger_network_filesystem``), and so is one on
-a FUSE filesystem other than a few known to keep their files on this machine's disk: a
+a FUSE filesystem other than those known to keep their files on this machine's disk: a
 FUSE type names its client program (``fuse.sshfs``, ``fuse.rclone``), which may reach
 anywhere, and its locks are only this machine's. A local FUSE filesystem refused by
 mistake costs a clear error at start; a network one accepted by mistake costs the
@@ -55,6 +61,7 @@ from ..errors import LedgerBusy, LedgerError, LedgerInUse, LedgerOnNetworkFilesy
 LOCK_NAME = "ledger.lock"
 OPENING_LOCK_NAME = "ledger.opening.lock"
 WRITE_LOCK_NAME = "ledger.write.lock"
+NEXT_WRITER_LOCK_NAME = "ledger.write.next.lock"
 #: How long a process waits for another one to finish opening the ledger (a check of a
 #: large ledger reads every page once).
 OPENING_WAIT_S = 120.0
@@ -183,18 +190,26 @@ def opening(data_dir: Path, wait_s: float = OPENING_WAIT_S) -> Iterator[None]:
 
 class WriteTurn:
     """This process's turn to write: ``ledger.write.lock`` held exclusively, taken before
-    ``BEGIN IMMEDIATE`` and given back after the commit (``give_back``).
+    ``BEGIN IMMEDIATE`` and given back after the commit (``give_back``), by the writer
+    next in line (``ledger.write.next.lock``).
 
-    A turn free at once is taken in the calling thread. Otherwise a thread of its own
-    waits for it in ``flock`` (the kernel wakes it when the lock is released) while the
+    A turn free at once, with nobody in line for it, is taken in the calling thread.
+    Otherwise a thread of its own gets in line, then waits for the turn in ``flock``
+    (the kernel wakes it when the lock is released), and leaves the line once it has
+    the turn, while the
     caller waits at most ``wait_s`` for that thread: a caller that gave up leaves it
     waiting, and the next ``take`` waits on the same thread, or it gives the turn back
-    as soon as it gets it. One ``take`` at a time: the store's writer mutex sees to that.
+    as soon as it gets it. One ``take`` at a time: its owner's lock sees to that (the
+    store's writer mutex, the lease's own). Each writer of a process has its own
+    ``WriteTurn`` (the store's writes, the lease's renewals): two descriptors exclude each
+    other as two processes do, so they queue in the kernel alike.
     """
 
     def __init__(self, data_dir: Path) -> None:
         self._path = data_dir / WRITE_LOCK_NAME
+        self._next_path = data_dir / NEXT_WRITER_LOCK_NAME
         self._fd = _open_lock(self._path)
+        self._next_fd = _open_lock(self._next_path)
         self._held = -1  # the descriptor that holds the turn, while it is held
         self._waiter: _TurnWaiter | None = None
         self._guard = threading.Lock()
@@ -212,14 +227,11 @@ class WriteTurn:
             if waiter is not None:
                 waiter.wanted = True
         if waiter is None:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                waiter = self._waiter = _TurnWaiter(self._path, self)
-                waiter.start()
-            else:
+            if self._take_at_once():
                 self._held = self._fd
                 return
+            waiter = self._waiter = _TurnWaiter(self._path, self._next_path, self)
+            waiter.start()
         waiter.got.wait(wait_s)
         with self._guard:
             if not waiter.got.is_set():
@@ -232,6 +244,31 @@ class WriteTurn:
                 )
             self._waiter = None
         self._held = waiter.fd
+
+    def _take_at_once(self) -> bool:
+        """The turn, if it is free and no writer is in line for it."""
+        try:
+            fcntl.flock(self._next_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        finally:
+            fcntl.flock(self._next_fd, fcntl.LOCK_UN)
+        return True
+
+    @contextmanager
+    def held(self, wait_s: float) -> Iterator[None]:
+        """The turn, for the ``with`` block (``take``, then ``give_back``).
+
+        Raises: as ``take``."""
+        self.take(wait_s)
+        try:
+            yield
+        finally:
+            self.give_back()
 
     def give_back(self) -> None:
         fd, self._held = self._held, -1
@@ -246,9 +283,10 @@ class WriteTurn:
             if self._waiter is not None:
                 self._waiter.wanted = False
                 self._waiter = None
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
+        for fd in (self._fd, self._next_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self._next_fd = -1
 
     def _given_up(self, waiter: _TurnWaiter) -> None:
         """A waiter got the turn nobody wants any longer: it is given back at once."""
@@ -258,18 +296,23 @@ class WriteTurn:
 
 
 class _TurnWaiter(threading.Thread):
-    """Waits in ``flock`` for the turn, on a descriptor of its own (two descriptors of
-    one process exclude each other as two processes do)."""
+    """Gets in line, then waits in ``flock`` for the turn, on descriptors of its own
+    (two descriptors of one process exclude each other as two processes do)."""
 
-    def __init__(self, path: Path, turn: WriteTurn) -> None:
+    def __init__(self, path: Path, next_path: Path, turn: WriteTurn) -> None:
         super().__init__(name="undogate-ledger-write-turn", daemon=True)
         self.fd = _open_lock(path)
+        self._next_fd = _open_lock(next_path)
         self.got = threading.Event()
         self.wanted = True
         self._turn = turn
 
     def run(self) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)  # wakes when the holder releases it
+        try:
+            fcntl.flock(self._next_fd, fcntl.LOCK_EX)  # in line: behind the one who was
+            fcntl.flock(self.fd, fcntl.LOCK_EX)  # wakes when the holder releases it
+        finally:
+            os.close(self._next_fd)  # out of line: the next one may wait for the turn
         with self._turn._guard:
             self.got.set()
             if not self.wanted:

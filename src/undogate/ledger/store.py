@@ -64,13 +64,14 @@ from .records import (
     UndoAcceptance,
     UnfinishedJob,
 )
+from .store_leases import LeaseReader, LeaseWriter
 from .store_outbox import OutboxReader, OutboxWriter
 from .store_rewinds import RewindReader, RewindWriter
 
 T = TypeVar("T")
 
 
-class Reader(OutboxReader, RewindReader, Protocol):
+class Reader(OutboxReader, RewindReader, LeaseReader, Protocol):
     """What a read may ask, inside one consistent snapshot."""
 
     # -- jobs ----------------------------------------------------------------------------
@@ -158,24 +159,6 @@ class Reader(OutboxReader, RewindReader, Protocol):
         """The ids of jobs ``applying`` or ``undoing`` (an index of exactly those)."""
         ...
 
-    def job_runners(self) -> dict[str, str | None]:
-        """Each job ``applying`` or ``undoing`` -> the lease of the process running it
-        (None: no lease, a SQLite ledger)."""
-        ...
-
-    # -- leases (docs/scaling.md: several processes on one ledger) --------------------------
-
-    @property
-    def own_lease(self) -> str | None:
-        """The lease of this process (None: a store opened without one)."""
-        ...
-
-    def open_leases(self) -> frozenset[str]:
-        """The leases not ended (this process's own among them). One that expired stays
-        open until a write ends it (``end_expired_leases``): its work is settled then,
-        in that write, and by nobody else."""
-        ...
-
     def resource_identities(self) -> dict[str, str]:
         """Each resource's fingerprint as recorded at the last start: resource -> print."""
         ...
@@ -259,7 +242,7 @@ class Reader(OutboxReader, RewindReader, Protocol):
         ...
 
 
-class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
+class Transaction(Reader, OutboxWriter, RewindWriter, LeaseWriter, Protocol):
     """What a write may do; it reads its own writes. Everything commits together."""
 
     # -- locks -----------------------------------------------------------------------------
@@ -387,20 +370,9 @@ class Transaction(Reader, OutboxWriter, RewindWriter, Protocol):
         ``dispatching`` already (recovery settled it: its process's lease expired)."""
         ...
 
-    def holds_job(self, job_id: str) -> Answer[bool]:
-        """Whether the job is still ``applying`` or ``undoing`` under this process's
-        lease (its row held to the commit): False once recovery elsewhere settled it."""
-        ...
-
     def check_before_commit(self, check: Callable[[], None]) -> None:
         """Run ``check`` before the commit, at the latest (it raises to roll the write
         back): where answers cost a round trip, the answers it reads share one."""
-        ...
-
-    def end_expired_leases(self) -> list[str]:
-        """End every lease that expired and that no other write is ending now, except
-        this process's own (it is alive: it is asking); returns their ids (their work is
-        then recovery's)."""
         ...
 
     # -- events -----------------------------------------------------------------------------

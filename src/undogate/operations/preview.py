@@ -24,6 +24,7 @@ from ..errors import (
     UndoNotVerified,
 )
 from ..jobs import (
+    RUNNING_STATES,
     Actor,
     Change,
     ChangeState,
@@ -36,6 +37,7 @@ from ..jobs import (
     Preview,
     SideValue,
     Transition,
+    can_start,
     require_start,
 )
 from ..jsonvalue import JsonObject
@@ -199,6 +201,19 @@ def preview_job(gw: Context, actor: Actor, job: Job, operation: Operation) -> Pr
     )
 
 
+def require_start_of(gw: Context, event: Transition, job: Job) -> None:
+    """``require_start`` for ``job`` as its caller loaded it: a refusal of a job whose
+    write is in flight says when its process's lease expires, as the ledger knows it.
+
+    Raises: TransitionNotAllowed."""
+    if can_start(event, job.state):
+        return
+    expires_at = None
+    if job.state in RUNNING_STATES:
+        expires_at = gw.ledger.read(lambda tx: tx.runner_lease_expiry(job.id))
+    require_start(event, job.state, lease_expires_at=expires_at)
+
+
 def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
     """The changes an operation touches, in dispatch order; checks every guard."""
     if job.state is JobState.INVALIDATED:
@@ -208,7 +223,7 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
             state=job.state.value,
         )
     if operation is Operation.APPLY:
-        require_start(Transition.START_APPLY, job.state)
+        require_start_of(gw, Transition.START_APPLY, job)
         if job.undo_started:
             raise TransitionNotAllowed(
                 "Can't apply: an undo of this job has started, so it can never be applied "
@@ -217,10 +232,10 @@ def targets_for(gw: Context, job: Job, operation: Operation) -> list[Change]:
             )
         targets = [c for c in job.changes if c.state is ChangeState.PENDING]
     elif operation is Operation.UNDO:
-        require_start(Transition.START_UNDO, job.state)
+        require_start_of(gw, Transition.START_UNDO, job)
         targets = [c for c in reversed(job.changes) if c.state is ChangeState.APPLIED]
     else:
-        require_start(Transition.ACCEPT_OBSERVED, job.state)
+        require_start_of(gw, Transition.ACCEPT_OBSERVED, job)
         targets = [c for c in job.changes if c.state is ChangeState.UNCERTAIN]
     if not targets:
         raise TransitionNotAllowed(

@@ -16,6 +16,7 @@ from ..jobs import (
 )
 from ..ledger import Transaction
 from .context import Context
+from .preview import require_start_of
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def reject_job(gw: Context, actor: Actor, job: Job, reason: str | None = None) -
 
     Raises: TransitionNotAllowed, InvalidRequest (the reason)."""
     reason = check_reason(reason)
-    check_transition(Transition.REJECT, job.state, JobState.REJECTED)
+    require_start_of(gw, Transition.REJECT, job)
     job_id = job.id
 
     def commit(tx: Transaction) -> Job:

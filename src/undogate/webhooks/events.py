@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 from ..jobs import STATES, TRANSITIONS, Actor, Job, JobState, Transition
-from ..jsonvalue import JsonObject
+from ..jsonvalue import JsonObject, JsonValue
 from ..ledger import InboxQuery, StoredRewind, Transaction
 from ..views import agent_rewind_path, review_path
 from .settings import AGENT_RESUMED, AGENT_STOPPED, REWIND_APPLIED, WebhookSettings
@@ -82,7 +82,7 @@ class Notifier:
                 "owner_id": rewind.owner_id,
                 "agent_id": rewind.agent_id,
                 "jobs": report.get("jobs", {}),
-                "stopped": report.get("stopped"),
+                "stopped": _where_stopped(report.get("stopped")),
                 "review_url": self.public_url + f"/rewinds/{rewind.id}",
             },
         }
@@ -171,6 +171,15 @@ class Notifier:
             },
         }
         return _encoded(body)
+
+
+def _where_stopped(stopped: JsonValue) -> JsonValue:
+    """Where a plan stopped, structured only (its step and stable code): its message can
+    quote what a server said (a parse error quoting a line of a document), which is
+    never a payload's to carry; the review link leads to the words."""
+    if not isinstance(stopped, dict):
+        return None
+    return {k: stopped[k] for k in ("step", "code") if k in stopped}
 
 
 def _encoded(body: Mapping[str, object]) -> str:

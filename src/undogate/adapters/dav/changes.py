@@ -24,8 +24,10 @@ from .content import (
     parse_document,
     properties_from_json,
     properties_to_json,
+    property_name,
     rewrite,
     same,
+    ungrouped,
 )
 from .formats import CHECK_PROPERTY, Format
 from .settings import property_settings
@@ -114,9 +116,14 @@ def allowed_names(resource: Resource, fmt: Format) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*fields, CHECK_PROPERTY, *fmt.required]))
 
 
-def _name(resource: Resource, given: str, allowed: Sequence[str]) -> str:
-    name = given.upper()
-    if name not in allowed:
+def _name(resource: Resource, fmt: Format, given: str, allowed: Sequence[str]) -> str:
+    """The property ``given`` names, known by ``content.property_name``; a grouped one
+    (``item1.EMAIL``) is allowed where its property is.
+
+    Raises: InvalidRequest."""
+    name = property_name(given)
+    grouped = name is not None and name != ungrouped(name)
+    if name is None or ungrouped(name) not in allowed or (grouped and not fmt.groups):
         raise InvalidRequest(
             f"{given[:64]!r} is not a property {resource.id}'s fields allow "
             f"({', '.join(property_settings(resource).fields)})",
@@ -135,7 +142,7 @@ def wanted_properties(
     allowed = allowed_names(resource, fmt)
     found: Properties = {}
     for given, value in values.items():
-        name = _name(resource, given, allowed)
+        name = _name(resource, fmt, given, allowed)
         if name in found:
             raise InvalidRequest(f"{name} is named twice in {member}", resource=resource.id)
         where = f"{member}.{given[:64]}"
@@ -163,7 +170,7 @@ def plan_properties(
     doc = document(text, fmt)
     after = wanted_properties(resource, fmt, sets, doc.timezones(), "set")
     allowed = allowed_names(resource, fmt)
-    removed = [_name(resource, given, allowed) for given in removes]
+    removed = [_name(resource, fmt, given, allowed) for given in removes]
     both = set(after) & set(removed)
     if both:
         raise InvalidRequest(f"{sorted(both)[0]} is both set and removed", resource=resource.id)

@@ -59,12 +59,22 @@ from .changes import (
     touched_show,
     wanted_properties,
 )
-from .content import Properties, new_document, object_differences, parse_document, rewrite
+from .content import (
+    Properties,
+    new_document,
+    object_differences,
+    parse_document,
+    property_name,
+    rewrite,
+    ungrouped,
+)
 from .document import put_document
 from .formats import Format
 from .listing import (
     check_member_name,
     evidence_given,
+    evidence_held,
+    evidence_shown,
     find_by_evidence,
     member_resource,
     member_url,
@@ -248,12 +258,12 @@ class PropertyCollectionAdapter(Adapter):
                 f"{resource.id} declares no identity evidence, so it takes no upsert",
                 resource=resource.id,
             )
-        given = {k.upper(): v for k, v in values.items()}
+        given = {(property_name(k) or k): v for k, v in values.items()}
         uid = given.pop("UID", None) if "UID" not in settings.fields else None
         if uid is not None and not isinstance(uid, str):
             raise InvalidRequest("upsert.UID is a string", resource=resource.id)
         props = wanted_properties(resource, self.format, given, None, "upsert")
-        shown = {n: [i.value for i in instances] for n, instances in props.items()}
+        shown = evidence_shown(props)
         if uid is not None:
             shown["UID"] = [uid]
         evidence = evidence_given(resource, shown)
@@ -278,11 +288,35 @@ class PropertyCollectionAdapter(Adapter):
             )
         if not matches:
             return self._create(wire, resource, props, uid, limits, deadline, [])
-        name, matched = matches[0]
+        return self._update_match(wire, resource, given, matches[0][0], evidence, limits, deadline)
+
+    def _update_match(
+        self,
+        wire: Reader,
+        resource: Resource,
+        given: JsonObject,
+        name: str,
+        evidence: dict[str, set[str]],
+        limits: Limits,
+        deadline: float | None,
+    ) -> tuple[Plan, Snapshot]:
+        """An upsert's update of the one member its listing matched, planned on a read of
+        its own: the member may have been edited since the listing read it, and what is
+        written is planned on this read, which must still hold the evidence.
+
+        Raises: Conflict (it no longer does: nothing prepared)."""
         snap = self._read_existing(wire, resource, name, deadline)
+        held = evidence_held(resource, self.format, text_of(snap), evidence)
+        if not held:
+            raise Conflict(
+                f"{name!r} of {resource.id} matched this identity evidence when listed, but "
+                "no longer holds it (edited since); nothing was prepared",
+                resource=resource.id,
+                id=name,
+            )
         # The evidence it matched on stays as the member has it (the same identity,
-        # perhaps spelled otherwise); the rest is set.
-        rest = {k: v for k, v in given.items() if k not in matched}
+        # perhaps spelled otherwise, perhaps in a group); the rest is set.
+        rest = {k: v for k, v in given.items() if ungrouped(k) not in held}
         return self.plan(resource, ChangeRequest(resource.id, set=rest), snap, limits), snap
 
     def read_change(
@@ -295,9 +329,7 @@ class PropertyCollectionAdapter(Adapter):
         if not snap.exists and change.state is ChangeState.PENDING and known is not None:
             # An upsert that became a create, not sent yet: a member matching it that
             # appeared since would make the create a duplicate, so it shows neither.
-            props = side_properties(change.after)
-            shown = {n: [i.value for i in instances] for n, instances in props.items()}
-            evidence = evidence_given(resource, shown)
+            evidence = evidence_given(resource, evidence_shown(side_properties(change.after)))
             found = find_by_evidence(wire, resource, self.format, evidence, deadline)
             new = [n for n, _ in found if n not in known]
             if new:

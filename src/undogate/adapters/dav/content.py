@@ -14,6 +14,12 @@ store (Radicale reorders properties, folds at 75 octets and writes CRLF; Xandiko
 re-serializes events), and order, line endings and folding are never a change. A
 property is the multiset of its instances, each its value and its parameters (their
 names in capitals, each one's values as a set).
+
+A vCard property may carry a group (RFC 6350 §3.3: ``item1.EMAIL`` with its label
+``item1.X-ABLabel``, as Apple's address books write them). A grouped property is a
+property like any other, named with its group: ``item1.EMAIL`` (the group in lowercase,
+the property in capitals, however the document spells them) is another property than
+``EMAIL`` or ``item2.EMAIL``, so a change to one never touches another group's lines.
 """
 
 from __future__ import annotations
@@ -27,11 +33,12 @@ from icalendar import Calendar, vText, vUnknown
 from icalendar.parser import Contentline, Parameters, unescape_backslash
 
 from ...jsonvalue import JsonObject, JsonValue
-from .formats import PRODUCT_ID, Format
+from .formats import PRODUCT_ID, STRUCTURAL, Format
 
 _FOLD = re.compile(r"\r?\n[ \t]")
 _PHYSICAL = re.compile(r"[^\n]*\n|[^\n]+")
-_NAME = re.compile(r"[A-Za-z0-9-]+")
+# A content line's name: a property, or a group and a property (``item1.EMAIL``).
+_NAME = re.compile(r"(?:([A-Za-z0-9-]+)\.)?([A-Za-z0-9-]+)")
 
 ParamItems = tuple[tuple[str, tuple[str, ...]], ...]
 
@@ -69,6 +76,22 @@ class Instance:
 
 
 Properties = dict[str, tuple[Instance, ...]]
+
+
+def property_name(given: str) -> str | None:
+    """The name a property is known by: ``EMAIL``, or with its group ``item1.EMAIL``
+    (the group in lowercase, the property in capitals), from any spelling of either;
+    None: not a property name."""
+    match = _NAME.fullmatch(given)
+    if match is None:
+        return None
+    group, name = match.groups()
+    return name.upper() if group is None else f"{group.lower()}.{name.upper()}"
+
+
+def ungrouped(name: str) -> str:
+    """The property a name is of, its group aside: ``EMAIL`` for ``item1.EMAIL``."""
+    return name.rpartition(".")[2]
 
 
 def instance_from_json(value: JsonValue) -> Instance:
@@ -117,6 +140,13 @@ class Line:
 
     def opens(self, component: str) -> bool:
         return self.name == "BEGIN" and self.value.upper() == component
+
+    @property
+    def group(self) -> str:
+        """The group as the document spells it (``""``: none)."""
+        if "." not in self.name:
+            return ""
+        return _FOLD.sub("", self.raw)[: self.name.index(".")]
 
 
 def _logical(text: str) -> Iterator[str]:
@@ -167,9 +197,10 @@ def _line(raw: str, path: tuple[str, ...]) -> Line:
         params = _params(unfolded[: len(unfolded) - len(value) - 1])
     except (ValueError, TypeError) as exc:
         raise ContentError(f"a line is not a content line ({str(exc)[:80]})") from exc
-    if not _NAME.fullmatch(name):
+    known = property_name(name)
+    if known is None or (known != ungrouped(known) and ungrouped(known) in STRUCTURAL):
         raise ContentError(f"{name[:40]!r} is not a property name")
-    return Line(raw, name.upper(), params, value, path)
+    return Line(raw, known, params, value, path)
 
 
 def content_lines(text: str) -> list[Line]:
@@ -202,7 +233,7 @@ def is_verbatim(fmt: Format, name: str, params: ParamItems) -> bool:
     """Whether a property's value is kept as written: not TEXT (a date, a structured
     value, a list, a URI, a number), by its name or its ``VALUE`` parameter."""
     typed = next((vs for n, vs in params if n == "VALUE"), ())
-    return name in fmt.verbatim or any(v.upper() != "TEXT" for v in typed)
+    return ungrouped(name) in fmt.verbatim or any(v.upper() != "TEXT" for v in typed)
 
 
 def instance_of(fmt: Format, line: Line) -> Instance:
@@ -245,6 +276,18 @@ class Document:
         )
 
 
+def _format_lines(text: str, fmt: Format) -> list[Line]:
+    """Every logical line, where only a format with groups (vCard) may have them.
+
+    Raises: ContentError."""
+    lines = content_lines(text)
+    if not fmt.groups:
+        grouped = next((line for line in lines if line.group), None)
+        if grouped is not None:
+            raise ContentError(f"{grouped.name[:40]!r} is not a property name")
+    return lines
+
+
 def parse_document(text: str, fmt: Format) -> Document:
     """The one object of ``fmt`` that ``text`` holds.
 
@@ -252,7 +295,7 @@ def parse_document(text: str, fmt: Format) -> Document:
         NoObject: well formed, but no object of the kind.
         ContentError: not a document of ``fmt``, or one of several objects.
     """
-    lines = content_lines(text)
+    lines = _format_lines(text, fmt)
     roots = [line for line in lines if line.name == "BEGIN" and not line.path]
     if len(roots) != 1 or not roots[0].opens(fmt.root):
         names = ", ".join(r.value.upper()[:20] for r in roots[:3]) or "nothing"
@@ -270,13 +313,14 @@ def parse_document(text: str, fmt: Format) -> Document:
 
 
 def values_of(text: str, fmt: Format, name: str) -> list[Instance]:
-    """Every instance of ``name`` on every object of ``fmt`` in a document, however many
-    it holds (identity evidence is read so: a recurring event's instances share a UID).
+    """Every instance of ``name``, in any group, on every object of ``fmt`` in a
+    document, however many it holds (identity evidence is read so: a recurring event's
+    instances share a UID; a contact's ``item1.EMAIL`` is an ``EMAIL``).
 
     Raises: ContentError."""
     found: list[Instance] = []
-    for line in content_lines(text):
-        if line.name == name and line.path[-1:] == (fmt.component,):
+    for line in _format_lines(text, fmt):
+        if ungrouped(line.name) == name and line.path[-1:] == (fmt.component,):
             found.append(instance_of(fmt, line))
     return found
 
@@ -297,8 +341,13 @@ def rewrite(doc: Document, fmt: Format, goal: Mapping[str, Sequence[Instance]]) 
     """The document with every instance of each property in ``goal`` on its object
     replaced by ``goal``'s (none: removed). The new lines take the place of the first old
     one; a property that was absent goes after the object's own properties (before a
-    nested component, or its END). Every other line is kept exactly."""
+    nested component, or its END). Every other line is kept exactly, and a replaced
+    line's group is spelled as the document spells it (its label's line keeps it)."""
     out: list[str] = []
+    spelled: dict[str, str] = {}
+    for line in doc.own():
+        if line.group:
+            spelled.setdefault(line.name.partition(".")[0], line.group)
     # A property the object has keeps its place (a server may have put it after a
     # nested component); only an absent one needs a new place.
     present = {line.name for line in doc.own()}
@@ -315,15 +364,22 @@ def rewrite(doc: Document, fmt: Format, goal: Mapping[str, Sequence[Instance]]) 
         if pending and ((own and line.name == "BEGIN") or closes):
             for name, instances in goal.items():
                 if name not in present:
-                    out.extend(serialize(fmt, name, i, newline) for i in instances)
+                    written_as = _spelled(name, spelled)
+                    out.extend(serialize(fmt, written_as, i, newline) for i in instances)
             pending = False
         if own and line.name in goal:
             if line.name not in written:
-                out.extend(serialize(fmt, line.name, i, newline) for i in goal[line.name])
+                written_as = _spelled(line.name, spelled)
+                out.extend(serialize(fmt, written_as, i, newline) for i in goal[line.name])
                 written.add(line.name)
             continue
         out.append(line.raw)
     return "".join(out)
+
+
+def _spelled(name: str, groups: Mapping[str, str]) -> str:
+    group, dot, rest = name.partition(".")
+    return f"{groups.get(group, group)}.{rest}" if dot else name
 
 
 def new_document(fmt: Format, uid: str, props: Mapping[str, Sequence[Instance]], stamp: str) -> str:
@@ -414,8 +470,10 @@ __all__ = [
     "parse_document",
     "properties_from_json",
     "properties_to_json",
+    "property_name",
     "rewrite",
     "same",
     "serialize",
+    "ungrouped",
     "values_of",
 ]

@@ -32,6 +32,8 @@ class Format:
     value is unescaped to read and escaped to write (RFC 6350 §3.4, RFC 5545 §3.3.11).
     ``dates`` are DATE or DATE-TIME values, shown with their zone and checked before
     they are written (``values``). ``required`` is what a new object must have.
+    ``groups``: whether a property may carry a group (``item1.EMAIL``: vCard's, not
+    iCalendar's).
     """
 
     name: str
@@ -42,6 +44,7 @@ class Format:
     verbatim: frozenset[str]
     dates: frozenset[str]
     required: tuple[str, ...]
+    groups: bool
 
 
 VCARD_FORMAT = Format(
@@ -79,6 +82,7 @@ VCARD_FORMAT = Format(
     ),
     dates=frozenset(),
     required=("FN",),
+    groups=True,
 )
 
 ICALENDAR_FORMAT = Format(
@@ -113,6 +117,7 @@ ICALENDAR_FORMAT = Format(
     ),
     dates=frozenset({"DTSTART", "DTEND", "DUE", "DTSTAMP", "CREATED", "LAST-MODIFIED"}),
     required=("DTSTART",),
+    groups=False,
 )
 
 __all__ = [

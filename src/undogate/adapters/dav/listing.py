@@ -11,7 +11,7 @@ A member that holds no object of the kind (a task in a calendar) is no candidate
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 from xml.etree.ElementTree import Element, ParseError
@@ -25,7 +25,7 @@ from ...resources import Resource
 from ..base import Reader
 from ..evidence import normalize
 from ..json_collection.lookup import fetch_listing
-from .content import ContentError, values_of
+from .content import ContentError, Instance, ungrouped, values_of
 from .formats import Format
 from .preconditions import DAV
 from .settings import collection_settings
@@ -189,6 +189,32 @@ def evidence_given(resource: Resource, values: dict[str, list[str]]) -> dict[str
     return found
 
 
+def evidence_shown(props: Mapping[str, Sequence[Instance]]) -> dict[str, list[str]]:
+    """Property → the values ``props`` give it, in any group: ``item1.EMAIL`` is
+    ``EMAIL`` evidence (what ``evidence_given`` reads)."""
+    shown: dict[str, list[str]] = {}
+    for name, instances in props.items():
+        shown.setdefault(ungrouped(name), []).extend(i.value for i in instances)
+    return shown
+
+
+def evidence_held(
+    resource: Resource, fmt: Format, text: str, evidence: dict[str, set[str]]
+) -> dict[str, str]:
+    """Identity field → the value of ``evidence`` the object in ``text`` holds in it
+    (normalized), for each field it holds one in.
+
+    Raises: ContentError."""
+    rules = {r.field: r.evidence for r in collection_settings(resource).identity}
+    held: dict[str, str] = {}
+    for field, wanted in evidence.items():
+        for instance in values_of(text, fmt, field):
+            value = normalize(rules[field], instance.value)
+            if value is not None and value in wanted:
+                held[field] = value
+    return held
+
+
 def find_by_evidence(
     wire: Reader,
     resource: Resource,
@@ -201,19 +227,13 @@ def find_by_evidence(
 
     Raises: as ``list_members``; RemoteContractBreach for a member that cannot be read
     as the format (it might be the match: nothing is guessed)."""
-    rules = {r.field: r.evidence for r in collection_settings(resource).identity}
     found: list[tuple[str, dict[str, str]]] = []
     for member in list_members(wire, resource, fmt, deadline):
         text = _member_text(wire, resource, member.name, deadline)
         if text is None:
             continue
         try:
-            matched: dict[str, str] = {}
-            for field, wanted in evidence.items():
-                for instance in values_of(text, fmt, field):
-                    value = normalize(rules[field], instance.value)
-                    if value is not None and value in wanted:
-                        matched[field] = value
+            matched = evidence_held(resource, fmt, text, evidence)
         except ContentError as exc:
             raise RemoteContractBreach(
                 f"{member.name[:64]!r} of {resource.id} is not a {fmt.name} object undogate "
@@ -230,6 +250,8 @@ __all__ = [
     "Member",
     "check_member_name",
     "evidence_given",
+    "evidence_held",
+    "evidence_shown",
     "find_by_evidence",
     "list_members",
     "member_resource",

@@ -42,6 +42,11 @@ def collection_settings(resource: Resource) -> PropertyCollectionSettings:
 
 
 def _why_not(name: str) -> str | None:
+    if "." in name:
+        return (
+            f"{name[:64]!r} names a group: fields name properties, and a property allowed "
+            "is allowed in every group (EMAIL allows item1.EMAIL)"
+        )
     if not _PROPERTY_NAME.fullmatch(name):
         return f"{name[:64]!r} is not a property name in capitals (EMAIL, DTSTART, X-NAME)"
     if name in FORBIDDEN:
