@@ -222,7 +222,11 @@ def main() -> int:
         "event costs without the chain too), "
         f"{confirm['chain_events'].median:.0f} events per confirm: SQLite "
         f"{confirm['chain'].fmt()}, PostgreSQL {confirm_pg['chain'].fmt()} "
-        "(there all of a write's events are inserted at its commit, under the chain lock).",
+        "(there all of a write's events are inserted at its commit, under the chain lock, "
+        "each insert reading the head itself and the database hashing the link: what is "
+        "timed is the gateway's side and the round trip that brings the write's checks' "
+        "answers, while the database's part of the inserts rides in the commit's round "
+        "trip).",
         "",
         "Bounded by: the server's write latency (each write persists a file) and 16 "
         "durable commits, which both sides pay; the rest is ours: a fresh TCP connection "

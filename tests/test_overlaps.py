@@ -68,6 +68,11 @@ def test_a_write_in_flight_holds_its_fields_like_a_quarantine(
     first = prepare(gw, ChangeRequest(resource_id="r1", set={"status": "customer"}))
     second = prepare(gw, ChangeRequest(resource_id="r1", set={"status": "vip"}))
     unrelated = prepare(gw, ChangeRequest(resource_id="r1", set={"owner": "grace"}))
+    both = prepare(
+        gw,
+        ChangeRequest(resource_id="s1", set={"status": "closed"}),
+        ChangeRequest(resource_id="r1", set={"status": "vip"}),
+    )
     token = previewed(gw, first)
     gate = server.hold_next_write(R1)
     thread, out = in_background(lambda: gw.confirm(OWNER, first, token))
@@ -80,6 +85,11 @@ def test_a_write_in_flight_holds_its_fields_like_a_quarantine(
         assert [b["change"] for b in info.value.details["blockers"]] == [0]
         # Another field of the same record is not held.
         assert gw.preview(OWNER, unrelated, Operation.APPLY).token is not None
+        # Of a job on both records (their holders read at once), only the change of the
+        # record being written is held.
+        with pytest.raises(Quarantined) as info:
+            gw.preview(OWNER, both, Operation.APPLY)
+        assert [b["change"] for b in info.value.details["blockers"]] == [1]
     finally:
         gate.release()
         thread.join(20)

@@ -5,14 +5,17 @@ engine offline and names a row edited behind the ledger's back."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import threading
 from functools import partial
 
 import psycopg
 import pytest
 
+from undogate.chain import ChainedRow, body_digest
 from undogate.ledger import Store, Transaction, open_chain
 from undogate.ledger.postgres import PostgresStore
+from undogate.ledger.sql_chain import ChainVerbs
 from undogate.proof.ledger_check import verify_ledger
 
 from ..postgres import PostgresCluster
@@ -37,6 +40,50 @@ def test_every_appended_event_is_chained(store: Store) -> None:
     assert verdict.ok and verdict.rows == 5
     assert verdict.head == links[-1].hash
     assert [link.prev_hash for link in links[1:]] == [link.hash for link in links[:-1]]
+
+
+#: Rows whose every column can trip an encoding: NULLs, text outside ASCII (and outside
+#: the BMP), floats whose shortest text is unusual, a detail far over a page.
+AWKWARD = [
+    ChainedRow(None, 0.1 + 0.2, "operator:ada", "cli", "key_created", None, None, None, None),
+    ChainedRow(
+        "job_ünï", 1796326689.7968655, "opérateur:zoë", "mcp", "prepare", "café/☕", None, "p", None
+    ),
+    ChainedRow("job_1", 5e-324, "a", "api", "x", "t", "s0", "s1", '{"k":"\\u00e9 é 𝄞"}'),
+    ChainedRow("job_1", 1e21, "a", "api", "x", None, None, None, '{"n":' + "7" * 200_000 + "}"),
+    ChainedRow("", 1.0, "a\nb", "api", "x", "", "", "", ""),
+]
+
+
+def _linked(prev: str, row: ChainedRow) -> str:
+    """The link as docs/proof.md spells it, written out here on its own."""
+    text = f"undogate.chain/1\n{prev}\n{row.job_id or ''}\n{body_digest(row)}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_awkward_rows_link_exactly_as_the_encoding_says(store: Store) -> None:
+    """The stored links are the documented hashes of the rows as given, on each engine
+    (PostgreSQL hashes them in the database), two of them inside one write."""
+
+    def append(tx: Transaction, rows: list[ChainedRow]) -> None:
+        assert isinstance(tx, ChainVerbs)
+        for row in rows:
+            tx.append_event(row)
+
+    with open_chain(store.location) as source:
+        before = list(source.links())
+    store.write(partial(append, rows=AWKWARD[:2]))
+    for row in AWKWARD[2:]:
+        store.write(partial(append, rows=[row]))
+    with open_chain(store.location) as source:
+        stored = list(source.links())[len(before) :]
+        verdict = verify_ledger(source)
+    assert verdict.ok, verdict.reason
+    assert [link.row for link in stored] == AWKWARD
+    prev = before[-1].hash if before else "0" * 64
+    for link in stored:
+        assert prev is not None and (link.prev_hash, link.hash) == (prev, _linked(prev, link.row))
+        prev = link.hash
 
 
 def test_a_rolled_back_write_leaves_no_link(store: Store) -> None:

@@ -260,7 +260,7 @@ def test_a_check_on_a_resource_waits_for_the_write_that_holds_it(
 
         def check(tx: Transaction) -> None:
             tx.lock_resources(["customer"])
-            seen.append([o.job_id for o in tx.open_changes("customer", "job_2")])
+            seen.append([o.job_id for o in tx.open_changes(["customer"], "job_2")])
 
         checker = threading.Thread(target=second.write, args=(check,))
         checker.start()

@@ -75,9 +75,10 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
         begin(tx, "job_mine")
 
     store.write(hold)
-    found = store.read(lambda tx: tx.open_changes("customer", "job_mine"))
+    found = store.read(lambda tx: tx.open_changes(["customer"], "job_mine"))
     assert found[0] == OpenChange(
         job_id="job_flying",
+        resource_id="customer",
         kind="some_kind",
         fields=("status",),
         state=ChangeState.PENDING,
@@ -90,6 +91,20 @@ def test_open_changes_are_other_jobs_writes_in_flight_then_held_changes(store: S
         ("job_applied", ChangeState.APPLIED, 2, ("status",), False),
         ("job_uncertain", ChangeState.UNCERTAIN, None, ("owner",), False),
     }
+    # Several resources in one read: still the writes in flight first, each holder named
+    # with its resource.
+    both = store.read(lambda tx: tx.open_changes(["customer", "ticket"], "job_mine"))
+    assert (both[0].job_id, both[0].resource_id, both[0].in_flight) == (
+        "job_flying",
+        "customer",
+        True,
+    )
+    assert {(o.job_id, o.resource_id, o.in_flight) for o in both[1:]} == {
+        ("job_applied", "customer", False),
+        ("job_uncertain", "customer", False),
+        ("job_elsewhere", "ticket", False),
+    }
+    assert store.read(lambda tx: tx.open_changes([], "job_mine")) == []
 
 
 def test_a_write_that_locks_its_resources_sees_every_earlier_intent(store: Store) -> None:
@@ -103,6 +118,6 @@ def test_a_write_that_locks_its_resources_sees_every_earlier_intent(store: Store
 
     def check(tx: Transaction) -> list[str]:
         tx.lock_resources(["ticket", "customer", "customer"])  # any order, repeats allowed
-        return [o.job_id for o in tx.open_changes("customer", "job_2")]
+        return [o.job_id for o in tx.open_changes(["customer"], "job_2")]
 
     assert store.write(check) == ["job_1"]

@@ -168,8 +168,8 @@ def test_a_change_learns_its_target_once_and_keeps_it(store: Store) -> None:
     store.write(lambda tx: tx.set_change_state("job_t", 0, ChangeState.UNDONE))
     loaded = store.load_job("job_t")
     assert loaded is not None and loaded.changes[0].target == "rec-1"
-    held = store.read(lambda tx: tx.open_changes("customer", "job_other"))
+    held = store.read(lambda tx: tx.open_changes(["customer"], "job_other"))
     assert held == []  # undone holds nothing
     store.write(lambda tx: tx.set_change_state("job_t", 0, ChangeState.APPLIED))
-    (held_change,) = store.read(lambda tx: tx.open_changes("customer", "job_other"))
+    (held_change,) = store.read(lambda tx: tx.open_changes(["customer"], "job_other"))
     assert held_change.target == "rec-1"

@@ -64,8 +64,16 @@ def body_digest(row: ChainedRow) -> str:
 def link(prev_hash: str, job_id: str | None, digest: str) -> str:
     """The hash of a row of job ``job_id`` whose predecessor's hash is ``prev_hash`` and
     whose body digest is ``digest``."""
-    parts = (_LINK_TAG, prev_hash.encode(), (job_id or "").encode(), digest.encode())
-    return hashlib.sha256(b"\n".join(parts)).hexdigest()
+    before, after = link_around(job_id, digest)
+    return hashlib.sha256(before + prev_hash.encode() + after).hexdigest()
+
+
+def link_around(job_id: str | None, digest: str) -> tuple[bytes, bytes]:
+    """What a link's SHA-256 reads before and after the predecessor's hash (ASCII hex):
+    the tag, then the job id (empty for none) and the body digest, each part on a line
+    of its own. A database that reads the head itself hashes ``before``, the head and
+    ``after``, and gets what ``link`` computes."""
+    return _LINK_TAG + b"\n", b"\n" + (job_id or "").encode() + b"\n" + digest.encode()
 
 
 def row_hash(prev_hash: str, row: ChainedRow) -> str:
@@ -73,4 +81,4 @@ def row_hash(prev_hash: str, row: ChainedRow) -> str:
     return link(prev_hash, row.job_id, body_digest(row))
 
 
-__all__ = ["GENESIS", "ChainedRow", "body_digest", "link", "row_hash"]
+__all__ = ["GENESIS", "ChainedRow", "body_digest", "link", "link_around", "row_hash"]

@@ -8,17 +8,21 @@ psycopg 3 connections.
   each resource (``lock_resources``); the job's row ``FOR UPDATE`` before a preview is
   claimed or a write loads the job. A prepare's quotas and the ledger's limits are
   counted at its commit (``check_before_commit``), under the hash chain's lock, which
-  every write holds from reading the chain's head to its commit: the counts and the
-  counter rows' update (``value + n``, exact) ride in the round trip that reads the
-  head, and no other lock is a queue of its own.
+  every write holds from its chained inserts to its commit: the counts and the counter
+  rows' update (``value + n``, exact) ride in the one round trip before the commit, and
+  no other lock is a queue of its own.
 - Every read is one ``REPEATABLE READ READ ONLY`` transaction: one snapshot.
 - Inside a transaction the statements are pipelined: one whose result is not read (an
   insert, an update, a lock) leaves with the next one that is, or with the ``COMMIT``,
   so a round trip is paid per answer the verbs wait for, not per statement. A verb
   whose answer can wait returns an ``Answer``, read when needed (the action an intent
   records: after the commit), and a check can wait for the commit
-  (``check_before_commit``: an outcome's "still in flight"), where it shares the round
-  trip that reads the chain's head.
+  (``check_before_commit``: an outcome's "still in flight"), where the checks' answers
+  share one round trip.
+- An event's insert reads the chain's head itself and PostgreSQL hashes the link
+  (``sha256`` over ``chain.link_around``'s bytes around the head: what ``row_hash``
+  computes), so the chain's lock, the inserts and the commit leave together: under the
+  lock the write waits for nothing but its checks' answers and the commit.
 - The pool hands out connections without a liveness round trip; one the server wrote
   to while it sat idle begins alone, and found dead there is replaced
   (``_checked_out``): before anything of the transaction was sent, the only point
@@ -48,11 +52,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..chain import GENESIS, ChainedRow, body_digest, link_around
 from ..errors import LedgerError
 from .postgres_leases import LEASE_S, PostgresLease, pg_sql
 from .postgres_schema import SCHEMA_VERSION, migrate
 from .records import Answer
 from .sql_base import Cursor
+from .sql_chain import CHAIN_LOCK, ROW_COLUMNS, row_values
 from .sql_verbs import SqlVerbs
 from .store import Reader, ReadShortcuts, Store, Transaction
 
@@ -65,6 +71,16 @@ POOL_SIZE = 10
 WAIT_S = 10.0
 #: How long the pool tries to make a connection before it starts over (``_keep_trying``)
 RECONNECT_S = 1.0
+#: An event after the chain's head, read by the statement itself (a statement sees
+#: what committed before it began, and this transaction's own earlier inserts), its
+#: link hashed by the database around it: ``row_hash``, byte for byte.
+_LINKED_INSERT = (
+    f"INSERT INTO events({ROW_COLUMNS}, prev_hash, hash) "  # noqa: S608 - constants only
+    "SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, head.hash, "
+    "encode(sha256(? || convert_to(head.hash, 'UTF8') || ?), 'hex') "
+    "FROM (SELECT COALESCE((SELECT hash FROM events ORDER BY id DESC LIMIT 1), "
+    f"'{GENESIS}') AS hash) AS head"
+)
 
 
 class PgConnection:
@@ -117,6 +133,15 @@ class PostgresTransaction(SqlVerbs):
 
     def _answer(self, cursor: Cursor, read: Callable[[Cursor], T]) -> Answer[T]:
         return Answer(lambda: read(cursor))
+
+    def _insert_chained(self, rows: list[ChainedRow]) -> None:
+        # After the chain's lock, which every chained insert holds to its commit: each
+        # insert's head is the newest committed event or this write's previous one.
+        self._lock(CHAIN_LOCK)
+        for row in rows:
+            before, after = link_around(row.job_id, body_digest(row))
+            self.connection.execute(_LINKED_INSERT, (*row_values(row), before, after))
+        self._run_checks()
 
     def check_before_commit(self, check: Callable[[], None]) -> None:
         if self.defer_chain:

@@ -40,6 +40,7 @@ class OpenChange:
     write in flight right now (an intent committed, no outcome yet)."""
 
     job_id: str
+    resource_id: str
     kind: str
     fields: tuple[str, ...]
     state: ChangeState

@@ -8,7 +8,9 @@ commit together or not at all. Two writers can never fork the chain: SQLite runs
 write at a time, PostgreSQL writers take a transaction-scoped lock on the chain head
 first, as the last lock of the write (``_lock``, ``flush_chain``), and
 ``events_chain_prev`` (a unique index on ``prev_hash``) refuses
-a second successor even if something skipped that lock.
+a second successor even if something skipped that lock. On PostgreSQL the insert reads
+the head itself and the database hashes the link (``postgres.py``), byte for byte what
+``chain.row_hash`` computes.
 """
 
 from __future__ import annotations
@@ -23,8 +25,9 @@ from .sql_base import Cursor, EngineHooks
 
 #: The lock PostgreSQL writers hold from reading the head to their commit.
 CHAIN_LOCK = "events:chain"
-_ROW_COLUMNS = "job_id, at, actor, access_path, operation, target, from_state, to_state, detail"
-_SELECT_ROWS = f"SELECT id, prev_hash, hash, {_ROW_COLUMNS} FROM events"  # noqa: S608
+#: The columns the chain covers, in ``row_values`` order.
+ROW_COLUMNS = "job_id, at, actor, access_path, operation, target, from_state, to_state, detail"
+_SELECT_ROWS = f"SELECT id, prev_hash, hash, {ROW_COLUMNS} FROM events"  # noqa: S608
 
 
 @dataclass(frozen=True)
@@ -44,20 +47,13 @@ class ChainVerbs(EngineHooks):
     ``pending`` until the engine calls ``flush_chain`` just before its COMMIT: the chain
     lock is then the last lock the write takes, so it can never be part of a deadlock,
     and it is held only for the inserts and the commit. The write's deferred checks
-    (``check_before_commit``) run there too, after the head is asked for and before it
-    is read: one round trip answers them all."""
+    (``check_before_commit``) run there too, under that lock. An engine that hashes
+    the link in the database overrides ``_insert_chained``."""
 
     #: set by an engine whose writes run at once; it then calls ``flush_chain``
     defer_chain: bool = False
     pending: list[ChainedRow]
     checks: list[Callable[[], None]]
-
-    def chain_head(self) -> str:
-        """The hash of the newest event, or ``GENESIS`` on an empty ledger."""
-        return _head(self._ask_head())
-
-    def _ask_head(self) -> Cursor:
-        return self.connection.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1")
 
     def append_event(self, row: ChainedRow) -> None:
         """Insert ``row`` after the chain's head (at the commit, where deferred)."""
@@ -83,17 +79,19 @@ class ChainVerbs(EngineHooks):
             check()
 
     def _insert_chained(self, rows: list[ChainedRow]) -> None:
+        """Lock the chain, insert ``rows`` after its head, linked, and run the deferred
+        checks (asked before the head is read: one round trip answers them all)."""
         self._lock(CHAIN_LOCK)
-        asked = self._ask_head()
+        asked = self.connection.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1")
         if self.defer_chain:
             self._run_checks()
         prev = _head(asked)
         for row in rows:
             digest = row_hash(prev, row)
             self.connection.execute(
-                f"INSERT INTO events({_ROW_COLUMNS}, prev_hash, hash) "  # noqa: S608
+                f"INSERT INTO events({ROW_COLUMNS}, prev_hash, hash) "  # noqa: S608
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (*_values(row), prev, digest),
+                (*row_values(row), prev, digest),
             )
             prev = digest
 
@@ -128,7 +126,8 @@ def new_row(
     )
 
 
-def _values(row: ChainedRow) -> tuple[Any, ...]:
+def row_values(row: ChainedRow) -> tuple[Any, ...]:
+    """The row's columns in ``ROW_COLUMNS`` order."""
     return (
         row.job_id,
         row.at,
@@ -222,11 +221,13 @@ def chain_existing_events(execute: Execute) -> None:
 
 __all__ = [
     "CHAIN_LOCK",
+    "ROW_COLUMNS",
     "ChainVerbs",
     "StoredLink",
     "chain_existing_events",
     "first_event",
     "job_event_span",
     "new_row",
+    "row_values",
     "stored_links",
 ]

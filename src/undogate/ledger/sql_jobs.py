@@ -78,7 +78,7 @@ class JobVerbs(ChainVerbs, CounterVerbs):
     ) -> Admission:
         # Under the chain's lock, which a write with events holds by its commit already
         # (asking again costs nothing); sent together, read together: on PostgreSQL
-        # (pipelined) in the round trip that reads the chain's head.
+        # (pipelined) in the one round trip before the commit, after the chained inserts.
         self._lock(CHAIN_LOCK)
         counted = self.connection.execute(
             _COUNT_BOTH_SQL, (owner_id, agent_id, stop_at[0], owner_id, stop_at[1])
@@ -294,33 +294,36 @@ class JobVerbs(ChainVerbs, CounterVerbs):
             (state.value, applied_etag, target, job_id, index),
         )
 
-    def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
-        """Other jobs' changes that hold ``resource_id`` (any identity: a quarantine
-        outlives a config change), writes in flight first. Two indexed reads
-        (actions_in_flight and changes_live) in one statement: one round trip, and one
-        snapshot even under READ COMMITTED, so an outcome that commits meanwhile cannot
-        move a change out of both halves."""
+    def open_changes(self, resource_ids: Sequence[str], exclude_job: str) -> list[OpenChange]:
+        """Other jobs' changes that hold any of ``resource_ids`` (any identity: a
+        quarantine outlives a config change), writes in flight first. Two indexed reads
+        (actions_in_flight and changes_live) in one statement for them all: one round
+        trip, and one snapshot even under READ COMMITTED, so an outcome that commits
+        meanwhile cannot move a change out of both halves."""
+        listed = ", ".join("?" * len(resource_ids)) or "NULL"  # none: holds nothing
         rows = self.connection.execute(
-            "SELECT ch.job_id, ch.kind, ch.fields, ch.state, ch.applied_seq, ch.fingerprint, 1, "
-            "ch.target "
+            "SELECT ch.job_id, ch.resource_id, ch.kind, ch.fields, ch.state, "  # noqa: S608 - placeholders only
+            "ch.applied_seq, ch.fingerprint, 1, ch.target "
             "FROM actions a JOIN changes ch ON ch.job_id = a.job_id AND ch.idx = a.change_idx "
-            "WHERE a.status = 'dispatching' AND ch.resource_id = ? AND a.job_id != ? "
+            f"WHERE a.status = 'dispatching' AND ch.resource_id IN ({listed}) AND a.job_id != ? "
             "UNION ALL "
-            "SELECT job_id, kind, fields, state, applied_seq, fingerprint, 0, target FROM changes "
-            "WHERE resource_id = ? AND state IN ('applied', 'uncertain') AND job_id != ? "
-            "ORDER BY 7 DESC",
-            (resource_id, exclude_job, resource_id, exclude_job),
+            "SELECT job_id, resource_id, kind, fields, state, applied_seq, fingerprint, 0, target "
+            f"FROM changes WHERE resource_id IN ({listed}) "
+            "AND state IN ('applied', 'uncertain') AND job_id != ? "
+            "ORDER BY 8 DESC",
+            (*resource_ids, exclude_job, *resource_ids, exclude_job),
         ).fetchall()
         return [
             OpenChange(
                 job_id=r[0],
-                kind=r[1],
-                fields=_fields_from_json(r[2]),
-                state=ChangeState(r[3]),
-                applied_seq=r[4],
-                fingerprint=r[5],
-                in_flight=bool(r[6]),
-                target=r[7],
+                resource_id=r[1],
+                kind=r[2],
+                fields=_fields_from_json(r[3]),
+                state=ChangeState(r[4]),
+                applied_seq=r[5],
+                fingerprint=r[6],
+                in_flight=bool(r[7]),
+                target=r[8],
             )
             for r in rows
         ]

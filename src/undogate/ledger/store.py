@@ -36,7 +36,7 @@ A ``Reader`` or ``Transaction`` is valid only inside the call that received it.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Literal, Protocol, TypeVar
 
 from ..jobs import ActionStatus, ChangeState, Job, JobState, Observation, Operation
@@ -137,10 +137,10 @@ class Reader(OutboxReader, RewindReader, LeaseReader, Protocol):
 
     # -- overlaps and previews --------------------------------------------------------------
 
-    def open_changes(self, resource_id: str, exclude_job: str) -> list[OpenChange]:
-        """Other jobs' changes that hold ``resource_id`` (whatever its identity now: a
-        quarantine outlives a config change): writes in flight first, then applied or
-        uncertain changes."""
+    def open_changes(self, resource_ids: Sequence[str], exclude_job: str) -> list[OpenChange]:
+        """Other jobs' changes that hold any of ``resource_ids`` (whatever its identity
+        now: a quarantine outlives a config change): writes in flight first, then
+        applied or uncertain changes. One statement for them all."""
         ...
 
     def load_preview(self, token_hash: str) -> StoredPreview | None: ...

@@ -24,7 +24,12 @@ def stopped_at(gw: Context, owner_id: str, agent_id: str) -> float | None:
 def refuse_if_stopped(tx: Reader, owner_id: str, agent_id: str, doing: str) -> None:
     """Raises: AgentStopped, when the owner stopped the agent: the sentence says what
     the stop did (``doing``) and every way a person resumes it."""
-    if tx.agent_stopped_at(owner_id, agent_id) is not None:
+    refuse_stopped(tx.agent_stopped_at(owner_id, agent_id), agent_id, doing)
+
+
+def refuse_stopped(stopped: float | None, agent_id: str, doing: str) -> None:
+    """``refuse_if_stopped`` with the stop already read (``stopped``: when, or None)."""
+    if stopped is not None:
         raise AgentStopped(
             f"agent {agent_id} was stopped by a person: {doing}; it stays stopped until "
             f"a person resumes it (undogate agents resume {agent_id}, "
@@ -57,4 +62,11 @@ def set_stopped(gw: Context, actor: Actor, agent_id: str, stopped: bool) -> floa
     return gw.ledger.write(commit)
 
 
-__all__ = ["HELD", "NOTHING_PREPARED", "refuse_if_stopped", "set_stopped", "stopped_at"]
+__all__ = [
+    "HELD",
+    "NOTHING_PREPARED",
+    "refuse_if_stopped",
+    "refuse_stopped",
+    "set_stopped",
+    "stopped_at",
+]

@@ -30,7 +30,7 @@ from ..jobs import (
 from ..ledger import StoredPreview
 from ..metrics import Watch, watching_confirm
 from . import step_up
-from .agent_stop import HELD, refuse_if_stopped
+from .agent_stop import HELD, refuse_stopped
 from .context import Context
 from .dispatch import Dispatch
 from .preview import described, planned_writes, targets_for
@@ -114,9 +114,13 @@ def _confirm(
     if passkey_assertion is not None:
         assertion = step_up.refuse_replay(gw, passkey_assertion)
     token_hash = sha256_hex(preview_token)
-    # One read for both (on PostgreSQL each read is a transaction of its own).
-    stored, attempts = gw.ledger.read(
-        lambda tx: (tx.load_preview(token_hash), tx.confirm_attempts(job.id))
+    # One read for all three (on PostgreSQL each read is a transaction of its own).
+    stored, attempts, stopped = gw.ledger.read(
+        lambda tx: (
+            tx.load_preview(token_hash),
+            tx.confirm_attempts(job.id),
+            tx.agent_stopped_at(job.owner_id, job.agent_id),
+        )
     )
     if stored is None or stored.job_id != job.id:
         raise NotFound("unknown preview token for this job; preview again", job=job.id)
@@ -133,7 +137,7 @@ def _confirm(
     # A stopped agent's jobs wait (undoing them does not), said before anything a new
     # preview would mend: previewing again would not help.
     if operation is Operation.APPLY:
-        gw.ledger.read(lambda tx: refuse_if_stopped(tx, job.owner_id, job.agent_id, HELD))
+        refuse_stopped(stopped, job.agent_id, HELD)
     if gw.clock() >= stored.expires_at:
         raise PreviewExpired("the preview expired; preview again", job=job.id)
     targets = targets_for(gw, job, operation)

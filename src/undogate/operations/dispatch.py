@@ -243,7 +243,7 @@ class Dispatch:
             if not in_flight.value():
                 raise _lease_lost()
 
-        # The answer is read at the commit, with the chain's head: one round trip less.
+        # The answer is read at the commit, with the write's other checks: one round trip less.
         tx.check_before_commit(still_in_flight)
         applied = self.operation is Operation.APPLY and outcome.status is ActionStatus.DONE
         tx.set_change_state(
