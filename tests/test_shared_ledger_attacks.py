@@ -58,14 +58,13 @@ _HOLDS_THE_TURN = textwrap.dedent(
     ledger.write(hold)
     """
 )
-# A process that commits one event after another, saying each once its commit returned
-# (with no lease: a lease taken beside processes that write without pause can fail).
+# A process that commits one event after another, saying each once its commit returned.
 _COMMITS = textwrap.dedent(
     """
     import sys
     from pathlib import Path
     from undogate.ledger import Ledger
-    ledger = Ledger.open(Path(sys.argv[1]), lease_s=None)
+    ledger = Ledger.open(Path(sys.argv[1]), lease_s=2.0)
     print("open", flush=True)
     n = 0
     while True:
