@@ -11,17 +11,20 @@ from __future__ import annotations
 import fcntl
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from undogate.errors import LedgerBusy, LedgerInUse
 from undogate.ledger import DB_NAME, LOCK_NAME, Ledger, Transaction
+from undogate.ledger.sqlite import BUSY_S
 from undogate.ledger.sqlite_files import (
     NEXT_WRITER_LOCK_NAME,
     WRITE_LOCK_NAME,
@@ -372,6 +375,11 @@ MOUNTS = """\
 tmpfs /tmp tmpfs rw,nosuid,nodev 0 0
 server:/export /srv/shared nfs4 rw,relatime,vers=4.2 0 0
 //nas/ledgers /mnt/nas cifs rw,relatime 0 0
+server:/team /mnt/team\\040share nfs4 rw,relatime 0 0
+kim@host:/ /home/kim/remote fuse.sshfs rw,nosuid,nodev 0 0
+s3: /mnt/cloud fuse.rclone rw,nosuid,nodev 0 0
+fuse-overlayfs /var/lib/containers fuse.fuse-overlayfs rw,nodev 0 0
+/dev/sdb1 /media/usb fuseblk rw,nosuid,nodev 0 0
 """
 
 
@@ -384,6 +392,12 @@ server:/export /srv/shared nfs4 rw,relatime,vers=4.2 0 0
         ("/srv/sharedness/data", "ext4", False),  # a longer name is not under the mount
         ("/tmp/undogate", "tmpfs", False),
         ("/var/lib/undogate", "ext4", False),
+        ("/mnt/team share/undogate", "nfs4", True),  # /proc/mounts spells the space \040
+        ("/mnt/team", "ext4", False),
+        ("/home/kim/remote/data", "fuse.sshfs", True),
+        ("/mnt/cloud/data", "fuse.rclone", True),  # a FUSE client not known to be local
+        ("/var/lib/containers/storage", "fuse.fuse-overlayfs", False),
+        ("/media/usb/data", "fuseblk", False),  # ntfs-3g on a disk of this machine
     ],
 )
 def test_a_network_filesystem_is_told_from_a_local_one_by_its_mount(
@@ -487,3 +501,56 @@ def test_a_lease_renews_in_its_turn_while_other_processes_write_back_to_back(
     assert all(
         after > before + 10 for before, after in zip(written_before, written_after, strict=True)
     )
+
+
+def test_a_lease_is_taken_in_its_turn_while_other_processes_write_back_to_back(
+    tmp_path: Path,
+) -> None:
+    """Opening with a lease writes the lease's row: it queues for the turn with the
+    writers, so it is had within one of their writes, never lost to their sleeps."""
+    data = tmp_path / "data"
+    Ledger.open(data, lease_s=None).close()
+    writers: list[subprocess.Popen[str]] = []
+    waits: list[float] = []
+    try:
+        for actor in _WRITERS:
+            proc, said = _start(_WRITE_BACK_TO_BACK, str(data), actor)
+            writers.append(proc)
+            assert said == "writing"
+        for _ in range(8):
+            started = time.monotonic()
+            ledger = Ledger.open(data, lease_s=_SHORT_LEASE_S)
+            waits.append(time.monotonic() - started)
+            try:
+                assert ledger.lease is not None
+                row = ledger.read(partial(_lease_row, lease_id=ledger.lease.id))
+                started_at, _, ended_at, _ = row
+                assert started_at > 0 and ended_at is None
+            finally:
+                ledger.close()
+    finally:
+        for proc in writers:
+            _kill(proc)
+    assert max(waits) < BUSY_S, waits  # never near the busy wait it would be refused at
+
+
+def test_a_lease_that_cannot_be_taken_refuses_the_open_as_ledger_busy(tmp_path: Path) -> None:
+    """SQLite's write lock held by something that takes no turn (a tool, an older
+    undogate) past the busy wait: the open is refused with the ledger's own error, and
+    keeps nothing of itself."""
+    data = tmp_path / "data"
+    beside = Ledger.open(data, lease_s=None)  # so the newcomer joins, as beside a server
+    tool = sqlite3.connect(data / DB_NAME, isolation_level=None)
+    try:
+        tool.execute("BEGIN IMMEDIATE")
+        with pytest.raises(LedgerBusy) as refused:
+            Ledger.open(data, lease_s=_SHORT_LEASE_S, busy_s=0.3)
+        assert refused.value.code == "ledger_busy"
+        tool.execute("ROLLBACK")
+        assert beside.read(lambda tx: tx.connection.execute(  # type: ignore[attr-defined]
+            "SELECT COUNT(*) FROM leases"
+        ).fetchone()[0]) == 0  # fmt: skip
+    finally:
+        tool.close()
+        beside.close()
+    Ledger.open(data, alone=True).close()  # the refused open holds nothing

@@ -58,14 +58,13 @@ _HOLDS_THE_TURN = textwrap.dedent(
     ledger.write(hold)
     """
 )
-# A process that commits one event after another, saying each once its commit returned
-# (with no lease: a lease taken beside processes that write without pause can fail).
+# A process that commits one event after another, saying each once its commit returned.
 _COMMITS = textwrap.dedent(
     """
     import sys
     from pathlib import Path
     from undogate.ledger import Ledger
-    ledger = Ledger.open(Path(sys.argv[1]), lease_s=None)
+    ledger = Ledger.open(Path(sys.argv[1]), lease_s=2.0)
     print("open", flush=True)
     n = 0
     while True:
@@ -291,13 +290,6 @@ def mount_point(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(point)], check=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="sqlite_files.filesystem_type compares paths with /proc/mounts' escaped mount "
-    "points (a space is \\040), so a share mounted at a path with a space is taken for the "
-    "filesystem under it: an NFS share there would not be refused (fix belongs to the "
-    "helper rewriting ledger/sqlite*.py)",
-)
 def test_the_filesystem_of_a_mount_point_with_a_space_in_its_name_is_told(
     mount_point: Path,
 ) -> None:
@@ -305,13 +297,6 @@ def test_the_filesystem_of_a_mount_point_with_a_space_in_its_name_is_told(
     assert filesystem_type(mount_point / "data", mounts) == "tmpfs"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the network filesystems are a list of /proc/mounts types, and FUSE clients of "
-    "network filesystems report fuse.<client>: GlusterFS, CephFS (ceph-fuse), rclone, s3fs "
-    "and gcsfuse mounts, and Lustre, GPFS and BeeGFS, are taken for local disks (fix "
-    "belongs to the helper rewriting ledger/sqlite*.py)",
-)
 @pytest.mark.parametrize(
     "fs",
     ["fuse.glusterfs", "fuse.ceph-fuse", "fuse.rclone", "fuse.s3fs", "fuse.gcsfuse", "lustre",
@@ -322,14 +307,6 @@ def test_the_network_filesystems_fuse_clients_mount_are_refused(fs: str) -> None
 
 
 @sqlite_only
-@pytest.mark.xfail(
-    strict=True,
-    reason="who has the ledger open is known only by flock on ledger.lock: once that file "
-    "is deleted (taken for a stale lock), the next process to start creates a new one, "
-    "finds itself alone, ends every lease as gone and settles a live process's write in "
-    "flight as uncertain (restore and ledger copy would likewise take the ledger from under "
-    "it). Fix belongs to the helper rewriting ledger/sqlite*.py",
-)
 def test_a_process_started_after_the_lock_file_was_deleted_never_settles_a_live_write(
     fleet: Fleet, server: ContractServer, fleet_ledger: Store
 ) -> None:
@@ -352,6 +329,22 @@ def test_a_process_started_after_the_lock_file_was_deleted_never_settles_a_live_
             gate.release()
             confirming.join(30)
         assert outcome == [200]
+
+
+@sqlite_only
+def test_restore_is_refused_beside_a_serving_process_after_the_lock_file_was_deleted(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    backup = tmp_path / "backup.sqlite3"
+    with serving(fleet.config, fleet.env) as (url, _):
+        made = cli("backup", str(backup), "--config", str(fleet.config), env=fleet.env)
+        assert made.returncode == 0, made.stderr
+        (fleet.data_dir / LOCK_NAME).unlink()  # a clean-up that took it for a stale lock
+        restored = cli("restore", str(backup), "--config", str(fleet.config), env=fleet.env)
+        assert restored.returncode != 0
+        assert "ledger_in_use" in restored.stderr, restored.stderr
+        _write_through(url, fleet, "prospect")  # the served ledger is still the one in use
+    assert not list(fleet.data_dir.glob("before-restore-*"))  # nothing was moved aside
 
 
 def _signed_in(url: str, key: str) -> dict[str, str]:

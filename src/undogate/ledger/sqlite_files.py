@@ -24,17 +24,32 @@ locks in its data dir say who is there and whose turn it is to write:
   again before the waiter the kernel woke has run (on a busy machine, every time). It
   must first be next in line, behind the one that is, so a waiter is never overtaken.
 
-The kernel releases all four when a process dies, however it dies.
+Who has the ledger open is told by ``ledger.lock`` and by the data dir itself, each
+held the same way (``hold_ledger``): a clean-up may delete ``ledger.lock`` taking it for
+a stale lock, and the next process would make a new one, find itself alone, end every
+live process's lease and settle their writes in flight as uncertain. The directory
+cannot be deleted while it holds the ledger, so a process is alone only when both are
+free. (A ``flock`` on the database file would do as well, but ``restore`` replaces that
+file, and a descriptor of it that this process closes drops SQLite's own POSIX locks on
+it.) ``ledger.lock`` stays for the undogates from before, which hold only it.
+
+The kernel releases them all when a process dies, however it dies.
 
 The files must be on a local disk: SQLite's locks and ``fsync`` are not trustworthy on
 a network filesystem, and processes on two machines would each believe they hold the
-write lock. A ledger there is refused (``ledger_network_filesystem``).
+write lock. A ledger there is refused (``ledger_network_filesystem``), and so is one on
+a FUSE filesystem other than those known to keep their files on this machine's disk: a
+FUSE type names its client program (``fuse.sshfs``, ``fuse.rclone``), which may reach
+anywhere, and its locks are only this machine's. A local FUSE filesystem refused by
+mistake costs a clear error at start; a network one accepted by mistake costs the
+ledger.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -56,19 +71,28 @@ _NETWORK_FS = {
     "cifs",
     "smb3",
     "smbfs",
-    "fuse.sshfs",
     "9p",
     "afs",
     "ceph",
     "glusterfs",
+    "lustre",
+    "gpfs",
+    "beegfs",
 }
+#: FUSE filesystems whose files are on this machine's own disks: fuse-overlayfs is the
+#: storage of rootless containers.
+_LOCAL_FUSE = {"fuse.fuse-overlayfs"}
+#: How /proc/mounts spells a space, tab, newline or backslash in a mount point.
+_MOUNT_ESCAPE = re.compile(r"\\([0-7]{3})")
 
 
 class Hold:
-    """This process's hold on a ledger's files (``ledger.lock``); ``release`` ends it."""
+    """This process's hold on a ledger's files (``ledger.lock`` and the data dir);
+    ``release`` ends it."""
 
-    def __init__(self, fd: int, data_dir: Path, alone: bool) -> None:
+    def __init__(self, fd: int, dir_fd: int, data_dir: Path, alone: bool) -> None:
         self.fd = fd
+        self.dir_fd = dir_fd
         self.data_dir = data_dir
         #: no other process had the ledger open when this one took its hold
         self.alone = alone
@@ -79,16 +103,16 @@ class Hold:
         Raises:
             LedgerInUse: an undogate that does not share its ledger took it in between.
         """
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _locked(self.fd, fcntl.LOCK_SH) or not _locked(self.dir_fd, fcntl.LOCK_SH):
             fd, self.fd = self.fd, -1
-            raise _in_use(fd, self.data_dir, "an undogate that does not share its ledger") from None
+            os.close(self.dir_fd)
+            raise _in_use(fd, self.data_dir, "an undogate that does not share its ledger")
         self.alone = False
 
     def release(self) -> None:
         if self.fd >= 0:
             os.close(self.fd)
+            os.close(self.dir_fd)
             self.fd = -1
 
 
@@ -101,21 +125,29 @@ def hold_ledger(data_dir: Path, *, alone: bool) -> Hold:
             not share its ledger owns it (its pid is named).
     """
     fd = os.open(data_dir / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pass
-    else:
+    dir_fd = os.open(data_dir, os.O_RDONLY | os.O_DIRECTORY)
+    # Both free: nobody has it open. Only ledger.lock free: it was deleted and made anew
+    # while other processes hold the directory.
+    if _locked(fd, fcntl.LOCK_EX) and _locked(dir_fd, fcntl.LOCK_EX):
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        return Hold(fd, data_dir, alone=True)
+        return Hold(fd, dir_fd, data_dir, alone=True)
     if alone:
+        os.close(dir_fd)
         raise _in_use(fd, data_dir, "other undogate processes; stop every one of them first")
+    if not _locked(fd, fcntl.LOCK_SH) or not _locked(dir_fd, fcntl.LOCK_SH):
+        os.close(dir_fd)
+        raise _in_use(fd, data_dir, "an undogate that does not share its ledger")
+    return Hold(fd, dir_fd, data_dir, alone=False)
+
+
+def _locked(fd: int, how: int) -> bool:
+    """``flock`` ``fd`` ``how`` at once; False if another holder keeps it from us."""
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise _in_use(fd, data_dir, "an undogate that does not share its ledger") from None
-    return Hold(fd, data_dir, alone=False)
+        return False
+    return True
 
 
 def _in_use(fd: int, data_dir: Path, by: str) -> LedgerInUse:
@@ -298,7 +330,7 @@ def _open_lock(path: Path) -> int:
 def refuse_network_filesystem(data_dir: Path) -> None:
     """Raises: LedgerOnNetworkFilesystem: ``data_dir`` is on a network filesystem."""
     try:
-        mounts = Path("/proc/mounts").read_text()
+        mounts = Path("/proc/mounts").read_text(errors="surrogateescape")
     except OSError:
         return  # not Linux: nothing to tell it by
     fs = filesystem_type(data_dir, mounts)
@@ -314,20 +346,26 @@ def refuse_network_filesystem(data_dir: Path) -> None:
 
 
 def is_network_filesystem(fs: str) -> bool:
+    """A network filesystem, or a FUSE one not known to be local (this module's doc)."""
+    if fs == "fuse" or fs.startswith("fuse."):
+        return fs not in _LOCAL_FUSE
     return fs in _NETWORK_FS
 
 
 def filesystem_type(path: Path, mounts: str) -> str | None:
     """The type of the filesystem ``path`` is on, by the longest mount point in
-    ``mounts`` (``/proc/mounts``'s text) that holds it."""
+    ``mounts`` (``/proc/mounts``'s text) that holds it.
+
+    By the path, not by the device number ``stat`` gives: on btrfs a subvolume's device
+    number is not the one its mount is listed with."""
     best: tuple[str, str | None] = ("", None)
     target = str(path.resolve())
     for line in mounts.splitlines():
         parts = line.split()
-        if (
-            len(parts) >= 3
-            and (target == parts[1] or target.startswith(parts[1].rstrip("/") + "/"))
-            and len(parts[1]) >= len(best[0])
-        ):
-            best = (parts[1], parts[2])
+        if len(parts) < 3:
+            continue
+        point = _MOUNT_ESCAPE.sub(lambda code: chr(int(code[1], 8)), parts[1])
+        holds = target == point or target.startswith(point.rstrip("/") + "/")
+        if holds and len(point) >= len(best[0]):
+            best = (point, parts[2])
     return best[1]
