@@ -285,7 +285,8 @@ class WriteTurn:
                 waiter.wanted = False  # it gives the turn back once it gets it
                 if waiter.got.is_set():
                     # It got the turn for a ``take`` that never came back for it (a
-                    # SIGTERM's SystemExit landed in the wait): held, until given back.
+                    # SIGTERM's SystemExit landed in the wait): its descriptor holds the
+                    # turn until it is closed.
                     os.close(waiter.fd)
         for fd in (self._fd, self._next_fd):
             if fd >= 0:
