@@ -107,8 +107,9 @@ class Lease(Generic[C]):
             if conn is None:
                 return
             # Ended, not left to expire: this process's work is recovery's at once. A
-            # ledger out of reach or busy leaves it to expire instead.
-            with contextlib.suppress(*self.errors, LedgerError):
+            # ledger out of reach or busy leaves it to expire instead, and says so.
+            failures: tuple[type[Exception], ...] = (*self.errors, LedgerError)
+            try:
                 if self._usable(conn):
                     with self._writing():
                         self._execute(
@@ -117,18 +118,28 @@ class Lease(Generic[C]):
                             "ended_reason = 'closed' WHERE id = ? AND ended_at IS NULL",
                             (self.id,),
                         )
+            except failures as exc:
+                log.warning(
+                    "this gateway could not end its lease %s on the ledger as it stopped "
+                    "(%s): it expires within %.0f s, and other processes then settle its "
+                    "writes in flight as uncertain",
+                    self.id,
+                    (str(exc).strip().splitlines() or ["no answer"])[0],
+                    self.lease_s,
+                )
             self._close_connection(conn)
 
     def _take(self, conn: C) -> None:
-        lease_id = "lse_" + secrets.token_hex(8)
+        # Named before it is written: a SIGTERM landing once the INSERT is committed
+        # still finds the lease that ``close`` must end.
+        self.id = "lse_" + secrets.token_hex(8)
         with self._writing():
             self._execute(
                 conn,
                 "INSERT INTO leases(id, holder, started_at, renewed_at, expires_at) "  # noqa: S608
                 f"SELECT ?, ?, now, now, now + ? FROM (SELECT {self.now_sql} AS now) AS clock",
-                (lease_id, self.holder, self.lease_s),
+                (self.id, self.holder, self.lease_s),
             )
-        self.id = lease_id
 
     def renew(self) -> None:
         """Push the expiry ``lease_s`` ahead; take a new lease if this one was ended.

@@ -204,14 +204,17 @@ class SQLiteStore(ReadShortcuts):
         with self._mutex:
             if self._hold.fd < 0:
                 return
-            if self.lease is not None:
-                self.lease.close()
             with self._readers_lock:
                 for reader in self._readers:
                     reader.close()
                 self._readers.clear()
+            # The store's connection and turn first: a write a SIGTERM cut short may still
+            # hold them (SQLite's write lock, the turn), and the lease's last write waits
+            # for both.
             self._conn.close()
             self._turn.close()
+            if self.lease is not None:
+                self.lease.close()
             self._hold.release()
 
     # -- the one door ----------------------------------------------------------

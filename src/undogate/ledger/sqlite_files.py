@@ -280,9 +280,14 @@ class WriteTurn:
     def close(self) -> None:
         self.give_back()
         with self._guard:
-            if self._waiter is not None:
-                self._waiter.wanted = False
-                self._waiter = None
+            waiter, self._waiter = self._waiter, None
+            if waiter is not None:
+                waiter.wanted = False  # it gives the turn back once it gets it
+                if waiter.got.is_set():
+                    # It got the turn for a ``take`` that never came back for it (a
+                    # SIGTERM's SystemExit landed in the wait): its descriptor holds the
+                    # turn until it is closed.
+                    os.close(waiter.fd)
         for fd in (self._fd, self._next_fd):
             if fd >= 0:
                 os.close(fd)

@@ -71,21 +71,25 @@ def open_service(
         ledger that is whole).
     """
     ledger = open_store(config.server, new_ledger=new_ledger)
-    http = PinnedClient(
-        request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
-    )
+    # The ledger is closed (its lease ended) whatever stops the rest, a SIGTERM landing
+    # while the client loads its certificates included.
     try:
-        context = Context(
-            config=config,
-            ledger=ledger,
-            http=http,
-            environ=environ,
-            crash_at=crash_point_from_env(environ),
+        http = PinnedClient(
+            request_timeout_s=config.server.request_timeout_s, ca_bundle=config.server.ca_bundle
         )
-        keyring = Keyring.from_environ(ledger, environ, known_agents(config))
-        yield Service(context, keyring)
+        try:
+            context = Context(
+                config=config,
+                ledger=ledger,
+                http=http,
+                environ=environ,
+                crash_at=crash_point_from_env(environ),
+            )
+            keyring = Keyring.from_environ(ledger, environ, known_agents(config))
+            yield Service(context, keyring)
+        finally:
+            http.close()
     finally:
-        http.close()
         ledger.close()
 
 
